@@ -1,0 +1,3 @@
+import DownloadKit
+
+print("downloadkit-bench \(DownloadKitVersion.string)")

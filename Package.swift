@@ -1,0 +1,67 @@
+// swift-tools-version:6.0
+// DownloadKit: resumable HTTP/1.1 + HTTPS downloads from scratch (POSIX sockets, OpenSSL, own parser).
+// Module shape and dependency direction are described in docs/ARCHITECTURE.md.
+import PackageDescription
+
+let package = Package(
+    name: "DownloadKit",
+    platforms: [.macOS(.v14)],
+    products: [
+        .library(name: "DownloadKit", targets: ["DownloadKit"]),
+        .library(name: "HTTPWire", targets: ["HTTPWire"]),
+        .library(name: "HTTPClient", targets: ["HTTPClient"]),
+        .executable(name: "downloadkit", targets: ["downloadkit"]),
+        .executable(name: "downloadkit-bench", targets: ["downloadkit-bench"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+    ],
+    targets: [
+        // OpenSSL 3 from the system (apt: libssl-dev). Holds only the module map and shim header.
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "openssl",
+            providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]
+        ),
+        // C functions for OpenSSL macros and version differences, all prefixed `dk_`.
+        .target(name: "CDownloadKitShims", dependencies: ["COpenSSL"]),
+        // HTTP/1.1 as bytes: no I/O, standard library only (fuzzed by Fuzz/).
+        .target(name: "HTTPWire"),
+        // Sockets, DNS, TLS, connection pool, one request/response exchange.
+        .target(name: "HTTPClient", dependencies: ["HTTPWire", "COpenSSL", "CDownloadKitShims"]),
+        // The public library: resumable engine, resume info, segments, manager.
+        .target(
+            name: "DownloadKit",
+            dependencies: [
+                "HTTPClient", "HTTPWire",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // A fault-injecting HTTP/1.1 origin on loopback plus an nginx harness (tests, demo, benchmarks).
+        .target(name: "TestOrigin", dependencies: ["HTTPWire"]),
+        .executableTarget(
+            name: "downloadkit",
+            dependencies: [
+                "DownloadKit", "TestOrigin",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(
+            name: "downloadkit-bench",
+            dependencies: [
+                "DownloadKit", "HTTPClient", "TestOrigin",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Benchmarks/downloadkit-bench"
+        ),
+        .testTarget(name: "HTTPWireTests", dependencies: ["HTTPWire"]),
+        .testTarget(name: "HTTPClientTests", dependencies: ["HTTPClient", "HTTPWire", "TestOrigin"]),
+        .testTarget(
+            name: "DownloadKitTests",
+            dependencies: ["DownloadKit", "HTTPClient", "HTTPWire", "TestOrigin"],
+            resources: [.copy("Fixtures")]
+        ),
+        .testTarget(name: "ConformanceTests", dependencies: ["DownloadKit", "HTTPClient", "HTTPWire", "TestOrigin"]),
+    ]
+)

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what the build, tests and benchmarks need on Debian/Ubuntu (run as root, or with sudo).
+# Idempotent: packages already present are skipped quickly.
+set -euo pipefail
+need=()
+command -v pkg-config >/dev/null || need+=(pkg-config)
+pkg-config --exists openssl 2>/dev/null || need+=(libssl-dev)
+command -v openssl >/dev/null || need+=(openssl)
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
+command -v curl >/dev/null || need+=(curl)
+if [ "${1:-}" = "--bench" ]; then
+    command -v wget >/dev/null || need+=(wget)
+    command -v aria2c >/dev/null || need+=(aria2)
+    command -v axel >/dev/null || need+=(axel)
+fi
+if [ ${#need[@]} -eq 0 ]; then exit 0; fi
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+echo "install-deps: installing ${need[*]}"
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"

@@ -1,0 +1,8 @@
+import Testing
+@testable import TestOrigin
+
+@Suite struct ConformanceSmokeTests {
+    @Test func moduleLinks() {
+        #expect(String(describing: TestOriginModule.self) == "TestOriginModule")
+    }
+}
