@@ -1,0 +1,147 @@
+import Glibc
+import HTTPClient
+import HTTPWire
+
+/// Why a download failed. One type for every semantic failure of the download layer; transport and
+/// wire failures are wrapped with their original error kept in ``underlying``.
+///
+/// An extensible struct rather than an enum: compare ``code`` with the static members
+/// (`error.code == .checksumMismatch`). ``description`` names the cause in plain words.
+public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The category of a download failure.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        /// A stable, payload-free name for logs, metrics and exit-code mapping.
+        public let name: String
+        init(_ name: String) { self.name = name }
+        public var description: String { name }
+
+        /// The URL could not be parsed or uses a scheme other than http/https.
+        public static let invalidURL = Code("invalidURL")
+        /// The server answered with a status that is not success (the status is in ``DownloadError/httpStatus``).
+        public static let httpStatus = Code("httpStatus")
+        /// More redirects than allowed.
+        public static let tooManyRedirects = Code("tooManyRedirects")
+        /// A redirect led back to a URL already visited.
+        public static let redirectLoop = Code("redirectLoop")
+        /// A redirect went from https to http and downgrades are not allowed, or to a non-HTTP scheme.
+        public static let insecureRedirect = Code("insecureRedirect")
+        /// A redirect had no usable `Location`.
+        public static let invalidRedirect = Code("invalidRedirect")
+        /// A 206 whose `Content-Range` did not start where asked or disagreed with the known length.
+        public static let contentRangeMismatch = Code("contentRangeMismatch")
+        /// The server ignored a range request where that cannot be recovered (segments).
+        public static let serverIgnoredRange = Code("serverIgnoredRange")
+        /// The body ended before its announced length.
+        public static let truncated = Code("truncated")
+        /// The caller's checksum did not match the downloaded file.
+        public static let checksumMismatch = Code("checksumMismatch")
+        /// The server's `Content-MD5` did not match the body it sent.
+        public static let contentMD5Mismatch = Code("contentMD5Mismatch")
+        /// Not enough free space for the remaining bytes (checked before writing).
+        public static let insufficientSpace = Code("insufficientSpace")
+        /// The disk filled up during the download; every durable byte was kept and the download can resume.
+        public static let diskFull = Code("diskFull")
+        /// A file-system operation failed (permissions, missing directory, …).
+        public static let fileSystem = Code("fileSystem")
+        /// A network or TLS failure (see ``DownloadError/underlying``).
+        public static let transport = Code("transport")
+        /// The server's response broke HTTP/1.1 framing or a header grammar.
+        public static let protocolViolation = Code("protocolViolation")
+        /// The transfer stayed below the low-speed limit for too long.
+        public static let tooSlow = Code("tooSlow")
+        /// The resume data or resume info could not be used.
+        public static let invalidResumeData = Code("invalidResumeData")
+        /// The download was cancelled by the caller.
+        public static let cancelled = Code("cancelled")
+        /// The download was paused by the caller (the resume data is available).
+        public static let paused = Code("paused")
+    }
+
+    /// What went wrong.
+    public var code: Code
+    /// A sentence that names the cause.
+    public var detail: String
+    /// The HTTP status when ``code`` is `.httpStatus` (and for failures after a status, where known).
+    public var httpStatus: Int?
+    /// The lower-level error, when there is one (a `TransportError` or `WireError` description).
+    public var underlying: String?
+    /// Whether retrying later from the durable bytes may succeed (reset, timeout, 5xx, 429, …).
+    public var isTransient: Bool
+    /// For transport failures, the transport error code (e.g. `certificateExpired`).
+    public var transportCode: String?
+
+    init(
+        _ code: Code, _ detail: String, httpStatus: Int? = nil, underlying: String? = nil, isTransient: Bool = false,
+        transportCode: String? = nil
+    ) {
+        self.code = code
+        self.detail = detail
+        self.httpStatus = httpStatus
+        self.underlying = underlying
+        self.isTransient = isTransient
+        self.transportCode = transportCode
+    }
+
+    /// A payload-free name for logs and metrics.
+    public var shortDescription: String { code.name }
+
+    public var description: String { detail }
+
+    /// Statuses that are worth retrying: 408, 429, 500, 502, 503, 504.
+    static func isTransientStatus(_ status: Int) -> Bool {
+        [408, 429, 500, 502, 503, 504].contains(status)
+    }
+
+    static func status(_ status: Int, reason: String, url: HTTPURL) -> DownloadError {
+        let phrase = reason.isEmpty ? "" : " \(reason)"
+        return DownloadError(
+            .httpStatus, "HTTP status \(status)\(phrase) from \(url)", httpStatus: status,
+            isTransient: isTransientStatus(status))
+    }
+
+    static func wrap(_ error: any Error) -> DownloadError {
+        switch error {
+        case let error as DownloadError:
+            return error
+        case let error as TransportError:
+            if error.code == .cancelled {
+                return DownloadError(.cancelled, "the download was cancelled")
+            }
+            return DownloadError(
+                .transport, transportSentence(error), underlying: error.description, isTransient: error.isTransient,
+                transportCode: error.code.name)
+        case let error as WireError:
+            // A body cut short is a network event worth retrying; other violations are the server's fault.
+            let truncation: Set<String> = ["truncatedBody", "incompleteChunkedBody", "truncatedHead", "missingResponseHead"]
+            if truncation.contains(error.code.name) {
+                return DownloadError(
+                    .truncated, "the connection closed early: \(error.detail)", underlying: error.description,
+                    isTransient: true)
+            }
+            return DownloadError(
+                .protocolViolation, "the server sent an invalid response: \(error.detail)",
+                underlying: error.description)
+        case let error as FileSystemError:
+            if error.errno == ENOSPC {
+                return DownloadError(.diskFull, "the disk is full: \(error.description)", underlying: error.description)
+            }
+            return DownloadError(.fileSystem, error.description, underlying: error.description)
+        default:
+            return DownloadError(.fileSystem, "\(error)", underlying: "\(error)")
+        }
+    }
+
+    private static func transportSentence(_ error: TransportError) -> String {
+        switch error.code {
+        case .certificateExpired, .certificateNotYetValid, .hostnameMismatch, .selfSignedCertificate, .unknownIssuer,
+            .certificateVerificationFailed:
+            return "TLS certificate verification failed: \(error.detail)"
+        case .connectTimeout, .readTimeout, .writeTimeout:
+            return "timeout: \(error.detail)"
+        case .resolveFailed:
+            return "could not resolve host: \(error.detail)"
+        default:
+            return error.detail
+        }
+    }
+}

@@ -1,0 +1,280 @@
+import Foundation
+import HTTPClient
+import HTTPWire
+
+/// Where a download's file ends up.
+public enum DownloadDestination: Sendable, Hashable {
+    /// Exactly this path. Partial data lives beside it as `<path>.dkpart` and `<path>.dkresume`.
+    case file(String)
+    /// A file inside this directory, named by the ``FileNamingRule``. Nothing is ever written outside it.
+    case directory(String, naming: FileNamingRule)
+}
+
+/// How a download in a directory is named (YCDownloadManager's conventions, plus the server's suggestion).
+public enum FileNamingRule: Sendable, Hashable {
+    /// The server's `Content-Disposition` name (`filename*` first), else the URL path's last segment,
+    /// else the MD5 of the URL; always sanitised to one safe path component.
+    case fromResponse
+    /// A caller-given file id (sanitised) plus the URL path's extension.
+    case fileID(String)
+    /// The MD5 of the URL plus the URL path's extension.
+    case md5OfURL
+}
+
+/// A caller-supplied checksum that gates the final rename.
+public struct Checksum: Sendable, Hashable, CustomStringConvertible {
+    /// The digest algorithm.
+    public var algorithm: DigestAlgorithm
+    /// The expected digest, lowercase hexadecimal.
+    public var expectedHex: String
+
+    /// Creates a checksum from an algorithm and hexadecimal digest (any case).
+    public init(algorithm: DigestAlgorithm, expectedHex: String) {
+        self.algorithm = algorithm
+        self.expectedHex = expectedHex.lowercased()
+    }
+
+    /// Parses `ALGO=HEX`, e.g. `sha256=9f86d0…`. Returns nil for an unknown algorithm or a digest of
+    /// the wrong length or with non-hex characters.
+    public init?(parsing text: String) {
+        guard let equals = text.firstIndex(of: "=") else { return nil }
+        guard let algorithm = DigestAlgorithm(rawValue: text[..<equals].lowercased()) else { return nil }
+        let hex = text[text.index(after: equals)...].lowercased()
+        let expectedLength = ["sha256": 64, "sha1": 40, "md5": 32][algorithm.rawValue] ?? 0
+        guard hex.count == expectedLength, hex.allSatisfy({ $0.isHexDigit }) else { return nil }
+        self.init(algorithm: algorithm, expectedHex: hex)
+    }
+
+    public var description: String { "\(algorithm.rawValue)=\(expectedHex)" }
+}
+
+/// What to download and where.
+public struct DownloadRequest: Sendable {
+    /// The URL that identifies the download (its identity across redirects and URL refreshes).
+    public var url: String
+    /// Where the finished file goes.
+    public var destination: DownloadDestination
+    /// Where the temp file and resume info live. Defaults to the destination's directory (so the final
+    /// move is a same-file-system `rename`).
+    public var workingDirectory: String?
+    /// Extra request header fields. `Authorization`, `Cookie` and `Proxy-Authorization` are never sent
+    /// to another origin after a redirect.
+    public var headers: HTTPHeaders
+    /// A checksum checked before the final rename.
+    public var checksum: Checksum?
+    /// Resume data from ``Download/pause()`` or an Apple NSURLSession resume-data plist.
+    public var resumeData: Data?
+    /// A replacement URL for the partial data (expiring signed URLs): the download continues from its
+    /// partial bytes at this URL when the server's validator still matches, and restarts otherwise.
+    public var replacementURL: String?
+
+    /// Creates a request.
+    public init(
+        url: String, destination: DownloadDestination, workingDirectory: String? = nil,
+        headers: HTTPHeaders = HTTPHeaders(), checksum: Checksum? = nil, resumeData: Data? = nil,
+        replacementURL: String? = nil
+    ) {
+        self.url = url
+        self.destination = destination
+        self.workingDirectory = workingDirectory
+        self.headers = headers
+        self.checksum = checksum
+        self.resumeData = resumeData
+        self.replacementURL = replacementURL
+    }
+}
+
+/// What a URL provider is told when the server refuses the current URL.
+public struct URLRefreshContext: Sendable, Hashable {
+    /// The download's original URL (its identity).
+    public var originalURL: String
+    /// The URL that was refused.
+    public var currentURL: String
+    /// The refusing status: 401, 403, 404 or 410.
+    public var status: Int
+    /// Durable bytes already downloaded.
+    public var bytesReceived: Int64
+}
+
+/// Knobs for one download. Durations are in seconds, sizes in bytes.
+public struct DownloadConfiguration: Sendable {
+    /// Redirects allowed before failing with `tooManyRedirects`. Default 10.
+    public var maxRedirects: Int
+    /// Whether an https URL may redirect to http. Default false.
+    public var allowsInsecureRedirects: Bool
+    /// Retries after transient failures (reset, timeout, 408, 429, 5xx). Default 5. A retry that
+    /// made progress (≥ 64 KiB) does not count against the limit.
+    public var retries: Int
+    /// First backoff delay; doubles each retry, with full jitter, up to ``maxRetryDelay``. Default 0.5 s.
+    public var retryBaseDelay: Double
+    /// Longest backoff delay (a server's `Retry-After` may ask for more, up to 10 minutes). Default 30 s.
+    public var maxRetryDelay: Double
+    /// The transfer counts as stalled (transient) below this many bytes per second for
+    /// ``lowSpeedTime`` seconds, like curl's `--speed-limit`. 0 disables. Default 1.
+    public var lowSpeedLimit: Int
+    /// See ``lowSpeedLimit``. Default 30 s.
+    public var lowSpeedTime: Double
+    /// A checkpoint (fdatasync + resume info) is written at most this often while bytes arrive. Default 2 s.
+    public var checkpointInterval: Double
+    /// Minimum spacing of progress events. Default 0.25 s.
+    public var progressInterval: Double
+    /// Bytes per second for this download; nil is unlimited.
+    public var rateLimit: Int?
+    /// Called when the server answers 401/403/404/410: return a fresh URL to continue from the
+    /// partial data (seed 002's expiring CDN URLs), or nil to fail.
+    public var urlProvider: (@Sendable (URLRefreshContext) async -> String?)?
+    /// How many times the URL provider may be asked per download. Default 3.
+    public var maxURLRefreshes: Int
+    /// Reserve disk space for the remaining bytes up front (fallocate, size unchanged). Default true.
+    public var preallocates: Bool
+    /// Settings for the HTTP client when the download creates its own.
+    public var client: HTTPClientConfiguration
+
+    /// Creates a configuration with the documented defaults.
+    public init(
+        maxRedirects: Int = 10, allowsInsecureRedirects: Bool = false, retries: Int = 5,
+        retryBaseDelay: Double = 0.5, maxRetryDelay: Double = 30, lowSpeedLimit: Int = 1, lowSpeedTime: Double = 30,
+        checkpointInterval: Double = 2, progressInterval: Double = 0.25, rateLimit: Int? = nil,
+        urlProvider: (@Sendable (URLRefreshContext) async -> String?)? = nil, maxURLRefreshes: Int = 3,
+        preallocates: Bool = true, client: HTTPClientConfiguration = HTTPClientConfiguration()
+    ) {
+        self.maxRedirects = maxRedirects
+        self.allowsInsecureRedirects = allowsInsecureRedirects
+        self.retries = retries
+        self.retryBaseDelay = retryBaseDelay
+        self.maxRetryDelay = maxRetryDelay
+        self.lowSpeedLimit = lowSpeedLimit
+        self.lowSpeedTime = lowSpeedTime
+        self.checkpointInterval = checkpointInterval
+        self.progressInterval = progressInterval
+        self.rateLimit = rateLimit
+        self.urlProvider = urlProvider
+        self.maxURLRefreshes = maxURLRefreshes
+        self.preallocates = preallocates
+        self.client = client
+    }
+}
+
+/// A snapshot of a download's progress.
+public struct DownloadProgress: Sendable, Hashable {
+    /// Bytes of the file present (durable or about to be), including bytes from before a resume.
+    public var bytesReceived: Int64
+    /// The file's total length, when known.
+    public var totalBytes: Int64?
+    /// Bytes received by this run (not counting resumed bytes), for speed.
+    public var bytesThisRun: Int64
+    /// Bytes per second over the last few seconds.
+    public var bytesPerSecond: Double
+    /// Estimated seconds to completion, when the total and a speed are known.
+    public var secondsRemaining: Double?
+    /// Open connections for this download (1 for a single-connection download, 0 while waiting).
+    public var activeConnections: Int
+
+    /// `bytesReceived / totalBytes`, when the total is known.
+    public var fraction: Double? {
+        guard let totalBytes, totalBytes > 0 else { return totalBytes == 0 ? 1 : nil }
+        return Double(bytesReceived) / Double(totalBytes)
+    }
+
+    public init(
+        bytesReceived: Int64 = 0, totalBytes: Int64? = nil, bytesThisRun: Int64 = 0, bytesPerSecond: Double = 0,
+        secondsRemaining: Double? = nil, activeConnections: Int = 0
+    ) {
+        self.bytesReceived = bytesReceived
+        self.totalBytes = totalBytes
+        self.bytesThisRun = bytesThisRun
+        self.bytesPerSecond = bytesPerSecond
+        self.secondsRemaining = secondsRemaining
+        self.activeConnections = activeConnections
+    }
+}
+
+/// Where a download is in its life.
+public enum DownloadState: String, Sendable, Hashable {
+    /// Created, not started.
+    case waiting
+    /// Connecting and sending the request.
+    case connecting
+    /// Receiving body bytes.
+    case downloading
+    /// Waiting before a retry after a transient failure.
+    case retrying
+    /// Verifying the checksum and moving the file into place.
+    case verifying
+    /// Stopped with its partial data kept; resumable.
+    case paused
+    /// The file is at its destination.
+    case completed
+    /// Stopped with an error; partial data kept when it can be resumed.
+    case failed
+    /// Stopped by the caller with its partial data removed.
+    case cancelled
+}
+
+/// Why a download restarted from zero.
+public enum RestartReason: String, Sendable, Hashable {
+    /// The validator (ETag or Last-Modified) no longer matches: the resource changed.
+    case validatorChanged
+    /// The server answered a range request with the whole body (200).
+    case rangeIgnored
+    /// The server's total length differs from the one recorded.
+    case lengthChanged
+    /// The partial file is longer than the resource (416 with a smaller total).
+    case partialLongerThanResource
+    /// The partial data could not be trusted (no resume info and no way to validate).
+    case unusablePartialData
+}
+
+/// The reason attached to a state change.
+public enum DownloadStateReason: Sendable, Hashable {
+    /// A fresh start from byte 0.
+    case started
+    /// Continued from partial data at this offset.
+    case resumed(offset: Int64)
+    /// Partial data was discarded and the download started over.
+    case restarted(RestartReason)
+    /// A redirect was followed to this URL.
+    case redirected(to: String)
+    /// The URL was replaced (expired URL refreshed) with this one.
+    case urlRefreshed(to: String)
+    /// Waiting this many seconds before retry number `attempt` after `error`.
+    case retrying(after: Double, attempt: Int, error: String)
+    /// The server cannot resume (no range support); a pause will restart from zero.
+    case notResumable
+    /// Paused by the caller.
+    case pausedByCaller
+    /// Stopped because the disk is full; resumable once space is freed.
+    case diskFull
+    /// Stopped by this error (the message names the cause).
+    case error(String)
+}
+
+/// An event from a running download.
+public enum DownloadEvent: Sendable {
+    /// The state changed, with its reason.
+    case stateChanged(DownloadState, DownloadStateReason)
+    /// A progress snapshot (rate-limited to ``DownloadConfiguration/progressInterval``).
+    case progress(DownloadProgress)
+    /// The download finished; the file is at `DownloadResult.path`.
+    case finished(DownloadResult)
+    /// The download failed (or was paused/cancelled: see the error's code).
+    case failed(DownloadError)
+}
+
+/// The outcome of a finished download.
+public struct DownloadResult: Sendable, Hashable {
+    /// The final file.
+    public var path: String
+    /// Its length in bytes.
+    public var bytes: Int64
+    /// The offset the last run resumed from (0 for a fresh download).
+    public var resumedFrom: Int64
+    /// Bytes transferred over the network by this run.
+    public var bytesTransferred: Int64
+    /// The URL the bytes finally came from (after redirects and refreshes).
+    public var finalURL: String
+    /// The hex digest of the caller's checksum algorithm, when one was requested.
+    public var checksumHex: String?
+    /// Whether the server supports resuming (range requests with a validator or Accept-Ranges).
+    public var isResumable: Bool
+}

@@ -1,0 +1,262 @@
+import Glibc
+
+/// A failed file-system call: the operation, the path and `errno`.
+public struct FileSystemError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The C function or step that failed (`open`, `pwrite`, `rename`, …).
+    public var operation: String
+    /// The path involved.
+    public var path: String
+    /// The `errno` value captured right after the call.
+    public var errno: Int32
+
+    init(_ operation: String, path: String, errno: Int32) {
+        self.operation = operation
+        self.path = path
+        self.errno = errno
+    }
+
+    public var description: String {
+        let message = String(cString: strerror(errno))
+        return "\(operation) \(path): \(message) (errno \(errno))"
+    }
+}
+
+/// An open file descriptor used for positional I/O on a download's temp file.
+///
+/// Not `Sendable`: owned by the thread running the transfer. Closed in `deinit`.
+final class FileHandleFD {
+    let fd: Int32
+    let path: String
+
+    private init(fd: Int32, path: String) {
+        self.fd = fd
+        self.path = path
+    }
+
+    /// Opens (creating if needed, mode 0644) a file for reading and writing, without truncating it.
+    static func openForUpdate(_ path: String) throws(FileSystemError) -> FileHandleFD {
+        let fd = path.withCString { open($0, O_RDWR | O_CREAT | O_CLOEXEC, 0o644) }
+        if fd < 0 { throw FileSystemError("open", path: path, errno: errno) }
+        return FileHandleFD(fd: fd, path: path)
+    }
+
+    /// Opens an existing file read-only.
+    static func openForReading(_ path: String) throws(FileSystemError) -> FileHandleFD {
+        let fd = path.withCString { open($0, O_RDONLY | O_CLOEXEC) }
+        if fd < 0 { throw FileSystemError("open", path: path, errno: errno) }
+        return FileHandleFD(fd: fd, path: path)
+    }
+
+    deinit { close(fd) }
+
+    /// The file's current size in bytes.
+    func size() throws(FileSystemError) -> Int64 {
+        var st = stat()
+        if fstat(fd, &st) != 0 { throw FileSystemError("fstat", path: path, errno: errno) }
+        return Int64(st.st_size)
+    }
+
+    /// Writes all of `bytes` at `offset`, looping over short writes and `EINTR`. On failure the bytes
+    /// written before the error are reported through `written` so the caller never loses track of
+    /// what reached the file.
+    func write(_ bytes: UnsafeRawBufferPointer, toAbsoluteOffset offset: Int64, written: inout Int) throws(FileSystemError) {
+        written = 0
+        guard let base = bytes.baseAddress else { return }
+        while written < bytes.count {
+            let n = pwrite(fd, base + written, bytes.count - written, off_t(offset) + off_t(written))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw FileSystemError("pwrite", path: path, errno: errno)
+            }
+            if n == 0 { throw FileSystemError("pwrite", path: path, errno: EIO) }
+            written += n
+        }
+    }
+
+    /// Reads up to `buffer.count` bytes at `offset`; returns the count (0 at end of file).
+    func read(into buffer: UnsafeMutableRawBufferPointer, fromAbsoluteOffset offset: Int64) throws(FileSystemError) -> Int {
+        guard let base = buffer.baseAddress else { return 0 }
+        while true {
+            let n = pread(fd, base, buffer.count, off_t(offset))
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw FileSystemError("pread", path: path, errno: errno)
+            }
+            return n
+        }
+    }
+
+    /// Flushes the file's data (and the size, which `fdatasync` includes when it changed) to stable storage.
+    func syncData() throws(FileSystemError) {
+        while fdatasync(fd) != 0 {
+            if errno == EINTR { continue }
+            throw FileSystemError("fdatasync", path: path, errno: errno)
+        }
+    }
+
+    /// Flushes data and metadata to stable storage.
+    func sync() throws(FileSystemError) {
+        while fsync(fd) != 0 {
+            if errno == EINTR { continue }
+            throw FileSystemError("fsync", path: path, errno: errno)
+        }
+    }
+
+    /// Sets the file's length.
+    func truncate(to length: Int64) throws(FileSystemError) {
+        while ftruncate(fd, off_t(length)) != 0 {
+            if errno == EINTR { continue }
+            throw FileSystemError("ftruncate", path: path, errno: errno)
+        }
+    }
+
+    /// Reserves disk blocks for `[offset, offset+length)` without changing the file's size, so the size
+    /// keeps meaning "bytes written" for crash recovery. Best effort: file systems without support
+    /// (EOPNOTSUPP) are ignored; ENOSPC is reported.
+    func reserve(offset: Int64, length: Int64) throws(FileSystemError) {
+        guard length > 0 else { return }
+        let keepSize: Int32 = 0x01  // FALLOC_FL_KEEP_SIZE
+        while fallocate(fd, keepSize, off_t(offset), off_t(length)) != 0 {
+            let code = errno
+            if code == EINTR { continue }
+            if code == ENOSPC { throw FileSystemError("fallocate", path: path, errno: code) }
+            return
+        }
+    }
+}
+
+/// Path and directory helpers for the engine.
+enum FileSystem {
+    static func exists(_ path: String) -> Bool {
+        var st = stat()
+        return stat(path, &st) == 0
+    }
+
+    static func isDirectory(_ path: String) -> Bool {
+        var st = stat()
+        return stat(path, &st) == 0 && (st.st_mode & S_IFMT) == S_IFDIR
+    }
+
+    static func size(of path: String) -> Int64? {
+        var st = stat()
+        guard stat(path, &st) == 0 else { return nil }
+        return Int64(st.st_size)
+    }
+
+    static func directory(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        if slash == path.startIndex { return "/" }
+        return String(path[..<slash])
+    }
+
+    static func lastComponent(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return path }
+        return String(path[path.index(after: slash)...])
+    }
+
+    static func join(_ directory: String, _ name: String) -> String {
+        directory.hasSuffix("/") ? directory + name : directory + "/" + name
+    }
+
+    /// Removes a file; a missing file is not an error.
+    static func remove(_ path: String) throws(FileSystemError) {
+        if unlink(path) != 0 && errno != ENOENT {
+            throw FileSystemError("unlink", path: path, errno: errno)
+        }
+    }
+
+    /// Makes a rename or unlink in `directory` durable.
+    static func syncDirectory(_ directory: String) throws(FileSystemError) {
+        let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if fd < 0 { throw FileSystemError("open", path: directory, errno: errno) }
+        defer { close(fd) }
+        if fsync(fd) != 0 && errno != EINVAL {
+            throw FileSystemError("fsync", path: directory, errno: errno)
+        }
+    }
+
+    /// Creates a directory and its parents (mode 0755). Existing directories are fine.
+    static func createDirectories(_ path: String) throws(FileSystemError) {
+        if isDirectory(path) { return }
+        let parent = directory(of: path)
+        if parent != path && parent != "." && parent != "/" { try createDirectories(parent) }
+        if mkdir(path, 0o755) != 0 && errno != EEXIST {
+            throw FileSystemError("mkdir", path: path, errno: errno)
+        }
+    }
+
+    /// Bytes available to an unprivileged user on the file system holding `path` (statvfs `f_bavail`,
+    /// not `f_bfree`, which counts blocks reserved for root).
+    static func availableBytes(at path: String) -> Int64? {
+        var st = statvfs()
+        guard statvfs(path, &st) == 0 else { return nil }
+        return Int64(st.f_bavail) &* Int64(st.f_frsize)
+    }
+
+    /// Moves `source` to `destination` atomically: `rename` on the same file system, otherwise copy to
+    /// a temporary name beside the destination, fsync, rename. The destination directory is fsynced.
+    static func moveDurably(from source: String, to destination: String) throws(FileSystemError) {
+        if rename(source, destination) == 0 {
+            try syncDirectory(directory(of: destination))
+            return
+        }
+        let code = errno
+        guard code == EXDEV else { throw FileSystemError("rename", path: destination, errno: code) }
+        let staging = destination + ".dkmove-\(getpid())"
+        try copyFile(from: source, to: staging)
+        if rename(staging, destination) != 0 {
+            let failure = errno
+            _ = unlink(staging)
+            throw FileSystemError("rename", path: destination, errno: failure)
+        }
+        try syncDirectory(directory(of: destination))
+        try remove(source)
+    }
+
+    private static func copyFile(from source: String, to destination: String) throws(FileSystemError) {
+        let input = try FileHandleFD.openForReading(source)
+        let outputFD = destination.withCString { open($0, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }
+        if outputFD < 0 { throw FileSystemError("open", path: destination, errno: errno) }
+        defer { close(outputFD) }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { buffer.deallocate() }
+        guard let base = buffer.baseAddress else { return }
+        var offset: Int64 = 0
+        while true {
+            let n = try input.read(into: buffer, fromAbsoluteOffset: offset)
+            if n == 0 { break }
+            var done = 0
+            while done < n {
+                let w = write(outputFD, base + done, n - done)
+                if w < 0 {
+                    if errno == EINTR { continue }
+                    throw FileSystemError("write", path: destination, errno: errno)
+                }
+                done += w
+            }
+            offset += Int64(n)
+        }
+        if fsync(outputFD) != 0 { throw FileSystemError("fsync", path: destination, errno: errno) }
+    }
+
+    /// This boot's identity (`/proc/sys/kernel/random/boot_id`), used to tell a process crash (page cache
+    /// intact, the temp file's length is trustworthy) from a reboot (only checkpointed bytes are).
+    static let bootID: String? = {
+        let fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: 64)
+        let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, 64) }
+        guard n > 0 else { return nil }
+        return String(decoding: bytes[0..<n], as: UTF8.self).trimmingCharacters(in: " \n")
+    }()
+}
+
+extension String {
+    fileprivate func trimmingCharacters(in set: String) -> String {
+        var slice = self[...]
+        while let first = slice.first, set.contains(first) { slice = slice.dropFirst() }
+        while let last = slice.last, set.contains(last) { slice = slice.dropLast() }
+        return String(slice)
+    }
+}

@@ -1,0 +1,758 @@
+import Dispatch
+import Foundation
+import Glibc
+import HTTPClient
+import HTTPWire
+
+/// One download of one URL to one destination over a single connection at a time, run synchronously
+/// on a dedicated thread (see docs/ENGINE.md).
+///
+/// The durable bytes in the temp file are the truth; the resume info is a checkpoint of them that
+/// never claims more than has been `fdatasync`ed. Not `Sendable`: it lives on its thread.
+final class TransferEngine {
+    let request: DownloadRequest
+    let configuration: DownloadConfiguration
+    let control: DownloadControl
+    private let suppliedClient: HTTPClient?
+
+    // Identity and location.
+    private var originalURL: HTTPURL
+    private var currentURL: HTTPURL
+    private var requestHeaders: HTTPHeaders
+    private var workingDirectory = ""
+    private var tempPath = ""
+    private var infoPath = ""
+    private var fileName: String?
+    private var destinationPath: String?
+
+    // What is known about the resource and the partial data.
+    private var file: FileHandleFD?
+    private var offset: Int64 = 0
+    private var durableOffset: Int64 = -1
+    private var resumedFrom: Int64 = 0
+    private var totalLength: Int64?
+    private var entityTag: EntityTag?
+    private var entityTagText: String?
+    private var lastModified: String?
+    private var acceptsRanges: Bool?
+    private var created = Date()
+    private var digest: Digest?
+    private var infoDirty = true
+
+    // Per-run accounting.
+    private var bytesThisRun: Int64 = 0
+    private var speed = SpeedMeter()
+    private var lastProgressTime = 0.0
+    private var lastCheckpointTime = 0.0
+    private var lowSpeedWindowStart = 0.0
+    private var lowSpeedWindowBytes: Int64 = 0
+    private let rateLimiter: TokenBucket?
+    private var restartPending: RestartReason?
+
+    init(request: DownloadRequest, configuration: DownloadConfiguration, control: DownloadControl, client: HTTPClient?)
+        throws(DownloadError)
+    {
+        self.request = request
+        self.configuration = configuration
+        self.control = control
+        self.suppliedClient = client
+        do {
+            originalURL = try HTTPURL(request.url)
+        } catch {
+            throw DownloadError(.invalidURL, "invalid URL \(request.url): \(error.detail)")
+        }
+        currentURL = originalURL
+        requestHeaders = request.headers
+        rateLimiter = configuration.rateLimit.map { TokenBucket(bytesPerSecond: $0) }
+    }
+
+    // MARK: - Running
+
+    /// Runs to the end: returns the result or throws the final error (paused and cancelled included).
+    func run() throws(DownloadError) -> DownloadResult {
+        let client: HTTPClient
+        do {
+            client = try suppliedClient ?? HTTPClient(configuration: configuration.client)
+        } catch {
+            throw DownloadError.wrap(error)
+        }
+        do {
+            try prepare()
+            let result = try transfer(using: client)
+            return result
+        } catch {
+            let failure = DownloadError.wrap(error)
+            return try stop(with: failure)
+        }
+    }
+
+    /// Ends a run that did not complete: keeps partial data (checkpointed) unless cancelled.
+    private func stop(with failure: DownloadError) throws(DownloadError) -> Never {
+        switch control.stopRequest {
+        case .cancel:
+            file = nil
+            try? FileSystem.remove(tempPath)
+            try? FileSystem.remove(infoPath)
+            control.setState(.cancelled, .pausedByCaller)
+            throw DownloadError(.cancelled, "the download was cancelled; its partial data was removed")
+        case .pause:
+            try? checkpoint(force: true)
+            control.setResumeData(try? currentResumeInfo().encoded())
+            control.setState(.paused, .pausedByCaller)
+            throw DownloadError(
+                .paused, "the download was paused at \(offset) bytes; resume data is available")
+        case .none:
+            if failure.code == .checksumMismatch || failure.code == .contentMD5Mismatch {
+                // The bytes are complete but wrong: nothing here is worth resuming.
+                file = nil
+                try? FileSystem.remove(tempPath)
+                try? FileSystem.remove(infoPath)
+            } else if !tempPath.isEmpty && file != nil {
+                try? checkpoint(force: true)
+                control.setResumeData(try? currentResumeInfo().encoded())
+            }
+            control.setState(.failed, failure.code == .diskFull ? .diskFull : .error(failure.detail))
+            throw failure
+        }
+    }
+
+    // MARK: - Preparing the partial data
+
+    private func prepare() throws {
+        var resumeInfo: ResumeInfo?
+        if let data = request.resumeData {
+            do {
+                resumeInfo = try ResumeInfo.decode(data)
+            } catch {
+                throw DownloadError(.invalidResumeData, "the resume data cannot be used: \(error)")
+            }
+        }
+
+        switch request.destination {
+        case .file(let path):
+            destinationPath = path
+            fileName = FileSystem.lastComponent(of: path)
+            workingDirectory = request.workingDirectory ?? FileSystem.directory(of: path)
+            try FileSystem.createDirectories(FileSystem.directory(of: path))
+            let stem = FileSystem.lastComponent(of: path)
+            tempPath = FileSystem.join(workingDirectory, stem + ".dkpart")
+            infoPath = FileSystem.join(workingDirectory, stem + ".dkresume")
+        case .directory(let directory, _):
+            try FileSystem.createDirectories(directory)
+            workingDirectory = request.workingDirectory ?? directory
+            let stem = "dk-" + Self.md5Hex(originalURL.withoutUserinfo.absoluteString)
+            tempPath = FileSystem.join(workingDirectory, stem + ".dkpart")
+            infoPath = FileSystem.join(workingDirectory, stem + ".dkresume")
+        }
+        try FileSystem.createDirectories(workingDirectory)
+
+        if resumeInfo == nil, FileSystem.exists(infoPath) {
+            // A corrupt or foreign plist is not fatal: the temp file's length is the fallback truth.
+            resumeInfo = try? ResumeInfo.read(from: infoPath)
+        }
+        if let info = resumeInfo {
+            adopt(info)
+        }
+        if let replacement = request.replacementURL {
+            do {
+                currentURL = try HTTPURL(replacement)
+            } catch {
+                throw DownloadError(.invalidURL, "invalid replacement URL \(replacement): \(error.detail)")
+            }
+        } else if resumeInfo != nil, case .file = request.destination, currentURL != originalURL {
+            // Same destination, different URL given now: the caller's URL is the fresh one.
+        }
+
+        let handle = try FileHandleFD.openForUpdate(tempPath)
+        file = handle
+        let size = try handle.size()
+        if let info = resumeInfo {
+            // Same boot: the page cache survived a process crash, so every byte in the file is real.
+            // After a reboot only what the last checkpoint fsynced is trusted.
+            let sameBoot = info.bootID != nil && info.bootID == FileSystem.bootID
+            offset = sameBoot ? size : min(size, info.bytesReceived)
+        } else {
+            offset = size
+            if size > 0 { infoDirty = true }
+        }
+        if let total = totalLength, offset > total {
+            offset = 0
+            restartPending = .partialLongerThanResource
+        }
+        if offset != size { try handle.truncate(to: offset) }
+        resumedFrom = offset
+        durableOffset = resumeInfo == nil ? -1 : min(offset, resumeInfo?.bytesReceived ?? 0)
+
+        if let checksum = request.checksum {
+            let digest = Digest(checksum.algorithm)
+            try hashPrefix(into: digest, count: offset, from: handle)
+            self.digest = digest
+        }
+    }
+
+    private func adopt(_ info: ResumeInfo) {
+        if let original = try? HTTPURL(info.originalURL) {
+            // A different URL for the same destination is a refreshed URL (seed 002): the identity stays.
+            if case .file = request.destination {
+                currentURL = originalURL
+                originalURL = original
+                if currentURL == originalURL, let current = try? HTTPURL(info.currentURL) {
+                    currentURL = current
+                }
+            } else if let current = try? HTTPURL(info.currentURL) {
+                currentURL = current
+            }
+        }
+        entityTagText = info.entityTag
+        entityTag = info.entityTag.flatMap { try? EntityTag(parsing: $0) }
+        lastModified = info.lastModified
+        totalLength = info.totalLength
+        acceptsRanges = info.acceptsRanges
+        created = info.created
+        if case .directory = request.destination, let name = info.fileName {
+            fileName = name
+        }
+        // Apple resume data names its own temp file; adopt it when it is there and ours is not.
+        if !FileSystem.exists(tempPath), FileSystem.exists(info.tempFilePath), info.tempFilePath != tempPath {
+            _ = rename(info.tempFilePath, tempPath)
+        }
+    }
+
+    private func hashPrefix(into digest: Digest, count: Int64, from handle: FileHandleFD) throws {
+        guard count > 0 else { return }
+        let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 64)
+        defer { chunk.deallocate() }
+        var position: Int64 = 0
+        while position < count {
+            let want = Int(min(Int64(chunk.count), count - position))
+            let n = try handle.read(
+                into: UnsafeMutableRawBufferPointer(rebasing: chunk[0..<want]), fromAbsoluteOffset: position)
+            if n == 0 { throw FileSystemError("pread", path: handle.path, errno: EIO) }
+            digest.update(UnsafeRawBufferPointer(rebasing: chunk[0..<n]))
+            position += Int64(n)
+        }
+    }
+
+    // MARK: - The request loop
+
+    /// What one exchange decided.
+    private enum AttemptOutcome {
+        case bodyReceived
+        case complete
+        case redirect(HTTPURL)
+        case refreshURL(status: Int)
+        case restart(RestartReason)
+    }
+
+    private func transfer(using client: HTTPClient) throws -> DownloadResult {
+        var failuresWithoutProgress = 0
+        var redirects = 0
+        var visited: Set<String> = [currentURL.absoluteString]
+        var refreshes = 0
+        let buffer = ReceiveBuffer(capacity: receiveBufferSize(client))
+
+        if offset > 0 {
+            control.setState(.connecting, .resumed(offset: offset))
+        } else {
+            control.setState(.connecting, .started)
+        }
+        while true {
+            if control.stopRequest != .none {
+                throw DownloadError(.cancelled, "stopped")
+            }
+            let offsetBefore = offset
+            do {
+                let outcome = try attempt(client: client, buffer: buffer)
+                switch outcome {
+                case .complete:
+                    return try finalize()
+                case .bodyReceived:
+                    if let total = totalLength, offset < total {
+                        // A server may send less than the open-ended range asked for: ask for the rest.
+                        continue
+                    }
+                    return try finalize()
+                case .redirect(let target):
+                    redirects += 1
+                    if redirects > configuration.maxRedirects {
+                        throw DownloadError(
+                            .tooManyRedirects,
+                            "too many redirects: more than \(configuration.maxRedirects) starting at \(originalURL)")
+                    }
+                    if !visited.insert(target.absoluteString).inserted {
+                        throw DownloadError(.redirectLoop, "redirect loop: \(target) was already visited")
+                    }
+                    follow(redirectTo: target)
+                case .refreshURL(let status):
+                    guard let provider = configuration.urlProvider, refreshes < configuration.maxURLRefreshes else {
+                        throw DownloadError.status(status, reason: "", url: currentURL)
+                    }
+                    refreshes += 1
+                    let context = URLRefreshContext(
+                        originalURL: originalURL.absoluteString, currentURL: currentURL.absoluteString,
+                        status: status, bytesReceived: offset)
+                    guard let fresh = Self.callProvider(provider, context) else {
+                        throw DownloadError.status(status, reason: "", url: currentURL)
+                    }
+                    do {
+                        currentURL = try HTTPURL(fresh)
+                    } catch {
+                        throw DownloadError(.invalidURL, "the URL provider returned an invalid URL \(fresh)")
+                    }
+                    redirects = 0
+                    visited = [currentURL.absoluteString]
+                    infoDirty = true
+                    control.setState(.connecting, .urlRefreshed(to: currentURL.description))
+                case .restart(let reason):
+                    try restartFromZero(reason)
+                }
+            } catch {
+                let failure = DownloadError.wrap(error)
+                if control.stopRequest != .none || failure.code == .cancelled { throw failure }
+                if offset - offsetBefore >= 64 << 10 { failuresWithoutProgress = 0 }
+                guard failure.isTransient, failuresWithoutProgress < configuration.retries else { throw failure }
+                failuresWithoutProgress += 1
+                try? checkpoint(force: true)
+                let delay = retryDelay(attempt: failuresWithoutProgress, retryAfter: pendingRetryAfter)
+                pendingRetryAfter = nil
+                control.setState(
+                    .retrying, .retrying(after: delay, attempt: failuresWithoutProgress, error: failure.detail))
+                if !interruptibleSleep(delay, shouldStop: { control.stopRequest != .none }) {
+                    throw DownloadError(.cancelled, "stopped")
+                }
+                control.setState(.connecting, .resumed(offset: offset))
+            }
+        }
+    }
+
+    private var pendingRetryAfter: Double?
+
+    private func receiveBufferSize(_ client: HTTPClient) -> Int {
+        guard let rate = configuration.rateLimit else { return client.configuration.receiveBufferSize }
+        // Smaller reads keep a limited transfer smooth instead of bursting a whole buffer then sleeping.
+        return min(client.configuration.receiveBufferSize, max(64 << 10, rate / 8))
+    }
+
+    private func follow(redirectTo target: HTTPURL) {
+        // Credentials never cross to another origin (scheme, host, port), and never come from a redirect.
+        if target.origin != currentURL.origin {
+            for name in ["Authorization", "Cookie", "Proxy-Authorization"] { requestHeaders.remove(name: name) }
+        }
+        currentURL = target
+        infoDirty = true
+        control.setState(.connecting, .redirected(to: target.description))
+    }
+
+    private func restartFromZero(_ reason: RestartReason) throws {
+        guard let file else { return }
+        try file.truncate(to: 0)
+        offset = 0
+        durableOffset = -1
+        resumedFrom = 0
+        if let checksum = request.checksum { digest = Digest(checksum.algorithm) }
+        entityTag = nil
+        entityTagText = nil
+        lastModified = nil
+        totalLength = nil
+        infoDirty = true
+        restartPending = nil
+        control.setState(.connecting, .restarted(reason))
+    }
+
+    /// Builds the request for the current offset.
+    private func makeRequest() -> HTTPRequest {
+        var headers = requestHeaders
+        if offset > 0 {
+            headers.replaceOrAdd(name: "Range", value: RangeHeader(ranges: [.from(offset)]).headerValue)
+            // RFC 9110 §13.1.5: If-Range needs a strong validator; a weak ETag cannot be used, so fall
+            // back to Last-Modified.
+            if let tag = entityTag, !tag.isWeak {
+                headers.replaceOrAdd(name: "If-Range", value: tag.headerValue)
+            } else if let lastModified {
+                headers.replaceOrAdd(name: "If-Range", value: lastModified)
+            }
+        }
+        return HTTPRequest(method: .GET, url: currentURL, headers: headers)
+    }
+
+    private func attempt(client: HTTPClient, buffer: ReceiveBuffer) throws -> AttemptOutcome {
+        if let reason = restartPending {
+            try restartFromZero(reason)
+        }
+        let httpRequest = makeRequest()
+        let requestedOffset = offset
+        var outcome: AttemptOutcome = .bodyReceived
+        var partDigest: (digest: Digest, expected: [UInt8])?
+        guard let file else { throw DownloadError(.fileSystem, "the temp file is not open") }
+
+        _ = try client.execute(
+            httpRequest, cancellation: control.cancellation, buffer: buffer,
+            onHead: { head in
+                let decision = try self.decide(head, requestedOffset: requestedOffset)
+                outcome = decision
+                guard case .bodyReceived = decision else { return .discard }
+                if let md5Text = head.headers.first(name: "Content-MD5"), let md5 = try? ContentMD5(parsing: md5Text) {
+                    partDigest = (Digest(.md5), md5.digest)
+                }
+                self.control.setState(.downloading, self.offset > 0 ? .resumed(offset: self.offset) : .started)
+                return .stream
+            },
+            onBody: { bytes in
+                try self.write(bytes, to: file)
+                partDigest?.digest.update(bytes)
+            })
+
+        if case .bodyReceived = outcome {
+            publishProgress(force: true)
+            if let part = partDigest, part.digest.finalize() != part.expected {
+                throw DownloadError(
+                    .contentMD5Mismatch,
+                    "checksum mismatch: the body does not match the server's Content-MD5 \(Base64.encode(part.expected))")
+            }
+            if let total = totalLength, offset > total {
+                throw DownloadError(
+                    .protocolViolation, "the server sent \(offset) bytes for a resource of \(total) bytes")
+            }
+        }
+        return outcome
+    }
+
+    /// Decides what a response head means for the partial data. Mutates the engine's knowledge of the
+    /// resource; the caller streams the body only for `.bodyReceived`.
+    private func decide(_ head: ResponseHead, requestedOffset: Int64) throws -> AttemptOutcome {
+        let status = head.status
+        switch status {
+        case 301, 302, 303, 307, 308:
+            guard let location = head.headers.first(name: "Location") else {
+                throw DownloadError(.invalidRedirect, "redirect \(status) without a Location header from \(currentURL)")
+            }
+            let target: HTTPURL
+            do {
+                target = try currentURL.resolving(location).withoutUserinfo
+            } catch {
+                throw DownloadError(
+                    .insecureRedirect, "refusing redirect to \(location): \(error.detail)", httpStatus: status)
+            }
+            if currentURL.scheme == .https && target.scheme == .http && !configuration.allowsInsecureRedirects {
+                throw DownloadError(
+                    .insecureRedirect, "refusing redirect from https to http (\(target)); allow it explicitly",
+                    httpStatus: status)
+            }
+            return .redirect(target)
+
+        case 206:
+            guard let rangeText = head.headers.first(name: "Content-Range"),
+                let range = try? ContentRange(parsing: rangeText),
+                case .satisfied(let first, _, let complete) = range
+            else {
+                throw DownloadError(
+                    .contentRangeMismatch, "206 response without a valid Content-Range", httpStatus: 206,
+                    isTransient: true)
+            }
+            if let tag = head.headers.first(name: "ETag").flatMap({ try? EntityTag(parsing: $0) }),
+                let known = entityTag, !known.strongMatches(tag), requestedOffset > 0
+            {
+                return .restart(.validatorChanged)
+            }
+            if let complete, let known = totalLength, complete != known {
+                return .restart(.lengthChanged)
+            }
+            guard first == requestedOffset else {
+                throw DownloadError(
+                    .contentRangeMismatch,
+                    "range mismatch: asked for bytes from \(requestedOffset), the server sent \(rangeText)",
+                    httpStatus: 206, isTransient: true)
+            }
+            if let complete { totalLength = complete }
+            acceptsRanges = true
+            control.isResumable = true
+            recordValidators(head)
+            try reserveSpace()
+            try checkpoint(force: true)
+            return .bodyReceived
+
+        case 200:
+            if requestedOffset > 0 {
+                // The server ignored the range, or If-Range failed because the resource changed:
+                // start over from zero in this same response.
+                let changed = head.headers.first(name: "ETag") != entityTagText
+                    || (entityTag == nil && head.headers.first(name: "Last-Modified") != lastModified)
+                let reason: RestartReason = changed && (entityTag != nil || lastModified != nil)
+                    ? .validatorChanged : .rangeIgnored
+                try restartFromZero(reason)
+            }
+            totalLength = head.contentLength
+            let ranges = head.headers.first(name: "Accept-Ranges").flatMap { try? AcceptRanges(parsing: $0) }
+            acceptsRanges = ranges?.acceptsBytes ?? false
+            recordValidators(head)
+            let resumable = acceptsRanges == true || entityTag != nil || lastModified != nil
+            control.isResumable = resumable
+            if !resumable { control.setState(.connecting, .notResumable) }
+            resolveFileName(head)
+            try reserveSpace()
+            try checkpoint(force: true)
+            return .bodyReceived
+
+        case 416:
+            let unsatisfied = head.headers.first(name: "Content-Range").flatMap { try? ContentRange(parsing: $0) }
+            if case .unsatisfied(let complete)? = unsatisfied, requestedOffset > 0, complete == requestedOffset,
+                totalLength == nil || totalLength == complete
+            {
+                let tagMatches = head.headers.first(name: "ETag").flatMap { try? EntityTag(parsing: $0) }
+                    .map { tag in entityTag.map { $0.strongMatches(tag) } ?? true } ?? true
+                if tagMatches {
+                    totalLength = complete
+                    return .complete
+                }
+                return .restart(.validatorChanged)
+            }
+            if requestedOffset > 0 { return .restart(.partialLongerThanResource) }
+            throw DownloadError.status(status, reason: head.reason, url: currentURL)
+
+        case 401, 403, 404, 410 where configuration.urlProvider != nil:
+            return .refreshURL(status: status)
+
+        default:
+            if DownloadError.isTransientStatus(status), let retryAfter = head.headers.first(name: "Retry-After"),
+                let parsed = try? RetryAfter(parsing: retryAfter)
+            {
+                pendingRetryAfter = Double(parsed.delay(fromSecondsSince1970: Int64(Date().timeIntervalSince1970)))
+            }
+            throw DownloadError.status(status, reason: head.reason, url: currentURL)
+        }
+    }
+
+    private func recordValidators(_ head: ResponseHead) {
+        if let text = head.headers.first(name: "ETag") {
+            entityTagText = text
+            entityTag = try? EntityTag(parsing: text)
+        }
+        if let modified = head.headers.first(name: "Last-Modified") { lastModified = modified }
+        infoDirty = true
+    }
+
+    private func resolveFileName(_ head: ResponseHead) {
+        guard case .directory(_, let rule) = request.destination, fileName == nil else { return }
+        let ext = originalURL.pathExtension
+        switch rule {
+        case .fileID(let id):
+            fileName = FileNaming.fileName(
+                forURL: originalURL.absoluteString, pathExtension: ext, fileID: id, md5Hex: Self.md5Hex)
+        case .md5OfURL:
+            fileName = FileNaming.fileName(
+                forURL: originalURL.absoluteString, pathExtension: ext, fileID: nil, md5Hex: Self.md5Hex)
+        case .fromResponse:
+            let suggested = head.headers.first(name: "Content-Disposition")
+                .flatMap { try? ContentDisposition(parsing: $0) }?.preferredFilename
+                .flatMap(FileNaming.sanitizedFileName)
+            fileName = suggested
+                ?? currentURL.lastPathSegment.flatMap(FileNaming.sanitizedFileName)
+                ?? FileNaming.fileName(
+                    forURL: originalURL.absoluteString, pathExtension: ext, fileID: nil, md5Hex: Self.md5Hex)
+        }
+        infoDirty = true
+    }
+
+    /// Checks free space (statvfs `f_bavail`) for the remaining bytes and reserves it when possible.
+    private func reserveSpace() throws {
+        guard let total = totalLength, let file else { return }
+        let remaining = total - offset
+        guard remaining > 0 else { return }
+        if let available = FileSystem.availableBytes(at: workingDirectory), available < remaining {
+            throw DownloadError(
+                .insufficientSpace,
+                "not enough space in \(workingDirectory): \(remaining) bytes needed, \(available) available")
+        }
+        if configuration.preallocates {
+            do {
+                try file.reserve(offset: offset, length: remaining)
+            } catch {
+                throw DownloadError(
+                    .insufficientSpace, "not enough space in \(workingDirectory) for \(remaining) bytes: \(error)")
+            }
+        }
+    }
+
+    // MARK: - Body, progress, checkpoints
+
+    private func write(_ bytes: UnsafeRawBufferPointer, to file: FileHandleFD) throws {
+        var written = 0
+        do {
+            try file.write(bytes, toAbsoluteOffset: offset, written: &written)
+        } catch {
+            // Keep whatever reached the file, make it durable, then stop resumably.
+            offset += Int64(written)
+            if written > 0 { digest?.update(UnsafeRawBufferPointer(rebasing: bytes[0..<written])) }
+            throw error
+        }
+        offset += Int64(bytes.count)
+        bytesThisRun += Int64(bytes.count)
+        digest?.update(bytes)
+
+        let now = monotonicNow()
+        if now - lastProgressTime >= configuration.progressInterval { publishProgress(force: false, now: now) }
+        if now - lastCheckpointTime >= configuration.checkpointInterval { try checkpoint(force: false) }
+        try checkLowSpeed(now: now, received: bytes.count)
+        if let limiter = rateLimiter {
+            let delay = limiter.delay(afterConsuming: bytes.count)
+            if delay > 0, !interruptibleSleep(delay, shouldStop: { control.stopRequest != .none }) {
+                throw DownloadError(.cancelled, "stopped")
+            }
+        }
+    }
+
+    private func checkLowSpeed(now: Double, received: Int) throws {
+        guard configuration.lowSpeedLimit > 0 else { return }
+        if lowSpeedWindowStart == 0 { lowSpeedWindowStart = now }
+        lowSpeedWindowBytes += Int64(received)
+        let elapsed = now - lowSpeedWindowStart
+        guard elapsed >= configuration.lowSpeedTime else { return }
+        let rate = Double(lowSpeedWindowBytes) / elapsed
+        lowSpeedWindowStart = now
+        lowSpeedWindowBytes = 0
+        if rate < Double(configuration.lowSpeedLimit) {
+            throw DownloadError(
+                .tooSlow,
+                "transfer too slow: \(Int(rate)) bytes/s for \(Int(elapsed)) s, below the limit of \(configuration.lowSpeedLimit) bytes/s",
+                isTransient: true)
+        }
+    }
+
+    private func publishProgress(force: Bool, now: Double = monotonicNow()) {
+        speed.record(totalBytes: bytesThisRun, at: now)
+        lastProgressTime = now
+        let rate = speed.bytesPerSecond
+        var remaining: Double?
+        if let total = totalLength, rate > 0 { remaining = Double(max(0, total - offset)) / rate }
+        control.publish(
+            DownloadProgress(
+                bytesReceived: offset, totalBytes: totalLength, bytesThisRun: bytesThisRun, bytesPerSecond: rate,
+                secondsRemaining: remaining, activeConnections: 1))
+    }
+
+    /// Makes the written bytes durable, then records them in the resume info (atomically).
+    /// Skipped when nothing changed since the last checkpoint.
+    private func checkpoint(force: Bool) throws {
+        guard let file else { return }
+        lastCheckpointTime = monotonicNow()
+        guard offset != durableOffset || infoDirty else { return }
+        try file.syncData()
+        durableOffset = offset
+        infoDirty = false
+        try currentResumeInfo().write(to: infoPath)
+    }
+
+    func currentResumeInfo() -> ResumeInfo {
+        var info = ResumeInfo(
+            currentURL: currentURL.absoluteString, originalURL: originalURL.absoluteString,
+            bytesReceived: max(0, durableOffset), tempFilePath: tempPath)
+        info.entityTag = entityTagText
+        info.lastModified = lastModified
+        info.destinationPath = destinationPath
+        info.fileName = fileName
+        info.totalLength = totalLength
+        info.acceptsRanges = acceptsRanges
+        info.created = created
+        info.updated = Date()
+        info.bootID = FileSystem.bootID
+        if let checksum = request.checksum {
+            info.checksum = ResumeChecksum(algorithm: checksum.algorithm.rawValue, expectedHex: checksum.expectedHex)
+        }
+        return info
+    }
+
+    // MARK: - Finishing
+
+    private func finalize() throws -> DownloadResult {
+        guard let file else { throw DownloadError(.fileSystem, "the temp file is not open") }
+        control.setState(.verifying, .started)
+        if let total = totalLength, offset != total {
+            throw DownloadError(
+                .truncated, "truncated: expected \(total) bytes, received \(offset)", isTransient: true)
+        }
+        try file.sync()
+        durableOffset = offset
+        var checksumHex: String?
+        if let checksum = request.checksum, let digest {
+            let hex = Digest.hex(digest.finalize())
+            self.digest = nil
+            checksumHex = hex
+            if hex != checksum.expectedHex {
+                throw DownloadError(
+                    .checksumMismatch,
+                    "checksum mismatch: \(checksum.algorithm.rawValue) of the download is \(hex), expected \(checksum.expectedHex)")
+            }
+        }
+        let destination = try finalDestination()
+        self.file = nil
+        try FileSystem.moveDurably(from: tempPath, to: destination)
+        try FileSystem.remove(infoPath)
+        try? FileSystem.syncDirectory(workingDirectory)
+        publishProgress(force: true)
+        control.setState(.completed, .started)
+        return DownloadResult(
+            path: destination, bytes: offset, resumedFrom: resumedFrom, bytesTransferred: bytesThisRun,
+            finalURL: currentURL.absoluteString, checksumHex: checksumHex,
+            isResumable: control.isResumable ?? (acceptsRanges == true))
+    }
+
+    private func finalDestination() throws -> String {
+        switch request.destination {
+        case .file(let path):
+            return path
+        case .directory(let directory, _):
+            let name = fileName
+                ?? FileNaming.fileName(
+                    forURL: originalURL.absoluteString, pathExtension: originalURL.pathExtension, fileID: nil,
+                    md5Hex: Self.md5Hex)
+            let path = FileSystem.join(directory, name)
+            guard FileNaming.isContained(path, in: directory) else {
+                throw DownloadError(.fileSystem, "refusing to write \(name) outside \(directory)")
+            }
+            return path
+        }
+    }
+
+    // MARK: - Helpers
+
+    static func md5Hex(_ text: String) -> String {
+        Digest.hex(Digest.hash(.md5, Array(text.utf8)))
+    }
+
+    private func retryDelay(attempt: Int, retryAfter: Double?) -> Double {
+        if let retryAfter { return min(max(0, retryAfter), 600) }
+        let ceiling = min(configuration.maxRetryDelay, configuration.retryBaseDelay * pow(2, Double(attempt - 1)))
+        // Full jitter (AWS architecture blog): spreads retries of many clients.
+        return Double.random(in: (ceiling / 2)...max(ceiling / 2, ceiling))
+    }
+
+    /// Calls the async URL provider from this (non-async) engine thread.
+    private static func callProvider(
+        _ provider: @escaping @Sendable (URLRefreshContext) async -> String?, _ context: URLRefreshContext
+    ) -> String? {
+        let box = ResultBox()
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            box.value = await provider(context)
+            done.signal()
+        }
+        done.wait()
+        return box.value
+    }
+}
+
+/// Carries the URL provider's answer from its task to the waiting engine thread. The semaphore's
+/// signal/wait orders the write before the read, hence `@unchecked Sendable`.
+private final class ResultBox: @unchecked Sendable {
+    var value: String?
+}
+
+extension ResponseHead {
+    /// The body length from `Content-Length`, when present and valid.
+    var contentLength: Int64? {
+        guard let text = headers.first(name: "Content-Length"), !text.isEmpty, text.allSatisfy(\.isASCII),
+            text.allSatisfy(\.isNumber)
+        else { return nil }
+        return Int64(text)
+    }
+}

@@ -1,0 +1,45 @@
+import HTTPWire
+
+/// Settings for an ``HTTPClient``. All durations are in seconds.
+public struct HTTPClientConfiguration: Sendable, Hashable {
+    /// The longest time to wait for a TCP connection (and TLS handshake) to complete. Default 30 s.
+    public var connectTimeout: Double
+    /// The longest time to wait without receiving a single byte while a response is expected. Default 30 s.
+    public var idleTimeout: Double
+    /// TLS settings for `https` URLs. Verification is on by default; turning it off is explicit.
+    public var tls: TLSConfiguration
+    /// The most connections open at once to one origin (scheme, host, port), busy and idle together. Default 8.
+    public var maxConnectionsPerOrigin: Int
+    /// How long a kept-alive connection may sit idle in the pool before it is closed. Default 60 s.
+    public var idleConnectionLifetime: Double
+    /// Size in bytes of each connection's receive buffer, allocated once and reused. Default 1 MiB.
+    ///
+    /// Large reads mean fewer system calls and fewer body callbacks per GiB; TLS needs at least one
+    /// full record (16 KiB) of free space, so values below 64 KiB are raised to 64 KiB.
+    public var receiveBufferSize: Int
+    /// Limits applied to response heads and chunked framing.
+    public var parserLimits: ParserLimits
+    /// The `User-Agent` sent unless a request carries its own.
+    public var userAgent: String
+
+    /// Creates a configuration with the documented defaults.
+    public init(
+        connectTimeout: Double = 30,
+        idleTimeout: Double = 30,
+        tls: TLSConfiguration = .makeClientConfiguration(),
+        maxConnectionsPerOrigin: Int = 8,
+        idleConnectionLifetime: Double = 60,
+        receiveBufferSize: Int = 1 << 20,
+        parserLimits: ParserLimits = .default,
+        userAgent: String = "DownloadKit/0.1"
+    ) {
+        self.connectTimeout = connectTimeout
+        self.idleTimeout = idleTimeout
+        self.tls = tls
+        self.maxConnectionsPerOrigin = max(1, maxConnectionsPerOrigin)
+        self.idleConnectionLifetime = idleConnectionLifetime
+        self.receiveBufferSize = max(64 << 10, receiveBufferSize)
+        self.parserLimits = parserLimits
+        self.userAgent = userAgent
+    }
+}

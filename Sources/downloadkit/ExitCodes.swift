@@ -1,0 +1,58 @@
+import ArgumentParser
+import DownloadKit
+
+/// Exit statuses, grouped by cause (documented in `--help`).
+enum Exit {
+    static let failure: Int32 = 1
+    static let httpStatus: Int32 = 3
+    static let network: Int32 = 4
+    static let tls: Int32 = 5
+    static let redirect: Int32 = 6
+    static let checksum: Int32 = 7
+    static let protocolViolation: Int32 = 8
+    static let space: Int32 = 9
+    static let fileSystem: Int32 = 10
+    static let interrupted: Int32 = 130
+    static let terminated: Int32 = 143
+
+    /// Maps a download error's category to an exit status.
+    static func status(for error: DownloadError) -> Int32 {
+        switch error.code {
+        case .httpStatus: return httpStatus
+        case .transport:
+            if let code = error.transportCode, tlsCodes.contains(code) { return tls }
+            return network
+        case .truncated, .tooSlow: return network
+        case .tooManyRedirects, .redirectLoop, .insecureRedirect, .invalidRedirect: return redirect
+        case .checksumMismatch, .contentMD5Mismatch: return checksum
+        case .contentRangeMismatch, .serverIgnoredRange, .protocolViolation: return protocolViolation
+        case .insufficientSpace, .diskFull: return space
+        case .fileSystem, .invalidResumeData: return fileSystem
+        default: return failure
+        }
+    }
+
+    static let tlsCodes: Set<String> = [
+        "tlsHandshakeFailed", "certificateExpired", "certificateNotYetValid", "hostnameMismatch",
+        "selfSignedCertificate", "unknownIssuer", "certificateVerificationFailed", "tlsFailed",
+    ]
+}
+
+extension ExitCode {
+    static let table = """
+        EXIT STATUS
+          0    every file downloaded and verified
+          1    other failure
+          3    the server answered with an HTTP error status
+          4    network failure or timeout (connection refused, reset, closed early, too slow)
+          5    TLS failure (certificate expired, wrong host, untrusted, handshake)
+          6    redirect problem (too many, loop, https→http, unsupported scheme)
+          7    checksum mismatch (--checksum or the server's Content-MD5)
+          8    the server broke HTTP or range rules (bad Content-Range, malformed response)
+          9    not enough disk space / disk full (partial data kept; rerun to resume)
+          10   file-system error (permissions, missing directory)
+          64   usage error
+          130  interrupted by Ctrl-C (progress checkpointed; rerun to resume)
+          143  terminated by SIGTERM (progress checkpointed; rerun to resume)
+        """
+}

@@ -1,0 +1,240 @@
+import ArgumentParser
+import DownloadKit
+import Foundation
+import HTTPClient
+import HTTPWire
+
+struct GetCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "get",
+        abstract: "Download one or more URLs, resuming from any partial data already on disk.",
+        discussion: """
+            Rerunning the same command after an interruption (Ctrl-C, SIGTERM, SIGKILL, network loss)
+            continues from the bytes already on disk; a changed resource restarts cleanly. Rerunning with a
+            different URL for the same -o FILE continues the partial file when the server's validator
+            still matches (expiring signed URLs). Partial data lives beside the destination as
+            NAME.dkpart and NAME.dkresume; after success only the destination file exists.
+
+            \(ExitCode.table)
+            """
+    )
+
+    @Argument(help: "The URLs to download (http or https).")
+    var urls: [String] = []
+
+    @Option(name: .customShort("o"), help: "Destination file (a single URL only).")
+    var output: String?
+
+    @Option(name: .customShort("d"), help: "Destination directory (default: the current directory).")
+    var directory: String?
+
+    @Option(name: .customShort("i"), help: "Read URLs from a file, one per line (# starts a comment).")
+    var inputFile: String?
+
+    @Option(name: .customLong("max-concurrent"), help: "At most this many files at a time.")
+    var maxConcurrent: Int = 3
+
+    @Option(name: .customLong("cacert"), help: "Also trust the CA certificates in this PEM file.")
+    var caCertificate: String?
+
+    @Flag(name: .customLong("insecure"), help: "Do not verify TLS certificates (explicit only; never a fallback).")
+    var insecure = false
+
+    @Option(name: .customLong("header"), help: "Extra request header 'Name: value' (repeatable). Authorization, Cookie and Proxy-Authorization never follow a redirect to another origin.")
+    var headers: [String] = []
+
+    @Option(name: .customLong("checksum"), help: "ALGO=HEX (sha256, sha1, md5), checked before the final rename.")
+    var checksum: String?
+
+    @Option(name: .customLong("limit-rate"), help: "Bytes per second per file, e.g. 500K, 10M.")
+    var limitRate: String?
+
+    @Option(name: .customLong("max-redirects"), help: "Allow this many redirects.")
+    var maxRedirects: Int = 10
+
+    @Option(name: .customLong("retries"), help: "Retries after transient failures (reset, closed early, timeouts, 408, 429, 500, 502, 503, 504).")
+    var retries: Int = 5
+
+    @Option(name: .customLong("timeout"), help: "Connect timeout and the longest time without receiving a byte, in seconds.")
+    var timeout: Double = 30
+
+    @Option(name: .customLong("on-complete"), help: "Command to run with the file's path as its last argument when each file completes.")
+    var onComplete: String?
+
+    @Option(name: .customLong("progress"), help: "auto, bar, json or none (auto: bar on a terminal, none otherwise).")
+    var progress: ProgressMode = .auto
+
+    mutating func validate() throws {
+        if urls.isEmpty && inputFile == nil { throw ValidationError("give at least one URL (or -i FILE)") }
+        if output != nil && directory != nil { throw ValidationError("-o and -d cannot be used together") }
+        if maxConcurrent < 1 { throw ValidationError("--max-concurrent must be at least 1") }
+        if maxRedirects < 0 { throw ValidationError("--max-redirects must be 0 or more") }
+        if retries < 0 { throw ValidationError("--retries must be 0 or more") }
+        if !(timeout > 0) { throw ValidationError("--timeout must be a positive number of seconds") }
+        if let checksum, Checksum(parsing: checksum) == nil {
+            throw ValidationError("--checksum must be ALGO=HEX with ALGO sha256, sha1 or md5 and a digest of the right length")
+        }
+        if let limitRate, RateParser.parse(limitRate) == nil {
+            throw ValidationError("--limit-rate must be a number of bytes per second, optionally with K, M or G (e.g. 500K)")
+        }
+        for header in headers where HeaderParser.parse(header) == nil {
+            throw ValidationError("--header must look like 'Name: value' (got \(header))")
+        }
+    }
+
+    func run() async throws {
+        var allURLs = urls
+        if let inputFile {
+            guard let text = try? String(contentsOfFile: inputFile, encoding: .utf8) else {
+                throw ValidationError("cannot read -i \(inputFile)")
+            }
+            allURLs += text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
+                .filter { !$0.isEmpty && !$0.hasPrefix("#") }
+        }
+        if output != nil && allURLs.count > 1 {
+            throw ValidationError("-o FILE takes a single URL; use -d DIR for several")
+        }
+
+        var clientConfiguration = HTTPClientConfiguration(connectTimeout: timeout, idleTimeout: timeout)
+        if insecure { clientConfiguration.tls.certificateVerification = .none }
+        if let caCertificate { clientConfiguration.tls.additionalTrustRootFiles.append(caCertificate) }
+        let client: HTTPClient
+        do {
+            client = try HTTPClient(configuration: clientConfiguration)
+        } catch {
+            FileHandle.standardError.write(Data("error: TLS setup failed: \(error)\n".utf8))
+            throw ExitCode(Exit.tls)
+        }
+
+        var configuration = DownloadConfiguration(
+            maxRedirects: maxRedirects, retries: retries, lowSpeedTime: max(30, timeout), client: clientConfiguration)
+        configuration.rateLimit = limitRate.flatMap(RateParser.parse)
+        var extraHeaders = HTTPHeaders()
+        for header in headers {
+            if let (name, value) = HeaderParser.parse(header) { extraHeaders.add(name: name, value: value) }
+        }
+        let checksum = self.checksum.flatMap(Checksum.init(parsing:))
+        let requests = allURLs.map { url in
+            DownloadRequest(
+                url: url,
+                destination: output.map { .file($0) } ?? .directory(directory ?? ".", naming: .fromResponse),
+                headers: extraHeaders, checksum: checksum)
+        }
+
+        let renderer = ProgressRenderer(mode: progress.resolved, count: requests.count)
+        let active = ActiveDownloads()
+        let signals = SignalHandling(active: active, renderer: renderer)
+        signals.install()
+
+        let onComplete = self.onComplete
+        let failures = await withTaskGroup(of: DownloadError?.self) { group in
+            var iterator = requests.enumerated().makeIterator()
+            var running = 0
+            var failures: [DownloadError] = []
+            func launch(_ index: Int, _ request: DownloadRequest) {
+                group.addTask {
+                    let download = Download(request, configuration: configuration, client: client)
+                    await active.add(download)
+                    download.start()
+                    for await event in download.events {
+                        await renderer.handle(event, index: index, url: request.url)
+                    }
+                    await active.remove(download)
+                    switch await download.resultOrError() {
+                    case .success(let result):
+                        if let onComplete { await CompletionCommand.run(onComplete, path: result.path, renderer: renderer) }
+                        return nil
+                    case .failure(let error):
+                        return error
+                    }
+                }
+            }
+            while running < maxConcurrent, let (index, request) = iterator.next() {
+                launch(index, request)
+                running += 1
+            }
+            while let failure = await group.next() {
+                if let failure { failures.append(failure) }
+                if signals.isStopping { continue }
+                if let (index, request) = iterator.next() { launch(index, request) }
+            }
+            return failures
+        }
+        await renderer.finish()
+        if let code = signals.exitCode { throw ExitCode(code) }
+        if let first = failures.first {
+            throw ExitCode(Exit.status(for: first))
+        }
+    }
+}
+
+extension Download {
+    /// The end result as a `Result`, for code that handles both outcomes the same way.
+    func resultOrError() async -> Result<DownloadResult, DownloadError> {
+        do {
+            return .success(try await result())
+        } catch {
+            return .failure(error)
+        }
+    }
+}
+
+enum ProgressMode: String, ExpressibleByArgument, CaseIterable {
+    case auto, bar, json, none
+
+    var resolved: ProgressMode {
+        guard self == .auto else { return self }
+        return isatty(STDERR_FILENO) == 1 ? .bar : .none
+    }
+}
+
+/// Parses `--limit-rate` values: a number of bytes per second with an optional K, M or G (powers of 1024).
+enum RateParser {
+    static func parse(_ text: String) -> Int? {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        guard let last = trimmed.last else { return nil }
+        let multipliers: [Character: Int] = ["k": 1 << 10, "m": 1 << 20, "g": 1 << 30]
+        let multiplier = multipliers[Character(last.lowercased())]
+        let digits = multiplier == nil ? trimmed : String(trimmed.dropLast())
+        guard let value = Double(digits), value > 0, value.isFinite else { return nil }
+        let bytes = value * Double(multiplier ?? 1)
+        guard bytes >= 1, bytes < 1e15 else { return nil }
+        return Int(bytes)
+    }
+}
+
+/// Parses `--header 'Name: value'`.
+enum HeaderParser {
+    static func parse(_ text: String) -> (String, String)? {
+        guard let colon = text.firstIndex(of: ":") else { return nil }
+        let name = String(text[..<colon])
+        let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        let token = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+        guard !name.isEmpty, name.allSatisfy({ token.contains($0) }) else { return nil }
+        guard !value.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else { return nil }
+        return (name, value)
+    }
+}
+
+/// Runs `--on-complete` with the file's path as its last argument, through `/bin/sh`.
+enum CompletionCommand {
+    static func run(_ command: String, path: String, renderer: ProgressRenderer) async {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", command + " \"$@\"", "downloadkit-on-complete", path]
+        do {
+            try process.run()
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                DispatchQueue.global().async {
+                    process.waitUntilExit()
+                    continuation.resume()
+                }
+            }
+            if process.terminationStatus != 0 {
+                await renderer.note("warning: --on-complete exited with status \(process.terminationStatus) for \(path)")
+            }
+        } catch {
+            await renderer.note("warning: --on-complete could not start: \(error)")
+        }
+    }
+}

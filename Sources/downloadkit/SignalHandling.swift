@@ -1,0 +1,44 @@
+import Dispatch
+import Foundation
+import Synchronization
+
+/// Ctrl-C and SIGTERM: checkpoint every running download, then exit 130 or 143.
+final class SignalHandling: Sendable {
+    private let active: ActiveDownloads
+    private let renderer: ProgressRenderer
+    private let code = Mutex<Int32?>(nil)
+    private let sources = Mutex<[any DispatchSourceSignal]>([])
+
+    init(active: ActiveDownloads, renderer: ProgressRenderer) {
+        self.active = active
+        self.renderer = renderer
+    }
+
+    /// The exit status to use once a signal arrived.
+    var exitCode: Int32? { code.withLock { $0 } }
+    var isStopping: Bool { exitCode != nil }
+
+    func install() {
+        for (signalNumber, status) in [(SIGINT, Exit.interrupted), (SIGTERM, Exit.terminated)] {
+            signal(signalNumber, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
+            source.setEventHandler { [self] in
+                let first: Bool = code.withLock { current in
+                    if current != nil { return false }
+                    current = status
+                    return true
+                }
+                guard first else {
+                    // A second Ctrl-C while checkpointing: leave at once (durable bytes are safe).
+                    exit(status)
+                }
+                Task {
+                    await renderer.beginShutdown()
+                    await active.pauseAll()
+                }
+            }
+            source.resume()
+            sources.withLock { $0.append(source) }
+        }
+    }
+}
