@@ -101,7 +101,7 @@ public struct RequestHead: Sendable, Hashable {
             if byte <= 0x20 || byte >= 0x7F || byte == UInt8(ascii: "#") {
                 throw WireError(
                     .invalidRequestTarget, offset: index,
-                    "request target contains byte 0x\(HTTPByteClass.hex(byte)); only visible ASCII other than \"#\" is allowed")
+                    "request target contains byte 0x\(HTTPByteClass.hex(byte)); visible ASCII but \"#\" is allowed")
             }
             index += 1
         }
@@ -134,16 +134,20 @@ public struct RequestHead: Sendable, Hashable {
         }
         for byte in field.name.utf8 where !HTTPByteClass.isTokenByte(byte) {
             throw WireError(
-                .invalidHeaderName, "header field name \"\(field.name)\" contains byte 0x\(HTTPByteClass.hex(byte)), not a token")
+                .invalidHeaderName,
+                "header field name \"\(field.name)\" contains byte 0x\(HTTPByteClass.hex(byte)), not a token")
         }
         // RFC 9110 §5.5: CR, LF and NUL are never valid in a field value; other controls are
         // obsolete and some servers treat them as separators, so they are refused too. HTAB is allowed.
         for byte in field.value.utf8 where (byte < 0x20 && byte != 0x09) || byte == 0x7F {
-            throw WireError(.invalidHeaderValue, "value of header field \"\(field.name)\" contains control byte 0x\(HTTPByteClass.hex(byte))")
+            throw WireError(
+                .invalidHeaderValue,
+                "value of header field \"\(field.name)\" contains control byte 0x\(HTTPByteClass.hex(byte))")
         }
         // GET and HEAD requests are sent without content; a framing field would make the server
         // wait for a body that never comes, or read the next request as one (RFC 9112 §6.1, §6.2).
-        if HTTPHeaders.namesEqual(field.name, "Transfer-Encoding") || HTTPHeaders.namesEqual(field.name, "Content-Length")
+        if HTTPHeaders.namesEqual(field.name, "Transfer-Encoding")
+            || HTTPHeaders.namesEqual(field.name, "Content-Length")
         {
             throw WireError(.forbiddenRequestHeader, "\(field.name) is not allowed: the request has no body")
         }

@@ -117,7 +117,7 @@ public struct ResponseHead: Sendable, Hashable {
                     afterElement = false
                 default:
                     throw WireError(
-                        .invalidContentLength, "Content-Length \"\(field.value)\" is not a non-negative decimal integer")
+                        .invalidContentLength, "Content-Length \"\(field.value)\" is not a non-negative integer")
                 }
             }
             try close()
@@ -224,7 +224,9 @@ extension ResponseHead {
             WireError(.malformedStatusLine, offset: baseOffset + at, why)
         }
         let prefix: [UInt8] = [0x48, 0x54, 0x54, 0x50, 0x2F]  // "HTTP/"
-        guard line.count >= 12 else { throw malformed(0, "status line has \(line.count) bytes, fewer than \"HTTP/1.1 200\"") }
+        guard line.count >= 12 else {
+            throw malformed(0, "status line has \(line.count) bytes, fewer than \"HTTP/1.1 200\"")
+        }
         for index in 0..<5 where line[index] != prefix[index] {
             throw malformed(index, "status line does not start with \"HTTP/\"")
         }
@@ -241,7 +243,9 @@ extension ResponseHead {
         }
         head.status = Int(line[9] - 0x30) * 100 + Int(line[10] - 0x30) * 10 + Int(line[11] - 0x30)
         // RFC 9110 §15: all valid status codes are within 100...599.
-        guard (100...599).contains(head.status) else { throw malformed(9, "status code \(head.status) is outside 100...599") }
+        guard (100...599).contains(head.status) else {
+            throw malformed(9, "status code \(head.status) is outside 100...599")
+        }
         if line.count > 12 {
             guard line[12] == UInt8(ascii: " ") else { throw malformed(12, "expected SP after the status code") }
             head.reason = String(decoding: UnsafeRawBufferPointer(rebasing: line[13...]), as: UTF8.self)
@@ -274,7 +278,8 @@ extension ResponseHead {
                 // RFC 9112 §5.1: "A server MUST reject ... any received request message that contains
                 // whitespace between a header field name and colon"; responses get the same treatment
                 // since the whitespace is a known smuggling vector.
-                throw WireError(.whitespaceBeforeColon, offset: baseOffset + index, "whitespace between field name and colon")
+                throw WireError(
+                    .whitespaceBeforeColon, offset: baseOffset + index, "whitespace between field name and colon")
             }
             throw WireError(
                 .invalidHeaderName, offset: baseOffset + index,

@@ -257,7 +257,8 @@ public struct ResponseParser: Sendable {
                 // RFC 9112 §2.2: a bare CR (not followed by LF) is invalid and must not be treated
                 // as a line terminator; NUL is rejected outright (RFC 9110 §5.5).
                 if scanSawCR && byte != 0x0A {
-                    throw WireError(.invalidCharacterInHead, offset: offset - 1, "CR not followed by LF in response head")
+                    throw WireError(
+                        .invalidCharacterInHead, offset: offset - 1, "CR not followed by LF in response head")
                 }
                 switch byte {
                 case 0x0A:

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import HTTPWire
 
 /// One chunked body (no head) and what decoding it must give.
@@ -66,7 +67,8 @@ let chunkedCases: [ChunkedCase] = [
     ChunkedCase(name: "single chunk", input: "5\r\nhello\r\n0\r\n\r\n", payload: "hello"),
     ChunkedCase(name: "empty body is just the last chunk", input: "0\r\n\r\n"),
     ChunkedCase(
-        name: "several chunks, mixed-case hex", input: "3\r\nabc\r\nA\r\n0123456789\r\nf\r\nABCDEFGHIJKLMNO\r\n0\r\n\r\n",
+        name: "several chunks, mixed-case hex",
+        input: "3\r\nabc\r\nA\r\n0123456789\r\nf\r\nABCDEFGHIJKLMNO\r\n0\r\n\r\n",
         payload: "abc0123456789ABCDEFGHIJKLMNO"),
     ChunkedCase(
         name: "chunk data may contain CRLF", input: "4\r\n\r\n\r\n\r\n0\r\n\r\n", payload: "\r\n\r\n"),
@@ -99,7 +101,8 @@ let chunkedCases: [ChunkedCase] = [
     ChunkedCase(name: "no size digits", input: "\r\n", error: .invalidChunkSize, errorOffset: 0),
     ChunkedCase(name: "sign before size", input: "+5\r\nhello\r\n0\r\n\r\n", error: .invalidChunkSize, errorOffset: 0),
     ChunkedCase(name: "0x prefix", input: "0x5\r\nhello\r\n0\r\n\r\n", error: .invalidChunkSize, errorOffset: 1),
-    ChunkedCase(name: "bare LF after size", input: "5\nhello\r\n0\r\n\r\n", error: .invalidChunkTerminator, errorOffset: 1),
+    ChunkedCase(
+        name: "bare LF after size", input: "5\nhello\r\n0\r\n\r\n", error: .invalidChunkTerminator, errorOffset: 1),
     ChunkedCase(name: "CR without LF after size", input: "5\rhello", error: .invalidChunkTerminator, errorOffset: 2),
     ChunkedCase(
         name: "bare LF after data", input: "5\r\nhello\n0\r\n\r\n", payload: "hello", error: .invalidChunkTerminator,
@@ -116,7 +119,8 @@ let chunkedCases: [ChunkedCase] = [
     ChunkedCase(
         name: "bare LF in a trailer line", input: "0\r\nA: 1\n\r\n", error: .invalidChunkTerminator, errorOffset: 7),
     ChunkedCase(name: "bare LF ending the body", input: "0\r\n\n", error: .invalidChunkTerminator, errorOffset: 3),
-    ChunkedCase(name: "CR then junk ending the body", input: "0\r\n\rX", error: .invalidChunkTerminator, errorOffset: 4),
+    ChunkedCase(
+        name: "CR then junk ending the body", input: "0\r\n\rX", error: .invalidChunkTerminator, errorOffset: 4),
 ]
 
 @Suite struct ChunkedDecoderTests {
@@ -163,7 +167,8 @@ let chunkedCases: [ChunkedCase] = [
                 let base = offset
                 let step = try bytes.withUnsafeBytes { buffer in
                     Result { () throws(WireError) in
-                        try decoder.decode(UnsafeRawBufferPointer(rebasing: buffer[base...]), limits: .default, baseOffset: base)
+                        try decoder.decode(
+                            UnsafeRawBufferPointer(rebasing: buffer[base...]), limits: .default, baseOffset: base)
                     }
                 }.get()
                 offset += step.consumed
@@ -172,7 +177,8 @@ let chunkedCases: [ChunkedCase] = [
         }
         #expect(try decoder(after: "a\r\nhel").positionDescription.contains("7 of its bytes missing"))
         #expect(try decoder(after: "3\r\nabc").positionDescription.contains("before the CRLF"))
-        #expect(try decoder(after: "3\r\nabc\r\n").positionDescription.contains("last chunk (size 0) was never received"))
+        #expect(
+            try decoder(after: "3\r\nabc\r\n").positionDescription.contains("last chunk (size 0) was never received"))
         #expect(try decoder(after: "0\r\nX: 1\r\n").positionDescription.contains("trailer section"))
     }
 }

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import HTTPWire
 
 /// A request that must be refused at encode time, and the code it must be refused with.
@@ -12,10 +13,11 @@ struct RejectedRequest: Sendable, CustomTestStringConvertible {
     var testDescription: String { name }
 }
 
-
 let rejectedRequests: [RejectedRequest] = [
-    RejectedRequest(name: "CRLF in a header value", headers: [("X-A", "1\r\nX-Injected: 1")], code: .invalidHeaderValue),
-    RejectedRequest(name: "bare LF in a header value", headers: [("X-A", "1\nGET / HTTP/1.1")], code: .invalidHeaderValue),
+    RejectedRequest(
+        name: "CRLF in a header value", headers: [("X-A", "1\r\nX-Injected: 1")], code: .invalidHeaderValue),
+    RejectedRequest(
+        name: "bare LF in a header value", headers: [("X-A", "1\nGET / HTTP/1.1")], code: .invalidHeaderValue),
     RejectedRequest(name: "bare CR in a header value", headers: [("X-A", "1\r")], code: .invalidHeaderValue),
     RejectedRequest(name: "NUL in a header value", headers: [("X-A", "a\u{0}b")], code: .invalidHeaderValue),
     RejectedRequest(name: "other control in a header value", headers: [("X-A", "a\u{1B}b")], code: .invalidHeaderValue),
@@ -38,9 +40,11 @@ let rejectedRequests: [RejectedRequest] = [
     RejectedRequest(name: "NUL in the host", host: "a\u{0}", code: .invalidHost),
     RejectedRequest(name: "slash in the host", host: "evil.com/x", code: .invalidHost),
     RejectedRequest(name: "userinfo in the host", host: "user@evil.com", code: .invalidHost),
-    RejectedRequest(name: "content-length on a request without body", headers: [("Content-Length", "5")],
+    RejectedRequest(
+        name: "content-length on a request without body", headers: [("Content-Length", "5")],
         code: .forbiddenRequestHeader),
-    RejectedRequest(name: "transfer-encoding on a request without body", headers: [("transfer-encoding", "chunked")],
+    RejectedRequest(
+        name: "transfer-encoding on a request without body", headers: [("transfer-encoding", "chunked")],
         code: .forbiddenRequestHeader),
 ]
 
@@ -49,7 +53,8 @@ let rejectedRequests: [RejectedRequest] = [
         let head = RequestHead(
             method: .GET, target: "/files/big.iso?sig=abc%20d&x=1", host: "[::1]:8080",
             headers: ["Range": "bytes=500-999", "If-Range": "\"etag\"", "User-Agent": "DownloadKit"])
-        let expected = "GET /files/big.iso?sig=abc%20d&x=1 HTTP/1.1\r\nHost: [::1]:8080\r\n"
+        let expected =
+            "GET /files/big.iso?sig=abc%20d&x=1 HTTP/1.1\r\nHost: [::1]:8080\r\n"
             + "Range: bytes=500-999\r\nIf-Range: \"etag\"\r\nUser-Agent: DownloadKit\r\n\r\n"
         #expect(String(decoding: try head.encoded(), as: UTF8.self) == expected)
     }
@@ -80,7 +85,8 @@ let rejectedRequests: [RejectedRequest] = [
 
     @Test(arguments: rejectedRequests)
     func injectionAttemptIsRejectedAndLeavesTheBufferUnchanged(_ request: RejectedRequest) {
-        let head = RequestHead(method: .GET, target: request.target, host: request.host, headers: HTTPHeaders(request.headers))
+        let head = RequestHead(
+            method: .GET, target: request.target, host: request.host, headers: HTTPHeaders(request.headers))
         var buffer = Array("keep".utf8)
         do throws(WireError) {
             try head.encode(into: &buffer)

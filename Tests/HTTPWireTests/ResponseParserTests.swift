@@ -1,4 +1,5 @@
 import Testing
+
 @testable import HTTPWire
 
 // MARK: - Harness
@@ -134,24 +135,28 @@ struct ResponseCase: Sendable, CustomTestStringConvertible {
 let responseCases: [ResponseCase] = [
     // Content-Length framing (RFC 9112 §6.3 item 6)
     ResponseCase(
-        name: "content-length body", input: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Type: text/plain\r\n\r\nhello",
+        name: "content-length body",
+        input: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Type: text/plain\r\n\r\nhello",
         status: 200, reason: "OK", headers: ["Content-Length: 5", "Content-Type: text/plain"], body: "hello",
         framing: .contentLength(5), reusable: true),
     ResponseCase(
-        name: "consumed stops at the end of the message", input: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhiHTTP/1.1",
+        name: "consumed stops at the end of the message",
+        input: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhiHTTP/1.1",
         status: 200, body: "hi", reusable: true, leftover: 8),
     ResponseCase(
         name: "zero content-length ends right after the head", input: "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
         status: 200, framing: .contentLength(0), reusable: true),
     ResponseCase(
-        name: "repeated identical content-length in one field", input: "HTTP/1.1 200 OK\r\nContent-Length: 3 , 3\r\n\r\nabc",
+        name: "repeated identical content-length in one field",
+        input: "HTTP/1.1 200 OK\r\nContent-Length: 3 , 3\r\n\r\nabc",
         status: 200, body: "abc", framing: .contentLength(3), reusable: true),
     ResponseCase(
         name: "repeated identical content-length fields",
         input: "HTTP/1.1 200 OK\r\nContent-Length: 3\r\ncontent-length: 003\r\n\r\nabc", status: 200, body: "abc",
         reusable: true),
     ResponseCase(
-        name: "differing content-length fields", input: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+        name: "differing content-length fields",
+        input: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
         error: .conflictingContentLength),
     ResponseCase(
         name: "differing content-length list", input: "HTTP/1.1 200 OK\r\nContent-Length: 5, 6\r\n\r\n",
@@ -163,7 +168,8 @@ let responseCases: [ResponseCase] = [
         name: "negative content-length", input: "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
         error: .invalidContentLength),
     ResponseCase(
-        name: "content-length overflowing 63 bits", input: "HTTP/1.1 200 OK\r\nContent-Length: 9223372036854775808\r\n\r\n",
+        name: "content-length overflowing 63 bits",
+        input: "HTTP/1.1 200 OK\r\nContent-Length: 9223372036854775808\r\n\r\n",
         error: .invalidContentLength),
     ResponseCase(
         name: "largest content-length is accepted",
@@ -173,12 +179,14 @@ let responseCases: [ResponseCase] = [
         name: "content-length with inner space", input: "HTTP/1.1 200 OK\r\nContent-Length: 1 2\r\n\r\n",
         error: .invalidContentLength),
     ResponseCase(
-        name: "empty content-length", input: "HTTP/1.1 200 OK\r\nContent-Length:\r\n\r\n", error: .invalidContentLength),
+        name: "empty content-length", input: "HTTP/1.1 200 OK\r\nContent-Length:\r\n\r\n",
+        error: .invalidContentLength),
     ResponseCase(
         name: "content-length with empty list element", input: "HTTP/1.1 200 OK\r\nContent-Length: 5,\r\n\r\n",
         error: .invalidContentLength),
     ResponseCase(
-        name: "hex content-length", input: "HTTP/1.1 200 OK\r\nContent-Length: 0x10\r\n\r\n", error: .invalidContentLength),
+        name: "hex content-length", input: "HTTP/1.1 200 OK\r\nContent-Length: 0x10\r\n\r\n",
+        error: .invalidContentLength),
     ResponseCase(
         name: "truncated content-length body at EOF", input: "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello",
         eof: true, body: "hello", error: .truncatedBody, detailContains: "after 5 of 10 body bytes"),
@@ -186,10 +194,12 @@ let responseCases: [ResponseCase] = [
     // Bodiless responses (RFC 9112 §6.3 item 1)
     ResponseCase(
         name: "204 ignores content-length",
-        input: "HTTP/1.1 204 No Content\r\nContent-Length: 10\r\n\r\nHTTP/1.1 200 OK\r\n", status: 204, framing: BodyFraming.none,
+        input: "HTTP/1.1 204 No Content\r\nContent-Length: 10\r\n\r\nHTTP/1.1 200 OK\r\n", status: 204,
+        framing: BodyFraming.none,
         reusable: true, leftover: 17),
     ResponseCase(
-        name: "304 ignores content-length", input: "HTTP/1.1 304 Not Modified\r\nContent-Length: 4\r\nETag: \"x\"\r\n\r\n",
+        name: "304 ignores content-length",
+        input: "HTTP/1.1 304 Not Modified\r\nContent-Length: 4\r\nETag: \"x\"\r\n\r\n",
         status: 304, headers: ["Content-Length: 4", "ETag: \"x\""], framing: BodyFraming.none, reusable: true),
     ResponseCase(
         name: "HEAD response has no body despite content-length",
@@ -209,7 +219,8 @@ let responseCases: [ResponseCase] = [
     ResponseCase(
         name: "interim heads count against the head limit separately",
         input: "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nA: 1\r\n\r\n",
-        limits: ParserLimits(maxHeadBytes: 25), eof: true, status: 200, body: "", framing: .untilClose, reusable: false),
+        limits: ParserLimits(maxHeadBytes: 25), eof: true, status: 200, body: "", framing: .untilClose,
+        reusable: false),
     ResponseCase(
         name: "101 switching protocols is refused",
         input: "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n", error: .upgradeUnsupported),
@@ -222,8 +233,8 @@ let responseCases: [ResponseCase] = [
         status: 200, body: "hello world", framing: .chunked, reusable: true),
     ResponseCase(
         name: "chunk sizes in either case with leading zeros",
-        input: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n000A\r\n0123456789\r\n1b\r\nabcdefghijklmnopqrstuvwxyz!\r\n"
-            + "000\r\n\r\nnext",
+        input: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + "000A\r\n0123456789\r\n1b\r\nabcdefghijklmnopqrstuvwxyz!\r\n000\r\n\r\nnext",
         status: 200, body: "0123456789abcdefghijklmnopqrstuvwxyz!", reusable: true, leftover: 4),
     ResponseCase(
         name: "chunk size overflowing 63 bits",
@@ -254,7 +265,8 @@ let responseCases: [ResponseCase] = [
         error: .invalidChunkTerminator),
     ResponseCase(
         name: "bare LF ending the chunked body",
-        input: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\n", status: 200, error: .invalidChunkTerminator),
+        input: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\n", status: 200,
+        error: .invalidChunkTerminator),
     ResponseCase(
         name: "chunk data longer than its size",
         input: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nhello\r\n0\r\n\r\n", status: 200, body: "hel",
@@ -278,7 +290,8 @@ let responseCases: [ResponseCase] = [
     ResponseCase(
         name: "incomplete chunked body at EOF",
         input: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel", eof: true, status: 200, body: "hel",
-        error: .incompleteChunkedBody, detailContains: "after 3 payload bytes, inside a chunk with 2 of its bytes missing"),
+        error: .incompleteChunkedBody,
+        detailContains: "after 3 payload bytes, inside a chunk with 2 of its bytes missing"),
     ResponseCase(
         name: "chunked body missing its last chunk at EOF",
         input: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n", eof: true, status: 200, body: "hi",
@@ -294,7 +307,8 @@ let responseCases: [ResponseCase] = [
         input: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n5\r\nhello", eof: true, status: 200,
         body: "5\r\nhello", framing: .untilClose, reusable: false),
     ResponseCase(
-        name: "chunked applied twice", input: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: CHUNKED\r\n\r\n",
+        name: "chunked applied twice",
+        input: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: CHUNKED\r\n\r\n",
         error: .invalidTransferEncoding),
     ResponseCase(
         name: "empty transfer-encoding", input: "HTTP/1.1 200 OK\r\nTransfer-Encoding: \r\nContent-Length: 1\r\n\r\nx",
@@ -306,7 +320,8 @@ let responseCases: [ResponseCase] = [
 
     // Close-delimited bodies (RFC 9112 §6.3 item 8)
     ResponseCase(
-        name: "close-delimited body ends at EOF", input: "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nstream of bytes",
+        name: "close-delimited body ends at EOF",
+        input: "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nstream of bytes",
         eof: true, status: 200, body: "stream of bytes", framing: .untilClose, reusable: false),
 
     // Persistence (RFC 9112 §9.3)
@@ -337,7 +352,8 @@ let responseCases: [ResponseCase] = [
     ResponseCase(name: "lowercase protocol name", input: "http/1.1 200 OK\r\n\r\n", error: .malformedStatusLine),
     ResponseCase(name: "status below 100", input: "HTTP/1.1 099 Odd\r\n\r\n", error: .malformedStatusLine),
     ResponseCase(name: "not HTTP at all", input: "ICY 200 OK\r\n\r\n", error: .malformedStatusLine),
-    ResponseCase(name: "empty line before status line", input: "\r\nHTTP/1.1 200 OK\r\n\r\n", error: .malformedStatusLine),
+    ResponseCase(
+        name: "empty line before status line", input: "\r\nHTTP/1.1 200 OK\r\n\r\n", error: .malformedStatusLine),
     ResponseCase(name: "HTTP/2 status line", input: "HTTP/2.0 200 OK\r\n\r\n", error: .unsupportedHTTPVersion),
 
     // Field lines (RFC 9112 §5, §2.2)
@@ -362,10 +378,12 @@ let responseCases: [ResponseCase] = [
     ResponseCase(
         name: "field line without colon", input: "HTTP/1.1 200 OK\r\nContent-Length 5\r\n\r\n",
         error: .malformedHeaderField),
-    ResponseCase(name: "field name with separator", input: "HTTP/1.1 200 OK\r\nX(Y): 1\r\n\r\n", error: .invalidHeaderName),
+    ResponseCase(
+        name: "field name with separator", input: "HTTP/1.1 200 OK\r\nX(Y): 1\r\n\r\n", error: .invalidHeaderName),
     ResponseCase(name: "empty field name", input: "HTTP/1.1 200 OK\r\n: 1\r\n\r\n", error: .invalidHeaderName),
     ResponseCase(
-        name: "bare CR in the head", input: "HTTP/1.1 200 OK\rContent-Length: 2\r\n\r\nhi", error: .invalidCharacterInHead,
+        name: "bare CR in the head", input: "HTTP/1.1 200 OK\rContent-Length: 2\r\n\r\nhi",
+        error: .invalidCharacterInHead,
         errorOffset: 15),
     ResponseCase(
         name: "NUL in a field value", input: "HTTP/1.1 200 OK\r\nX-A: a\u{0}b\r\n\r\n", error: .invalidCharacterInHead,
@@ -380,10 +398,12 @@ let responseCases: [ResponseCase] = [
         limits: ParserLimits(maxHeadBytes: 24), error: .headTooLarge, errorOffset: 24,
         detailContains: "maxHeadBytes (24)"),
     ResponseCase(
-        name: "fields exactly at the count limit", input: "HTTP/1.1 200 OK\r\nA: 1\r\nB: 2\r\nContent-Length: 0\r\n\r\n",
+        name: "fields exactly at the count limit",
+        input: "HTTP/1.1 200 OK\r\nA: 1\r\nB: 2\r\nContent-Length: 0\r\n\r\n",
         limits: ParserLimits(maxHeaderCount: 3), status: 200, reusable: true),
     ResponseCase(
-        name: "one field over the count limit", input: "HTTP/1.1 200 OK\r\nA: 1\r\nB: 2\r\nC: 3\r\nContent-Length: 0\r\n\r\n",
+        name: "one field over the count limit",
+        input: "HTTP/1.1 200 OK\r\nA: 1\r\nB: 2\r\nC: 3\r\nContent-Length: 0\r\n\r\n",
         limits: ParserLimits(maxHeaderCount: 3), error: .tooManyHeaderFields, detailContains: "maxHeaderCount (3)"),
 
     // EOF
@@ -401,7 +421,8 @@ let responseCases: [ResponseCase] = [
             input, feeding: .allAtOnce, method: testCase.method, limits: testCase.limits, eof: testCase.eof)
         check(reference, against: testCase, inputCount: input.count)
         for feeding in Feeding.all(count: input.count).dropFirst() {
-            let outcome = runParser(input, feeding: feeding, method: testCase.method, limits: testCase.limits, eof: testCase.eof)
+            let outcome = runParser(
+                input, feeding: feeding, method: testCase.method, limits: testCase.limits, eof: testCase.eof)
             #expect(outcome == reference, "\(feeding) differs from all at once")
             if outcome != reference { break }
         }
@@ -464,7 +485,9 @@ let responseCases: [ResponseCase] = [
                 case .head(let head): statuses.append(head.status)
                 case .body(let range): body += bytes[(base + range.lowerBound)..<(base + range.upperBound)]
                 case .end: break loop
-                case .needMore: Issue.record("ran out of input at \(offset)"); break loop
+                case .needMore:
+                    Issue.record("ran out of input at \(offset)")
+                    break loop
                 }
             }
             #expect(parser.isReusable)
@@ -523,7 +546,8 @@ let responseCases: [ResponseCase] = [
             Result { () throws(WireError) in try parser.next(buffer) }
         }.get()
         let body = try bytes.withUnsafeBytes { buffer in
-            Result { () throws(WireError) in try parser.next(UnsafeRawBufferPointer(rebasing: buffer[head.consumed...])) }
+            Result { () throws(WireError) in try parser.next(UnsafeRawBufferPointer(rebasing: buffer[head.consumed...]))
+            }
         }.get()
         #expect(body == ParseStep(event: .body(0..<4096), consumed: 4096))
         #expect(parser.isComplete)
