@@ -160,8 +160,8 @@ public struct ResponseParser: Sendable {
 
     /// Parses from `bytes` until one event.
     ///
-    /// When `bytes` is not empty, at least one byte is consumed unless the event is
-    /// ``ParseEvent/end`` or the message is already past its head and reports an event at once.
+    /// When `bytes` is not empty, at least one byte is consumed unless the event is ``ParseEvent/end``.
+    /// With empty `bytes` the call still reports ``ParseEvent/end`` when the message is complete.
     /// - Parameter bytes: Received bytes, starting right after those consumed by the previous call.
     /// - Returns: The event and the number of bytes consumed.
     /// - Throws: ``WireError`` for malformed or oversized input; the parser then stays failed.
