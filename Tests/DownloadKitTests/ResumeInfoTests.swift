@@ -1,0 +1,236 @@
+import Foundation
+import Testing
+
+@testable import DownloadKit
+
+@Suite struct ResumeInfoTests {
+    static func fullInfo() -> ResumeInfo {
+        ResumeInfo(
+            originalURL: "https://example.com/downloads/big.iso",
+            currentURL: "https://cdn.example.com/signed/big.iso?sig=abc123&exp=1700000000",
+            tempFilePath: "/var/tmp/downloads/big.iso.dkpart",
+            bytesReceived: 4_194_304,
+            entityTag: "W/\"5f1b-3a2c9d\"",
+            lastModified: "Tue, 14 Nov 2023 08:00:00 GMT",
+            destinationPath: "/home/user/Downloads/big.iso",
+            fileName: "big.iso",
+            totalLength: 16_777_216,
+            acceptsRanges: true,
+            checksum: ResumeChecksum(algorithm: "sha-256", expectedHex: "9F86D081884C7D659A2FEAA0C55AD015A3BF4F1B2B0B822CD15D6C15B0F00A08"),
+            segments: [
+                ResumeSegment(start: 0, end: 8_388_608, written: 4_194_304),
+                ResumeSegment(start: 8_388_608, end: 16_777_216, written: 1_048_576),
+            ],
+            created: Date(timeIntervalSince1970: 1_699_948_805),
+            updated: Date(timeIntervalSince1970: 1_699_949_000)
+        )
+    }
+
+    /// The full info as a mutable Foundation dictionary, for building hostile variants.
+    static func plist(_ change: (inout [String: Any]) -> Void) throws -> Data {
+        let encoded = try fullInfo().encoded(format: .xml)
+        var dictionary = try #require(try PropertyListSerialization.propertyList(from: encoded, options: [], format: nil) as? [String: Any])
+        change(&dictionary)
+        return try PropertyListSerialization.data(fromPropertyList: dictionary, format: .binary, options: 0)
+    }
+
+    static func failure(_ data: Data) -> ResumeInfoError? {
+        do {
+            _ = try ResumeInfo.decode(data)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    @Test(arguments: [PropertyListFormat.binary, .xml])
+    func fullInfoRoundTrips(format: PropertyListFormat) throws {
+        let info = Self.fullInfo()
+        let data = try info.encoded(format: format)
+        #expect(data.starts(with: Array((format == .binary ? "bplist00" : "<?xml").utf8)))
+        #expect(try ResumeInfo.decode(data) == info)
+    }
+
+    @Test func minimalInfoRoundTripsWithOptionalKeysAbsent() throws {
+        let info = ResumeInfo(
+            originalURL: "http://h/x",
+            tempFilePath: "/tmp/x.part",
+            created: Date(timeIntervalSinceReferenceDate: 1000)
+        )
+        #expect(info.tempFileName == "x.part")
+        #expect(info.currentURL == "http://h/x")
+        let data = try info.encoded()
+        let plist = try #require(try PropertyListSerialization.propertyList(from: data, options: [], format: nil) as? [String: Any])
+        #expect(plist["NSURLSessionResumeEntityTag"] == nil)
+        #expect(plist["DownloadKitTotalLength"] == nil)
+        #expect(plist["NSURLSessionResumeInfoVersion"] as? Int == 2)
+        #expect(plist["DownloadKitFormatVersion"] as? Int == 1)
+        #expect(try ResumeInfo.decode(data) == info)
+    }
+
+    @Test func unknownSegmentEndRoundTripsAsMinusOne() throws {
+        var info = Self.fullInfo()
+        info.totalLength = nil
+        info.segments = [ResumeSegment(start: 0, end: 100, written: 100), ResumeSegment(start: 100, end: nil, written: 7)]
+        let data = try info.encoded()
+        let plist = try #require(try PropertyListSerialization.propertyList(from: data, options: [], format: nil) as? [String: Any])
+        let segments = try #require(plist["DownloadKitSegments"] as? [[String: Any]])
+        #expect(segments.last?["end"] as? Int == -1)
+        #expect(try ResumeInfo.decode(data) == info)
+    }
+
+    @Test func datesAreStoredAtOneSecondResolution() throws {
+        var info = Self.fullInfo()
+        info.updated = Date(timeIntervalSinceReferenceDate: 12.75)
+        let decoded = try ResumeInfo.decode(info.encoded())
+        #expect(decoded.updated == Date(timeIntervalSinceReferenceDate: 12))
+    }
+
+    @Test func checkedInVersion1FixtureStillDecodes() throws {
+        let info = try ResumeInfo.decode(ResumeFixtures.data("downloadkit-v1"))
+        #expect(info.origin == .downloadKit)
+        #expect(info.originalURL == "https://example.com/downloads/big.iso")
+        #expect(info.currentURL == "https://cdn.example.com/signed/big.iso?sig=abc123&exp=1700000000")
+        #expect(info.bytesReceived == 4_194_304)
+        #expect(info.entityTag == "\"5f1b-3a2c9d\"")
+        #expect(info.lastModified == "Tue, 14 Nov 2023 08:00:00 GMT")
+        #expect(info.tempFileName == "big.iso.dkpart")
+        #expect(info.tempFilePath == "/var/tmp/downloads/big.iso.dkpart")
+        #expect(info.destinationPath == "/home/user/Downloads/big.iso")
+        #expect(info.fileName == "big.iso")
+        #expect(info.totalLength == 16_777_216)
+        #expect(info.acceptsRanges == true)
+        #expect(info.checksum?.algorithm == "sha-256")
+        #expect(info.segments.count == 2)
+        #expect(info.segments[1] == ResumeSegment(start: 8_388_608, end: 16_777_216, written: 1_048_576))
+        #expect(info.created == Date(timeIntervalSince1970: 1_699_948_805))
+        #expect(info.updated == Date(timeIntervalSince1970: 1_699_949_000))
+    }
+
+    @Test func hostileValuesGiveTypedErrorsNamingTheKey() throws {
+        let cases: [(String, (inout [String: Any]) -> Void, ResumeInfoError.Code, String?)] = [
+            ("wrong type", { $0["NSURLSessionResumeBytesReceived"] = "4194304" }, .invalidValue, "NSURLSessionResumeBytesReceived"),
+            ("bool for integer", { $0["DownloadKitTotalLength"] = true }, .invalidValue, "DownloadKitTotalLength"),
+            ("negative", { $0["NSURLSessionResumeBytesReceived"] = -5 }, .invalidValue, "NSURLSessionResumeBytesReceived"),
+            ("absurd", { $0["DownloadKitTotalLength"] = Int.max }, .invalidValue, "DownloadKitTotalLength"),
+            ("beyond total", { $0["NSURLSessionResumeBytesReceived"] = 16_777_217 }, .invalidValue, "NSURLSessionResumeBytesReceived"),
+            ("missing key", { $0["DownloadKitOriginalURL"] = nil }, .missingKey, "DownloadKitOriginalURL"),
+            ("missing date", { $0["DownloadKitCreated"] = nil }, .missingKey, "DownloadKitCreated"),
+            ("future version", { $0["DownloadKitFormatVersion"] = 2 }, .unsupportedVersion, "DownloadKitFormatVersion"),
+            ("traversal", { $0["NSURLSessionResumeInfoTempFileName"] = "../../.ssh/authorized_keys" }, .invalidValue, "NSURLSessionResumeInfoTempFileName"),
+            ("relative path", { $0["NSURLSessionResumeInfoLocalPath"] = "big.part" }, .invalidValue, "NSURLSessionResumeInfoLocalPath"),
+            ("unsafe file name", { $0["DownloadKitFileName"] = ".bashrc" }, .invalidValue, "DownloadKitFileName"),
+            ("non-http URL", { $0["NSURLSessionDownloadURL"] = "file:///etc/passwd" }, .invalidValue, "NSURLSessionDownloadURL"),
+            ("giant string", { $0["NSURLSessionResumeEntityTag"] = String(repeating: "x", count: 100_000) }, .tooLarge, "NSURLSessionResumeEntityTag"),
+            ("huge string", { $0["NSURLSessionResumeEntityTag"] = String(repeating: "x", count: 300_000) }, .tooLarge, nil),
+            ("control chars", { $0["NSURLSessionResumeEntityTag"] = "\"a\r\nSet-Cookie: x\"" }, .invalidValue, "NSURLSessionResumeEntityTag"),
+            ("half checksum", { $0["DownloadKitChecksumExpected"] = nil }, .missingKey, "DownloadKitChecksumExpected"),
+            ("bad hex", { $0["DownloadKitChecksumExpected"] = "xyz" }, .invalidValue, "DownloadKitChecksumExpected"),
+            ("segments not array", { $0["DownloadKitSegments"] = "0-10" }, .invalidValue, "DownloadKitSegments"),
+            ("segment not dict", { $0["DownloadKitSegments"] = [5] }, .invalidValue, "DownloadKitSegments"),
+            ("overlap", {
+                $0["DownloadKitSegments"] = [["start": 0, "end": 100, "written": 0], ["start": 50, "end": 200, "written": 0]]
+            }, .invalidValue, "DownloadKitSegments"),
+            ("beyond total segment", {
+                $0["DownloadKitSegments"] = [["start": 0, "end": 16_777_217, "written": 0]]
+            }, .invalidValue, "DownloadKitSegments"),
+            ("written past end", {
+                $0["DownloadKitSegments"] = [["start": 0, "end": 10, "written": 11]]
+            }, .invalidValue, "DownloadKitSegments"),
+            ("unknown end with total", {
+                $0["DownloadKitSegments"] = [["start": 0, "end": -1, "written": 0]]
+            }, .invalidValue, "DownloadKitSegments"),
+            ("negative segment", {
+                $0["DownloadKitSegments"] = [["start": -10, "end": 10, "written": 0]]
+            }, .invalidValue, "DownloadKitSegments"),
+            ("too many segments", {
+                $0["DownloadKitSegments"] = Array(repeating: ["start": 0, "end": 1, "written": 0], count: 70_000)
+            }, .tooLarge, nil),
+        ]
+        for (name, change, code, key) in cases {
+            let error = Self.failure(try Self.plist(change))
+            #expect(error?.code == code, "\(name): \(String(describing: error))")
+            if let key { #expect(error?.key == key, "\(name): \(String(describing: error))") }
+        }
+    }
+
+    @Test func bytesThatAreNotAResumePlistAreRejected() throws {
+        var generator = SystemRandomNumberGenerator()
+        let random = Data((0..<4096).map { _ in UInt8.random(in: 0...255, using: &generator) })
+        let binary = try Self.fullInfo().encoded()
+        let inputs: [(String, Data, ResumeInfoError.Code)] = [
+            ("empty", Data(), .notAPropertyList),
+            ("random", random, .notAPropertyList),
+            ("truncated binary", binary.prefix(binary.count / 2), .notAPropertyList),
+            ("truncated XML", try Self.fullInfo().encoded(format: .xml).prefix(300), .notAPropertyList),
+            ("array root", try PropertyListSerialization.data(fromPropertyList: [1, 2], format: .binary, options: 0), .notAPropertyList),
+            ("unrelated dictionary", try PropertyListSerialization.data(fromPropertyList: ["a": 1], format: .xml, options: 0), .missingKey),
+            ("oversized", Data(count: 5 * 1024 * 1024), .tooLarge),
+        ]
+        for (name, data, code) in inputs {
+            #expect(Self.failure(data)?.code == code, "\(name)")
+        }
+    }
+
+    @Test func encodingRefusesValuesDecodingWouldReject() {
+        var info = Self.fullInfo()
+        info.bytesReceived = -1
+        #expect { try info.encoded() } throws: { ($0 as? ResumeInfoError)?.key == "NSURLSessionResumeBytesReceived" }
+        info = Self.fullInfo()
+        info.tempFileName = "a/b"
+        #expect { try info.encoded() } throws: { ($0 as? ResumeInfoError)?.code == .invalidValue }
+    }
+
+    @Test func atomicWriteLeavesNoTemporaryFileAndReadsBack() throws {
+        let directory = FileManager.default.temporaryDirectory.path + "/dk-resume-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/big.iso.dkresume"
+
+        var info = Self.fullInfo()
+        try info.write(to: path)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory) == ["big.iso.dkresume"])
+        #expect(try ResumeInfo.read(from: path) == info)
+
+        info.bytesReceived = 8_388_608
+        info.segments[0].written = 8_388_608
+        try info.write(to: path, format: .xml)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory) == ["big.iso.dkresume"])
+        #expect(try ResumeInfo.read(from: path) == info)
+    }
+
+    @Test func writeFailuresReportErrnoAndLeaveNothingBehind() throws {
+        let directory = FileManager.default.temporaryDirectory.path + "/dk-resume-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+
+        #expect { try Self.fullInfo().write(to: directory + "/missing/x.dkresume") } throws: { error in
+            let error = error as? ResumeInfoError
+            return error?.code == .ioFailed && error?.errno == ENOENT
+        }
+        // Renaming a file over a non-empty directory fails after the temp file was written: it must be removed.
+        try FileManager.default.createDirectory(atPath: directory + "/occupied/child", withIntermediateDirectories: true)
+        #expect { try Self.fullInfo().write(to: directory + "/occupied") } throws: { ($0 as? ResumeInfoError)?.code == .ioFailed }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory) == ["occupied"])
+
+        #expect { try ResumeInfo.read(from: directory + "/absent") } throws: { ($0 as? ResumeInfoError)?.errno == ENOENT }
+    }
+
+    @Test func readRefusesFilesLargerThanTheLimit() throws {
+        let path = FileManager.default.temporaryDirectory.path + "/dk-resume-big-\(UUID().uuidString)"
+        #expect(FileManager.default.createFile(atPath: path, contents: Data(count: ResumeInfo.maxFileBytes + 1)))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        #expect { try ResumeInfo.read(from: path) } throws: { ($0 as? ResumeInfoError)?.code == .tooLarge }
+    }
+
+    @Test func formatDocumentNamesEveryKey() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let document = try String(contentsOf: root.appendingPathComponent("docs/RESUME-INFO.md"), encoding: .utf8)
+        for key in ResumeInfoKey.allCases {
+            #expect(document.contains("`\(key.rawValue)`"), "docs/RESUME-INFO.md does not document \(key.rawValue)")
+        }
+        for fixture in ["apple-v1.xml.plist", "apple-v2.xml.plist", "apple-v2.binary.plist", "apple-v4.keyed.plist", "downloadkit-v1.plist"] {
+            #expect(document.contains(fixture), "docs/RESUME-INFO.md does not describe \(fixture)")
+        }
+    }
+}
