@@ -73,6 +73,7 @@ public enum ResumeInfoKey: String, CaseIterable, Sendable {
     case segments = "DownloadKitSegments"
     case created = "DownloadKitCreated"
     case updated = "DownloadKitUpdated"
+    case bootID = "DownloadKitBootID"
     /// Keys inside each `DownloadKitSegments` dictionary.
     case segmentStart = "start"
     case segmentEnd = "end"
@@ -145,6 +146,10 @@ public struct ResumeInfo: Sendable, Hashable {
     public var created: Date
     /// When this checkpoint was taken (`DownloadKitUpdated`).
     public var updated: Date
+    /// The kernel boot id (`/proc/sys/kernel/random/boot_id`) when this checkpoint was taken
+    /// (`DownloadKitBootID`). The same boot id on resume means only the process died, so the page cache
+    /// (and every byte in the temp file) survived; a different one means only ``bytesReceived`` is trusted.
+    public var bootID: String?
     /// Where this value was decoded from; not stored. ``Origin/downloadKit`` for values built in code.
     public var origin: Origin
 
@@ -238,6 +243,7 @@ public struct ResumeInfo: Sendable, Hashable {
         if let fileName { plist[ResumeInfoKey.fileName.rawValue] = fileName }
         if let totalLength { plist[ResumeInfoKey.totalLength.rawValue] = Int(totalLength) }
         if let acceptsRanges { plist[ResumeInfoKey.acceptsRanges.rawValue] = acceptsRanges }
+        if let bootID { plist[ResumeInfoKey.bootID.rawValue] = bootID }
         if let checksum {
             plist[ResumeInfoKey.checksumAlgorithm.rawValue] = checksum.algorithm
             plist[ResumeInfoKey.checksumExpected.rawValue] = checksum.expectedHex
@@ -308,7 +314,7 @@ public struct ResumeInfo: Sendable, Hashable {
         }
         let lastModified = try fields.optionalString(.lastModified)
         let serverDownloadDate = try fields.optionalString(.serverDownloadDate)
-        let info = ResumeInfo(
+        var info = ResumeInfo(
             originalURL: try fields.string(.originalURL),
             currentURL: try fields.string(.downloadURL),
             tempFilePath: try fields.string(.localPath),
@@ -326,6 +332,7 @@ public struct ResumeInfo: Sendable, Hashable {
             updated: try fields.date(.updated),
             origin: .downloadKit
         )
+        info.bootID = try fields.optionalString(.bootID)
         try info.validate()
         return info
     }

@@ -130,8 +130,8 @@ final class TransferEngine {
 
         switch request.destination {
         case .file(let path):
+            // `fileName` stays nil: it records names decided from a response, and the caller chose this one.
             destinationPath = path
-            fileName = FileSystem.lastComponent(of: path)
             workingDirectory = request.workingDirectory ?? FileSystem.directory(of: path)
             try FileSystem.createDirectories(FileSystem.directory(of: path))
             let stem = FileSystem.lastComponent(of: path)
@@ -644,11 +644,11 @@ final class TransferEngine {
 
     func currentResumeInfo() -> ResumeInfo {
         var info = ResumeInfo(
-            currentURL: currentURL.absoluteString, originalURL: originalURL.absoluteString,
-            bytesReceived: max(0, durableOffset), tempFilePath: tempPath)
+            originalURL: originalURL.absoluteString, currentURL: currentURL.absoluteString,
+            tempFilePath: absolutePath(tempPath), bytesReceived: max(0, durableOffset))
         info.entityTag = entityTagText
         info.lastModified = lastModified
-        info.destinationPath = destinationPath
+        info.destinationPath = destinationPath.map(absolutePath)
         info.fileName = fileName
         info.totalLength = totalLength
         info.acceptsRanges = acceptsRanges
@@ -714,6 +714,13 @@ final class TransferEngine {
     }
 
     // MARK: - Helpers
+
+    /// Resume info stores absolute paths; relative ones are taken from the current directory.
+    private func absolutePath(_ path: String) -> String {
+        if path.hasPrefix("/") { return path }
+        let cwd = FileManager.default.currentDirectoryPath
+        return FileSystem.join(cwd, path.hasPrefix("./") ? String(path.dropFirst(2)) : path)
+    }
 
     static func md5Hex(_ text: String) -> String {
         Digest.hex(Digest.hash(.md5, Array(text.utf8)))

@@ -296,12 +296,14 @@ public final class HTTPClient: Sendable {
             }
             receivedAnything = true
             var offset = 0
-            while offset < count {
+            // Call the parser until it asks for more input: a response without a body (or whose last
+            // body byte was just delivered) reports `.end` on a call with no bytes left.
+            parsing: while true {
                 let window = UnsafeRawBufferPointer(rebasing: storage[offset..<count])
                 let step = try parser.next(window)
                 switch step.event {
                 case .needMore:
-                    break
+                    break parsing
                 case .head(let head):
                     responseHead = head
                     disposition = try onHead(head)
