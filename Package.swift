@@ -34,7 +34,7 @@ let package = Package(
         .target(
             name: "DownloadKit",
             dependencies: [
-                "HTTPClient", "HTTPWire",
+                "HTTPClient", "HTTPWire", "CDownloadKitShims",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -62,7 +62,7 @@ public final class Download: Sendable {
         let client = self.client
         let thread = Thread {
             let outcome: Result<DownloadResult, DownloadError>
-            do {
+            do throws(DownloadError) {
                 let engine = try TransferEngine(
                     request: request, configuration: configuration, control: control, client: client)
                 outcome = .success(try engine.run())

@@ -1,3 +1,4 @@
+import CDownloadKitShims
 import Glibc
 
 /// A failed file-system call: the operation, the path and `errno`.
@@ -115,8 +116,7 @@ final class FileHandleFD {
     /// (EOPNOTSUPP) are ignored; ENOSPC is reported.
     func reserve(offset: Int64, length: Int64) throws(FileSystemError) {
         guard length > 0 else { return }
-        let keepSize: Int32 = 0x01  // FALLOC_FL_KEEP_SIZE
-        while fallocate(fd, keepSize, off_t(offset), off_t(length)) != 0 {
+        while dk_fallocate_keep_size(fd, off_t(offset), off_t(length)) != 0 {
             let code = errno
             if code == EINTR { continue }
             if code == ENOSPC { throw FileSystemError("fallocate", path: path, errno: code) }

@@ -82,7 +82,7 @@ final class TransferEngine {
             return result
         } catch {
             let failure = DownloadError.wrap(error)
-            return try stop(with: failure)
+            try stop(with: failure)
         }
     }
 
@@ -509,10 +509,10 @@ final class TransferEngine {
             if requestedOffset > 0 { return .restart(.partialLongerThanResource) }
             throw DownloadError.status(status, reason: head.reason, url: currentURL)
 
-        case 401, 403, 404, 410 where configuration.urlProvider != nil:
-            return .refreshURL(status: status)
-
         default:
+            if [401, 403, 404, 410].contains(status), configuration.urlProvider != nil {
+                return .refreshURL(status: status)
+            }
             if DownloadError.isTransientStatus(status), let retryAfter = head.headers.first(name: "Retry-After"),
                 let parsed = try? RetryAfter(parsing: retryAfter)
             {

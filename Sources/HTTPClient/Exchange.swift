@@ -249,10 +249,10 @@ public final class HTTPClient: Sendable {
 
         let idleTimeout = configuration.idleTimeout
         do {
-            try head.withUnsafeBytes { bytes throws(TransportError) in
+            try head.withUnsafeBytes { bytes in
                 try connection.write(bytes, deadline: .after(seconds: idleTimeout))
             }
-        } catch {
+        } catch let error as TransportError {
             if lease.isReused && (error.code == .connectionReset || error.code == .connectionClosed) {
                 throw StaleConnection(error: error)
             }

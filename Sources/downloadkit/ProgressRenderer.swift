@@ -139,7 +139,7 @@ actor ProgressRenderer {
         FileHandle.standardOutput.write(data + Data("\n".utf8))
     }
 
-    static func line(for row: Row) -> String {
+    private static func line(for row: Row) -> String {
         let progress = row.progress
         let name = row.name.count > 24 ? String(row.name.prefix(23)) + "…" : row.name.padding(toLength: 24, withPad: " ", startingAt: 0)
         var bar = ""

@@ -1,0 +1,15 @@
+#ifndef DK_FILE_H
+#define DK_FILE_H
+
+#include <sys/types.h>
+
+/// Wraps `fallocate(fd, FALLOC_FL_KEEP_SIZE, offset, length)`: reserves disk blocks without changing
+/// the file's size (glibc declares `fallocate` only under _GNU_SOURCE, which Swift's Glibc module
+/// does not define). Returns 0 or -1 with errno set.
+int dk_fallocate_keep_size(int fd, off_t offset, off_t length);
+
+/// Wraps `splice(2)`: moves up to `length` bytes between a pipe and another descriptor without
+/// copying through user space. `offset_out` may be NULL. Returns the count, 0 at EOF, or -1 with errno.
+ssize_t dk_splice(int fd_in, off_t *offset_in, int fd_out, off_t *offset_out, size_t length, unsigned int flags);
+
+#endif
