@@ -20,7 +20,11 @@ public enum FreePort {
             var usable = !ports.contains(port)
             if usable && isIPv6LoopbackAvailable {
                 // The same number must also be free on ::1.
-                usable = (try? LoopbackListener(port: port, backlog: 1, family: .ipv6)) != nil
+                if let twin = try? LoopbackListener(port: port, backlog: 1, family: .ipv6) {
+                    twin.close()
+                } else {
+                    usable = false
+                }
             }
             listener.close()
             if usable { ports.append(port) }

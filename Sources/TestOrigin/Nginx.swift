@@ -137,7 +137,7 @@ public final class NginxServer: @unchecked Sendable {
     public let configurationText: String
 
     private let lock = NSLock()
-    private var process: Process?
+    private var process: ChildProcess?
 
     /// Writes the configuration and starts nginx, returning once every port accepts connections.
     ///
@@ -255,13 +255,7 @@ public final class NginxServer: @unchecked Sendable {
         process = nil
         lock.unlock()
         guard let running else { return }
-        if running.isRunning {
-            running.terminate()
-            let deadline = Date().addingTimeInterval(5)
-            while running.isRunning && Date() < deadline { usleep(5_000) }
-            if running.isRunning { kill(running.processIdentifier, SIGKILL) }
-            running.waitUntilExit()
-        }
+        running.terminate(grace: 5)
         if configuration.removesPrefixOnStop { try? FileManager.default.removeItem(atPath: prefix) }
     }
 
@@ -372,41 +366,27 @@ public final class NginxServer: @unchecked Sendable {
 
     // MARK: Process
 
-    private static func launch(binary: String, prefix: String) throws -> Process {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
+    private static func launch(binary: String, prefix: String) throws -> ChildProcess {
         // -e (nginx ≥ 1.19.5) keeps nginx away from the system error log before it reads our config.
-        process.arguments = ["-p", prefix + "/", "-c", prefix + "/nginx.conf", "-e", prefix + "/logs/error.log"]
-        let stderrPath = prefix + "/logs/stderr.log"
-        guard FileManager.default.createFile(atPath: stderrPath, contents: nil),
-            let output = FileHandle(forWritingAtPath: stderrPath)
-        else {
-            throw OriginError("opening \(stderrPath)")
-        }
-        process.standardOutput = output
-        process.standardError = output
-        process.standardInput = FileHandle.nullDevice
-        do {
-            try process.run()
-        } catch {
-            throw OriginError("launching \(binary)", detail: "\(error)")
-        }
-        try? output.close()
-        return process
+        try ChildProcess(
+            binary, ["-p", prefix + "/", "-c", prefix + "/nginx.conf", "-e", prefix + "/logs/error.log"],
+            outputPath: prefix + "/logs/stderr.log")
     }
 
-    private static func waitUntilListening(process: Process, ports: [Int], prefix: String, timeout: Double) throws {
+    private static func waitUntilListening(process: ChildProcess, ports: [Int], prefix: String, timeout: Double) throws {
         let deadline = Date().addingTimeInterval(timeout)
         while true {
-            if !process.isRunning {
-                process.waitUntilExit()
-                throw OriginError(
-                    "starting nginx", detail: "exited with status \(process.terminationStatus)\n" + readLogs(prefix: prefix))
+            if let status = process.terminationStatus {
+                throw OriginError("starting nginx", detail: "exited (wait status \(status))\n" + readLogs(prefix: prefix))
             }
-            if ports.allSatisfy(FreePort.acceptsConnections(port:)) { return }
+            // nginx writes its pid file only after it has bound every listener (it keeps retrying a
+            // busy port for a while with the others already bound), so a connectable port alone does
+            // not prove it started.
+            let pid = (try? String(contentsOfFile: prefix + "/nginx.pid", encoding: .utf8))?
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            if pid == String(process.pid), ports.allSatisfy(FreePort.acceptsConnections(port:)) { return }
             if Date() >= deadline {
-                process.terminate()
-                process.waitUntilExit()
+                process.terminate(grace: 2)
                 throw OriginError(
                     "starting nginx", detail: "ports \(ports) not listening after \(timeout) s\n" + readLogs(prefix: prefix))
             }
