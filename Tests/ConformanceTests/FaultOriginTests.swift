@@ -494,6 +494,16 @@ struct FaultOriginTests {
         #expect(throws: RawHTTPError.self) { try RawHTTPConnection(port: origin.port) }
     }
 
+    @Test func droppingTheLastReferenceShutsTheOriginDown() throws {
+        var origin: FaultOrigin? = try makeOrigin()
+        let port = try #require(origin?.port)
+        let connection = try RawHTTPConnection(port: port)
+        #expect(try connection.request("GET", "/file.bin", headers: [("Range", "bytes=0-0")]).status == 206)
+        origin = nil
+        #expect(connection.readToEnd().bytes.isEmpty, "the open connection was closed")
+        #expect(throws: RawHTTPError.self) { try RawHTTPConnection(port: port) }
+    }
+
     @Test func patternIsPositionDependentAndFillAgreesAtAnyAlignment() {
         let whole = TestPattern.bytes(offset: 0, count: 1000, seed: 9)
         for start in [0, 1, 7, 8, 13, 500] {
