@@ -1,0 +1,169 @@
+import Foundation
+import Glibc
+
+/// Runs helper programs (openssl, nginx -t) and finds executables.
+public enum ProcessRunner {
+    /// The outcome of a finished process.
+    public struct Result: Sendable {
+        /// The exit status (or the terminating signal number when `terminatedBySignal`).
+        public var status: Int32
+        /// Whether the process ended because of a signal.
+        public var terminatedBySignal: Bool
+        /// Standard output and standard error, interleaved, decoded as UTF-8 (lossy).
+        public var output: String
+        /// Whether the process exited normally with status 0.
+        public var succeeded: Bool { !terminatedBySignal && status == 0 }
+    }
+
+    /// Runs `executable` with `arguments` to completion and captures its combined output.
+    ///
+    /// - Parameters:
+    ///   - executable: An absolute path, or a bare name looked up with ``findExecutable(_:)``.
+    ///   - arguments: The arguments, without the program name.
+    ///   - currentDirectory: The working directory, or `nil` to inherit.
+    /// - Throws: ``OriginError`` when the program cannot be found or launched. A non-zero exit status is
+    ///   not an error; inspect ``Result/succeeded``.
+    @discardableResult
+    public static func run(_ executable: String, _ arguments: [String], currentDirectory: String? = nil) throws -> Result {
+        guard let path = executable.hasPrefix("/") ? executable : findExecutable(executable) else {
+            throw OriginError("finding \(executable)", detail: "not found in PATH, /usr/sbin, /usr/local/sbin or /sbin")
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        if let currentDirectory { process.currentDirectoryURL = URL(fileURLWithPath: currentDirectory) }
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        process.standardInput = FileHandle.nullDevice
+        do {
+            try process.run()
+        } catch {
+            throw OriginError("launching \(path)", detail: "\(error)")
+        }
+        // Read before waiting: a child whose output exceeds the pipe buffer would otherwise block forever.
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Result(
+            status: process.terminationStatus,
+            terminatedBySignal: process.terminationReason == .uncaughtSignal,
+            output: String(decoding: data, as: UTF8.self)
+        )
+    }
+
+    /// The absolute path of an executable named `name`, searching `PATH` and then the sbin directories
+    /// (which are often missing from a non-root `PATH`, and are where nginx lives).
+    public static func findExecutable(_ name: String) -> String? {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
+        let directories = path.split(separator: ":").map(String.init) + ["/usr/local/sbin", "/usr/sbin", "/sbin"]
+        for directory in directories where !directory.isEmpty {
+            let candidate = directory.hasSuffix("/") ? directory + name : directory + "/" + name
+            if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+        }
+        return nil
+    }
+}
+
+/// A child process started with `posix_spawn`, with every signal unblocked and at its default action.
+///
+/// Foundation's `Process` passes the parent thread's signal mask to the child; test runners run on
+/// threads that block most signals, so a server started that way never sees `SIGTERM` (nginx would only
+/// stop on `SIGKILL`). Spawning with `POSIX_SPAWN_SETSIGMASK` (empty mask) and `POSIX_SPAWN_SETSIGDEF`
+/// gives the child a clean slate.
+///
+/// `@unchecked Sendable`: `pid` is immutable; `exitStatus` is only read or written under `lock`, and
+/// only this object reaps the child (`waitpid` on its own pid).
+public final class ChildProcess: @unchecked Sendable {
+    /// The child's process id.
+    public let pid: pid_t
+    private let lock = NSLock()
+    private var exitStatus: Int32?
+
+    /// Starts `executable` with `arguments`; standard output and standard error go to `outputPath`
+    /// (created or truncated), standard input is `/dev/null`.
+    ///
+    /// - Throws: ``OriginError`` when `posix_spawn` fails (for example, a missing executable).
+    public init(_ executable: String, _ arguments: [String], outputPath: String) throws {
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var emptyMask = sigset_t()
+        sigemptyset(&emptyMask)
+        posix_spawnattr_setsigmask(&attributes, &emptyMask)
+        var defaults = sigset_t()
+        sigfillset(&defaults)
+        sigdelset(&defaults, SIGKILL)
+        sigdelset(&defaults, SIGSTOP)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+
+        let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var child = pid_t()
+        let result = posix_spawn(&child, executable, &actions, &attributes, argv, environ)
+        guard result == 0 else {
+            throw OriginError("posix_spawn \(executable)", errno: result, detail: String(cString: strerror(result)))
+        }
+        pid = child
+    }
+
+    deinit {
+        if isRunning {
+            kill(pid, SIGKILL)
+            _ = waitForExit(timeout: 5)
+        }
+    }
+
+    /// Whether the child has not exited yet (reaps it when it has).
+    public var isRunning: Bool { pollExit() == nil }
+
+    /// The raw `waitpid` status once the child has exited, else `nil`.
+    public var terminationStatus: Int32? { pollExit() }
+
+    /// Sends `signal` (e.g. `SIGTERM`) unless the child has already exited.
+    public func send(_ signal: Int32) {
+        if isRunning { kill(pid, signal) }
+    }
+
+    /// Waits up to `timeout` seconds for the child to exit.
+    /// - Returns: The raw `waitpid` status, or `nil` if it is still running.
+    public func waitForExit(timeout: Double) -> Int32? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            if let status = pollExit() { return status }
+            if Date() >= deadline { return nil }
+            usleep(2_000)
+        }
+    }
+
+    /// Sends `SIGTERM`, waits up to `grace` seconds, then `SIGKILL` and waits for the exit.
+    public func terminate(grace: Double = 5) {
+        send(SIGTERM)
+        if waitForExit(timeout: grace) == nil {
+            kill(pid, SIGKILL)
+            _ = waitForExit(timeout: 30)
+        }
+    }
+
+    private func pollExit() -> Int32? {
+        lock.lock()
+        defer { lock.unlock() }
+        if let exitStatus { return exitStatus }
+        var status: Int32 = 0
+        let result = waitpid(pid, &status, WNOHANG)
+        if result == pid {
+            exitStatus = status
+        } else if result < 0 && errno == ECHILD {
+            // Reaped by someone else; the child is gone either way.
+            exitStatus = -1
+        }
+        return exitStatus
+    }
+}
