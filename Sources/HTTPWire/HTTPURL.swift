@@ -174,9 +174,11 @@ public struct HTTPURL: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The extension of ``lastPathSegment`` without the dot; `nil` when there is no dot, or the only
-    /// dot starts or ends the segment (`.bashrc`, `file.`).
+    /// dot starts or ends the name (`.bashrc`, `file.`). A decoded `/` (from `%2F`) starts a new name.
     public var pathExtension: String? {
-        guard let segment = lastPathSegment, let dot = segment.lastIndex(of: "."),
+        guard let decoded = lastPathSegment else { return nil }
+        let segment = decoded.split(separator: "/", omittingEmptySubsequences: false).last ?? decoded[...]
+        guard let dot = segment.lastIndex(of: "."),
             dot != segment.startIndex, segment.index(after: dot) != segment.endIndex
         else { return nil }
         return String(segment[segment.index(after: dot)...])
