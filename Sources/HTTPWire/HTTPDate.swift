@@ -103,7 +103,9 @@ public struct HTTPDate: Sendable, Hashable, Comparable, CustomStringConvertible 
     /// Years outside 0...9999 print with as many digits as they need and cannot be parsed back.
     public var headerValue: String {
         let days = Self.floorDivide(secondsSince1970, 86_400)
-        let secondOfDay = secondsSince1970 - days * 86_400
+        // Not `secondsSince1970 - days * 86_400`: that product overflows near Int64.min.
+        let remainder = secondsSince1970 % 86_400
+        let secondOfDay = remainder < 0 ? remainder + 86_400 : remainder
         let date = Self.civil(fromDays: days)
         let weekday = Int((days % 7 + 7 + 4) % 7)  // 1970-01-01 was a Thursday
         func pad(_ value: Int64, _ width: Int) -> String {
