@@ -9,7 +9,8 @@ extension WireError.Code {
 /// at the end, no whitespace, and the unused low bits of the last symbol must be zero (RFC 4648 §3.5),
 /// so every accepted text is exactly `encode(decode(text))`.
 public enum Base64 {
-    private static let alphabet: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+    private static let alphabet: [UInt8] = Array(
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
 
     /// Maps an ASCII byte to its 6-bit value, or 0xFF when it is not in the alphabet.
     private static let reverse: [UInt8] = {
@@ -87,7 +88,8 @@ public enum Base64 {
                 }
                 let value = reverse[Int(byte)]
                 guard value != 0xFF else {
-                    throw WireError(.malformedBase64, offset: index + position, "byte \(byte) is not in the base64 alphabet")
+                    throw WireError(
+                        .malformedBase64, offset: index + position, "byte \(byte) is not in the base64 alphabet")
                 }
                 values[position] = UInt32(value)
             }

@@ -101,7 +101,7 @@ public struct HTTPURL: Sendable, Hashable, CustomStringConvertible {
             throw WireError(.malformedURL, offset: reference.pathStart, "no authority: an http(s) URL needs '//host'")
         }
         self.scheme = scheme
-        let parsed = try Self.parseAuthority(authority, offset: reference.authorityStart)
+        let parsed = try Self.parseAuthority(authority)
         user = parsed.user
         password = parsed.password
         host = parsed.host
@@ -298,8 +298,9 @@ public struct HTTPURL: Sendable, Hashable, CustomStringConvertible {
         var port: Int?
     }
 
-    /// authority = [ userinfo "@" ] host [ ":" port ] (RFC 3986 §3.2).
-    private static func parseAuthority(_ bytes: ArraySlice<UInt8>, offset: Int) throws(WireError) -> Authority {
+    /// authority = [ userinfo "@" ] host [ ":" port ] (RFC 3986 §3.2). Slices keep the indices of
+    /// the whole input, so error offsets are slice indices.
+    private static func parseAuthority(_ bytes: ArraySlice<UInt8>) throws(WireError) -> Authority {
         var hostPort = bytes
         var user: String?
         var password: String?
@@ -311,9 +312,9 @@ public struct HTTPURL: Sendable, Hashable, CustomStringConvertible {
             if !userinfo.isEmpty {
                 let colon = userinfo.firstIndex(of: 0x3A)
                 let userPart = userinfo[userinfo.startIndex..<(colon ?? userinfo.endIndex)]
-                user = try decodeComponent(userPart, offset: offset + userinfo.startIndex)
+                user = try decodeComponent(userPart, offset: userinfo.startIndex)
                 if let colon {
-                    password = try decodeComponent(userinfo[(colon + 1)...], offset: offset + colon + 1)
+                    password = try decodeComponent(userinfo[(colon + 1)...], offset: colon + 1)
                 }
             }
         }
@@ -322,27 +323,27 @@ public struct HTTPURL: Sendable, Hashable, CustomStringConvertible {
         var portBytes: ArraySlice<UInt8>?
         if hostPort.first == 0x5B {
             guard let close = hostPort.firstIndex(of: 0x5D) else {
-                throw WireError(.invalidURLHost, offset: offset + hostPort.startIndex, "unterminated '[' in host")
+                throw WireError(.invalidURLHost, offset: hostPort.startIndex, "unterminated '[' in host")
             }
-            host = try parseIPv6(hostPort[(hostPort.startIndex + 1)..<close], offset: offset + hostPort.startIndex + 1)
+            host = try parseIPv6(hostPort[(hostPort.startIndex + 1)..<close], offset: hostPort.startIndex + 1)
             isIPv6 = true
             let rest = hostPort[(close + 1)...]
             if let first = rest.first {
                 guard first == 0x3A else {
-                    throw WireError(.invalidURLHost, offset: offset + close + 1, "unexpected byte after IPv6 literal")
+                    throw WireError(.invalidURLHost, offset: close + 1, "unexpected byte after IPv6 literal")
                 }
                 portBytes = rest.dropFirst()
             }
         } else {
             let colon = hostPort.firstIndex(of: 0x3A)
             host = try parseRegName(hostPort[hostPort.startIndex..<(colon ?? hostPort.endIndex)],
-                offset: offset + hostPort.startIndex)
+                offset: hostPort.startIndex)
             isIPv6 = false
             if let colon { portBytes = hostPort[(colon + 1)...] }
         }
         var port: Int?
         if let portBytes, !portBytes.isEmpty {
-            port = try parsePort(portBytes, offset: offset + portBytes.startIndex)
+            port = try parsePort(portBytes, offset: portBytes.startIndex)
         }
         return Authority(user: user, password: password, host: host, isIPv6Literal: isIPv6, port: port)
     }
@@ -363,12 +364,13 @@ public struct HTTPURL: Sendable, Hashable, CustomStringConvertible {
         var decoded: [UInt8] = []
         var index = bytes.startIndex
         while index < bytes.endIndex {
+            let start = offset + index - bytes.startIndex
             var byte = bytes[index]
             if byte == 0x25 {
                 guard index + 2 < bytes.endIndex, let high = PercentEncoding.hexValue(bytes[index + 1]),
                     let low = PercentEncoding.hexValue(bytes[index + 2])
                 else {
-                    throw WireError(.invalidURLHost, offset: offset + index - bytes.startIndex, "bad percent-escape in host")
+                    throw WireError(.invalidURLHost, offset: start, "bad percent-escape in host")
                 }
                 byte = high << 4 | low
                 index += 3
@@ -376,8 +378,9 @@ public struct HTTPURL: Sendable, Hashable, CustomStringConvertible {
                 index += 1
             }
             guard GrammarCharacters.isUnreserved(byte) || GrammarCharacters.isSubDelimiter(byte) else {
-                let why = byte >= 0x80 ? "non-ASCII host (IDNA is not supported)" : "byte \(byte) is not allowed in a host"
-                throw WireError(.invalidURLHost, offset: offset + index - bytes.startIndex - 1, why)
+                let why =
+                    byte >= 0x80 ? "non-ASCII host (IDNA is not supported)" : "byte \(byte) is not allowed in a host"
+                throw WireError(.invalidURLHost, offset: start, why)
             }
             decoded.append(asciiLower(byte))
         }
@@ -486,7 +489,6 @@ public struct HTTPURL: Sendable, Hashable, CustomStringConvertible {
 private struct URIReference {
     var scheme: ArraySlice<UInt8>?
     var authority: ArraySlice<UInt8>?
-    var authorityStart = 0
     var path: ArraySlice<UInt8>
     var pathStart = 0
     var query: ArraySlice<UInt8>?
@@ -501,9 +503,9 @@ private struct URIReference {
             index = stop + 1
         }
         if bytes[index...].starts(with: [0x2F, 0x2F]) {
-            authorityStart = index + 2
-            let end = bytes[authorityStart...].firstIndex(where: { $0 == 0x2F || $0 == 0x3F || $0 == 0x23 }) ?? bytes.endIndex
-            authority = bytes[authorityStart..<end]
+            let start = index + 2
+            let end = bytes[start...].firstIndex { $0 == 0x2F || $0 == 0x3F || $0 == 0x23 } ?? bytes.endIndex
+            authority = bytes[start..<end]
             index = end
         }
         pathStart = index

@@ -18,7 +18,8 @@ public enum PercentEncoding {
         while index < input.count {
             let byte = input[index]
             if byte == UInt8(ascii: "%") {
-                guard index + 2 < input.count, let high = hexValue(input[index + 1]), let low = hexValue(input[index + 2])
+                guard index + 2 < input.count, let high = hexValue(input[index + 1]),
+                    let low = hexValue(input[index + 2])
                 else {
                     throw WireError(.malformedPercentEncoding, offset: index, "'%' is not followed by two hex digits")
                 }

@@ -109,6 +109,18 @@ import Testing
         }
     }
 
+    @Test(arguments: [
+        ("http://h:8a/", 9), ("http://ex%00ample.com/", 9), ("http://u:p@ex%zz/", 13), ("http://u:%zz@h/", 9),
+        ("http://h/a\r\n", 10), ("http://[fe80::1%eth0]/", 15),
+    ])
+    func errorsCarryTheOffsetOfTheOffendingByte(_ input: String, _ offset: Int) {
+        #expect {
+            try HTTPURL(input)
+        } throws: { error in
+            (error as? WireError)?.offset == offset
+        }
+    }
+
     @Test func userinfoIsDecodedMaskedAndTurnedIntoBasicAuthorization() throws {
         // RFC 7617 §2 example credentials.
         let url = try HTTPURL("http://Aladdin:open%20sesame@example.com/f")
