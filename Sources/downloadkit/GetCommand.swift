@@ -127,36 +127,29 @@ struct GetCommand: AsyncParsableCommand {
         signals.install()
 
         let onComplete = self.onComplete
+        let limit = maxConcurrent
         let failures = await withTaskGroup(of: DownloadError?.self) { group in
-            var iterator = requests.enumerated().makeIterator()
+            var pending = requests.enumerated().makeIterator()
             var running = 0
             var failures: [DownloadError] = []
-            func launch(_ index: Int, _ request: DownloadRequest) {
+            while running < limit, let (index, request) = pending.next() {
                 group.addTask {
-                    let download = Download(request, configuration: configuration, client: client)
-                    await active.add(download)
-                    download.start()
-                    for await event in download.events {
-                        await renderer.handle(event, index: index, url: request.url)
-                    }
-                    await active.remove(download)
-                    switch await download.resultOrError() {
-                    case .success(let result):
-                        if let onComplete { await CompletionCommand.run(onComplete, path: result.path, renderer: renderer) }
-                        return nil
-                    case .failure(let error):
-                        return error
-                    }
+                    await Self.runOne(
+                        request, index: index, configuration: configuration, client: client, active: active,
+                        renderer: renderer, onComplete: onComplete)
                 }
-            }
-            while running < maxConcurrent, let (index, request) = iterator.next() {
-                launch(index, request)
                 running += 1
             }
             while let failure = await group.next() {
                 if let failure { failures.append(failure) }
                 if signals.isStopping { continue }
-                if let (index, request) = iterator.next() { launch(index, request) }
+                if let (index, request) = pending.next() {
+                    group.addTask {
+                        await Self.runOne(
+                            request, index: index, configuration: configuration, client: client, active: active,
+                            renderer: renderer, onComplete: onComplete)
+                    }
+                }
             }
             return failures
         }
@@ -164,6 +157,29 @@ struct GetCommand: AsyncParsableCommand {
         if let code = signals.exitCode { throw ExitCode(code) }
         if let first = failures.first {
             throw ExitCode(Exit.status(for: first))
+        }
+    }
+}
+
+extension GetCommand {
+    /// Runs one download to its end, feeding the renderer; returns its error, if any.
+    static func runOne(
+        _ request: DownloadRequest, index: Int, configuration: DownloadConfiguration, client: HTTPClient,
+        active: ActiveDownloads, renderer: ProgressRenderer, onComplete: String?
+    ) async -> DownloadError? {
+        let download = Download(request, configuration: configuration, client: client)
+        await active.add(download)
+        download.start()
+        for await event in download.events {
+            await renderer.handle(event, index: index, url: request.url)
+        }
+        await active.remove(download)
+        switch await download.resultOrError() {
+        case .success(let result):
+            if let onComplete { await CompletionCommand.run(onComplete, path: result.path, renderer: renderer) }
+            return nil
+        case .failure(let error):
+            return error
         }
     }
 }

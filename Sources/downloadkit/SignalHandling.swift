@@ -7,7 +7,8 @@ final class SignalHandling: Sendable {
     private let active: ActiveDownloads
     private let renderer: ProgressRenderer
     private let code = Mutex<Int32?>(nil)
-    private let sources = Mutex<[any DispatchSourceSignal]>([])
+    /// Kept alive for the process's lifetime; written once by `install()` on the main task.
+    nonisolated(unsafe) private static var sources: [any DispatchSourceSignal] = []
 
     init(active: ActiveDownloads, renderer: ProgressRenderer) {
         self.active = active
@@ -38,7 +39,7 @@ final class SignalHandling: Sendable {
                 }
             }
             source.resume()
-            sources.withLock { $0.append(source) }
+            Self.sources.append(source)
         }
     }
 }
