@@ -106,9 +106,9 @@ struct GetCommand: AsyncParsableCommand {
             throw ExitCode(Exit.tls)
         }
 
-        var configuration = DownloadConfiguration(
-            maxRedirects: maxRedirects, retries: retries, lowSpeedTime: max(30, timeout), client: clientConfiguration)
-        configuration.rateLimit = limitRate.flatMap(RateParser.parse)
+        let configuration = DownloadConfiguration(
+            maxRedirects: maxRedirects, retries: retries, lowSpeedTime: max(30, timeout),
+            rateLimit: limitRate.flatMap(RateParser.parse), client: clientConfiguration)
         var extraHeaders = HTTPHeaders()
         for header in headers {
             if let (name, value) = HeaderParser.parse(header) { extraHeaders.add(name: name, value: value) }
