@@ -107,6 +107,11 @@ final class TransferEngine {
                 file = nil
                 try? FileSystem.remove(tempPath)
                 try? FileSystem.remove(infoPath)
+            } else if offset == 0 {
+                // Nothing was received (404, TLS failure, redirect loop…): leave no clutter behind.
+                file = nil
+                try? FileSystem.remove(tempPath)
+                try? FileSystem.remove(infoPath)
             } else if !tempPath.isEmpty && file != nil {
                 try? checkpoint(force: true)
                 control.setResumeData(try? currentResumeInfo().encoded())

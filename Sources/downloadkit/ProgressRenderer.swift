@@ -77,7 +77,8 @@ actor ProgressRenderer {
                 emitJSON(["event": "error", "index": index, "url": url, "code": error.code.name, "message": error.detail])
             }
             if error.code == .paused || error.code == .cancelled {
-                if !suppressErrors { printError("error: \(url): \(error.detail)") }
+                // Not a failure: a signal or the demo stopped it on purpose (the signal handler reports).
+                if !suppressErrors { note("\(row.name): \(error.detail)") }
             } else {
                 printError("error: \(url): \(error.detail)")
             }

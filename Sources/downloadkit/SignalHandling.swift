@@ -36,6 +36,9 @@ final class SignalHandling: Sendable {
                 Task {
                     await renderer.beginShutdown()
                     await active.pauseAll()
+                    let name = signalNumber == SIGINT ? "Ctrl-C" : "SIGTERM"
+                    FileHandle.standardError.write(
+                        Data("error: interrupted by \(name); progress was checkpointed, rerun the same command to resume\n".utf8))
                 }
             }
             source.resume()
