@@ -1,0 +1,194 @@
+import DownloadKit
+import Foundation
+import Testing
+import TestOrigin
+
+/// The `downloadkit` executable end to end against the fault-injecting origin (issue #6):
+/// downloads, interruptions by signal and SIGKILL then rerun, exit statuses and `error:` lines.
+@Suite(.timeLimit(.minutes(3)))
+struct CLITests {
+    /// The built executable next to the test bundle (`swift build --build-tests` builds both).
+    static let executable: String? = {
+        var candidates: [URL] = []
+        let argument0 = URL(fileURLWithPath: CommandLine.arguments[0])
+        candidates.append(argument0.deletingLastPathComponent().appendingPathComponent("downloadkit"))
+        candidates.append(Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent("downloadkit"))
+        for bundle in Bundle.allBundles where bundle.bundlePath.hasSuffix(".xctest") {
+            candidates.append(bundle.bundleURL.deletingLastPathComponent().appendingPathComponent("downloadkit"))
+        }
+        return candidates.map(\.path).first { FileManager.default.isExecutableFile(atPath: $0) }
+    }()
+
+    struct Run {
+        var exitCode: Int32
+        var signalled: Bool
+        var output: String
+    }
+
+    /// Runs the CLI to completion (bounded by `timeout`), capturing stdout and stderr together.
+    func run(_ arguments: [String], in dir: ScratchDirectory, timeout: Double = 60) throws -> Run {
+        let executable = try #require(Self.executable, "downloadkit executable not found next to the tests; run swift build --build-tests")
+        let log = dir.path + "/../" + UUID().uuidString + ".log"
+        defer { try? FileManager.default.removeItem(atPath: log) }
+        let child = try ChildProcess(executable, arguments, outputPath: log)
+        guard let status = child.waitForExit(timeout: timeout) else {
+            child.terminate(grace: 1)
+            Issue.record("downloadkit \(arguments) did not finish within \(timeout) s")
+            return Run(exitCode: -1, signalled: true, output: "")
+        }
+        let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        return Run(exitCode: (status >> 8) & 0xff, signalled: status & 0x7f != 0, output: output)
+    }
+
+    @Test func plainDownloadSucceedsAndLeavesOnlyTheFile() throws {
+        let origin = try FaultOrigin()
+        origin.serve("/a.bin", .resource(Resource(size: 2 << 20, seed: 31)))
+        let dir = try ScratchDirectory()
+        let result = try run(["get", origin.url("/a.bin"), "-o", dir.file("a.bin"), "--progress", "none"], in: dir)
+        #expect(result.exitCode == 0, "\(result.output)")
+        #expect(fileMatchesPattern(dir.file("a.bin"), size: 2 << 20, seed: 31))
+        #expect(dir.contents == ["a.bin"])
+    }
+
+    @Test func jsonProgressLinesAreParseable() throws {
+        let origin = try FaultOrigin()
+        origin.serve("/j.bin", .resource(Resource(size: 4 << 20, seed: 32, bytesPerSecond: 16 << 20)))
+        let dir = try ScratchDirectory()
+        let result = try run(["get", origin.url("/j.bin"), "-d", dir.path, "--progress", "json"], in: dir)
+        #expect(result.exitCode == 0, "\(result.output)")
+        let objects = result.output.split(separator: "\n").compactMap { line in
+            (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
+        }
+        let events = objects.compactMap { $0["event"] as? String }
+        #expect(events.contains("progress"))
+        #expect(events.last == "finished")
+        let finished = try #require(objects.last)
+        #expect(finished["bytes"] as? Int == 4 << 20)
+        #expect(finished["path"] as? String == dir.file("j.bin"))
+        let progress = objects.filter { $0["event"] as? String == "progress" }
+        #expect(progress.allSatisfy { $0["total"] as? Int == 4 << 20 })
+    }
+
+    @Test func sigkillAtRandomMomentsThenRerunEndsByteIdentical() throws {
+        let size: Int64 = 24 << 20
+        let origin = try FaultOrigin()
+        origin.serve("/k.bin", .resource(Resource(size: size, seed: 33, bytesPerSecond: 24 << 20)))
+        let dir = try ScratchDirectory()
+        let executable = try #require(Self.executable)
+        let arguments = ["get", origin.url("/k.bin"), "-o", dir.file("k.bin"), "--progress", "none"]
+        var killedAt: [Int64] = []
+        for trial in 0..<3 {
+            let child = try ChildProcess(executable, arguments, outputPath: dir.path + "/../kill-\(trial).log")
+            // Let it run for a random moment, then kill it without warning.
+            usleep(UInt32.random(in: 150_000...350_000))
+            kill(child.pid, SIGKILL)
+            _ = child.waitForExit(timeout: 10)
+            killedAt.append(dir.size("k.bin.dkpart") ?? 0)
+            try? FileManager.default.removeItem(atPath: dir.path + "/../kill-\(trial).log")
+        }
+        let final = try run(arguments, in: dir)
+        #expect(final.exitCode == 0, "\(final.output)")
+        #expect(fileMatchesPattern(dir.file("k.bin"), size: size, seed: 33))
+        #expect(dir.contents == ["k.bin"])
+        // Every rerun after bytes were on disk asked for the rest, not the whole file.
+        let ranges = origin.requests("/k.bin").map { $0.header("Range") }
+        #expect(ranges.first == .some(nil))
+        #expect(ranges.dropFirst().allSatisfy { $0 != nil }, "ranges: \(ranges), killed at \(killedAt)")
+        let starts = ranges.dropFirst().compactMap { $0.flatMap { Int64($0.dropFirst(6).dropLast()) } }
+        #expect(starts == starts.sorted(), "offsets only move forward: \(starts)")
+        #expect(starts.allSatisfy { $0 > 0 })
+    }
+
+    @Test(arguments: [(SIGINT, Int32(130)), (SIGTERM, Int32(143))])
+    func signalsCheckpointAndExitWithTheirStatus(signal: Int32, expected: Int32) throws {
+        let size: Int64 = 16 << 20
+        let origin = try FaultOrigin()
+        origin.serve("/s.bin", .resource(Resource(size: size, seed: 34, bytesPerSecond: 8 << 20)))
+        let dir = try ScratchDirectory()
+        let executable = try #require(Self.executable)
+        let log = dir.path + "/../sig-\(UUID().uuidString).log"
+        defer { try? FileManager.default.removeItem(atPath: log) }
+        let arguments = ["get", origin.url("/s.bin"), "-o", dir.file("s.bin"), "--progress", "none"]
+        let child = try ChildProcess(executable, arguments, outputPath: log)
+        var waited = 0
+        while (dir.size("s.bin.dkpart") ?? 0) < 1 << 20 && waited < 500 {
+            usleep(10_000)
+            waited += 1
+        }
+        kill(child.pid, signal)
+        let status = try #require(child.waitForExit(timeout: 10), "the CLI did not exit promptly after the signal")
+        let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+        #expect((status >> 8) & 0xff == expected, "\(output)")
+        #expect(output.contains("error: interrupted"))
+        let info = try ResumeInfo.read(from: dir.file("s.bin.dkresume"))
+        #expect(info.bytesReceived > 0)
+        #expect(info.bytesReceived == dir.size("s.bin.dkpart"))
+        #expect(!dir.contents.contains("s.bin"))
+
+        let rerun = try run(arguments, in: dir)
+        #expect(rerun.exitCode == 0, "\(rerun.output)")
+        #expect(origin.requests("/s.bin").last?.header("Range") == "bytes=\(info.bytesReceived)-")
+        #expect(fileMatchesPattern(dir.file("s.bin"), size: size, seed: 34))
+    }
+
+    @Test func failuresExitNonZeroWithAnErrorLineNamingTheCause() throws {
+        let origin = try FaultOrigin()
+        origin.serve("/f.bin", .resource(Resource(size: 1000, seed: 35)))
+        origin.serve("/loop", .redirect(status: 302, location: "/loop2"))
+        origin.serve("/loop2", .redirect(status: 302, location: "/loop"))
+        let dir = try ScratchDirectory()
+        let zeros = String(repeating: "0", count: 64)
+
+        let mismatch = try run(["get", origin.url("/f.bin"), "-o", dir.file("f.bin"), "--checksum", "sha256=\(zeros)"], in: dir)
+        #expect(mismatch.exitCode == 7)
+        #expect(mismatch.output.contains("error:") && mismatch.output.contains("checksum mismatch"), "\(mismatch.output)")
+
+        let missing = try run(["get", origin.url("/nope"), "-o", dir.file("nope")], in: dir)
+        #expect(missing.exitCode == 3)
+        #expect(missing.output.contains("error:") && missing.output.contains("HTTP status 404"), "\(missing.output)")
+
+        let loop = try run(["get", origin.url("/loop"), "-o", dir.file("loop")], in: dir)
+        #expect(loop.exitCode == 6)
+        #expect(loop.output.contains("error:") && loop.output.contains("redirect loop"), "\(loop.output)")
+
+        let refused = try run(["get", "http://127.0.0.1:1/x", "-o", dir.file("x"), "--retries", "0"], in: dir)
+        #expect(refused.exitCode == 4)
+        #expect(refused.output.contains("error:"), "\(refused.output)")
+
+        let usage = try run(["get", origin.url("/f.bin"), origin.url("/f.bin"), "-o", dir.file("two")], in: dir)
+        #expect(usage.exitCode == 64)
+
+        #expect(dir.contents.isEmpty, "nothing is left under any destination name: \(dir.contents)")
+    }
+
+    @Test func severalURLsWithMaxConcurrentAndHostileNamesStayInTheDirectory() throws {
+        let origin = try FaultOrigin()
+        for i in 0..<5 { origin.serve("/m\(i).bin", .resource(Resource(size: 300_000, seed: UInt64(40 + i)))) }
+        origin.serve("/evil", .resource(Resource(size: 1234, seed: 50, contentDisposition: "attachment; filename=\"../../../tmp/evil.sh\"")))
+        let dir = try ScratchDirectory()
+        let list = dir.path + "/../urls-\(UUID().uuidString).txt"
+        defer { try? FileManager.default.removeItem(atPath: list) }
+        try ((0..<5).map { origin.url("/m\($0).bin") } + ["# a comment", ""]).joined(separator: "\n")
+            .write(toFile: list, atomically: true, encoding: .utf8)
+        let result = try run(["get", "-i", list, origin.url("/evil"), "-d", dir.path, "--max-concurrent", "2", "--progress", "none"], in: dir)
+        #expect(result.exitCode == 0, "\(result.output)")
+        #expect(dir.contents == ["evil.sh", "m0.bin", "m1.bin", "m2.bin", "m3.bin", "m4.bin"])
+        for i in 0..<5 { #expect(fileMatchesPattern(dir.file("m\(i).bin"), size: 300_000, seed: UInt64(40 + i))) }
+        #expect(origin.connectionCount <= 6)
+    }
+
+    @Test func resumeInfoPrintsThePartialDownload() throws {
+        let origin = try FaultOrigin()
+        origin.serve("/p.bin", .resource(Resource(size: 4 << 20, seed: 36, faults: [.closeAfter(bytes: 1 << 20, times: 1)])))
+        let dir = try ScratchDirectory()
+        _ = try run(["get", origin.url("/p.bin"), "-o", dir.file("p.bin"), "--retries", "0", "--progress", "none"], in: dir)
+        let text = try run(["resume-info", dir.file("p.bin")], in: dir)
+        #expect(text.exitCode == 0)
+        #expect(text.output.contains("bytes received: 1048576 of 4194304"), "\(text.output)")
+        #expect(text.output.contains(origin.url("/p.bin")))
+        let json = try run(["resume-info", dir.file("p.bin.dkresume"), "--json"], in: dir)
+        let object = try #require((try? JSONSerialization.jsonObject(with: Data(json.output.utf8))) as? [String: Any])
+        #expect(object["bytesReceived"] as? Int == 1 << 20)
+        #expect(object["tempFileSize"] as? Int == 1 << 20)
+    }
+}
