@@ -3,29 +3,6 @@ import Foundation
 import HTTPClient
 import TestOrigin
 
-/// A directory under the system temp directory, removed when the value is released.
-final class ScratchDirectory: @unchecked Sendable {
-    let path: String
-
-    init() throws {
-        path = FileManager.default.temporaryDirectory.appendingPathComponent("dk-engine-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-
-    deinit { try? FileManager.default.removeItem(atPath: path) }
-
-    func file(_ name: String) -> String { path + "/" + name }
-
-    /// The names in the directory, sorted.
-    var contents: [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).sorted()
-    }
-
-    func size(_ name: String) -> Int64? {
-        (try? FileManager.default.attributesOfItem(atPath: file(name))[.size] as? Int64) ?? nil
-    }
-}
-
 /// Fast retries so failure-path tests stay quick.
 func testConfiguration(
     retries: Int = 3, urlProvider: (@Sendable (URLRefreshContext) async -> String?)? = nil,
@@ -50,12 +27,6 @@ func runDownload(
     } catch {
         return (.failure(error), events)
     }
-}
-
-/// Whether the file at `path` holds exactly the TestPattern bytes for `size` and `seed`.
-func fileMatchesPattern(_ path: String, size: Int64, seed: UInt64) -> Bool {
-    guard let data = FileManager.default.contents(atPath: path), Int64(data.count) == size else { return false }
-    return data.withUnsafeBytes { TestPattern.firstMismatch(in: $0, offset: 0, seed: seed) == nil }
 }
 
 /// The reasons carried by state-change events.

@@ -1,0 +1,31 @@
+import Foundation
+
+/// A directory under the system temp directory, removed when the value is released (tests).
+public final class ScratchDirectory: Sendable {
+    public let path: String
+
+    public init() throws {
+        path = FileManager.default.temporaryDirectory.appendingPathComponent("dk-engine-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+
+    public func file(_ name: String) -> String { path + "/" + name }
+
+    /// The names in the directory, sorted.
+    public var contents: [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).sorted()
+    }
+
+    public func size(_ name: String) -> Int64? {
+        (try? FileManager.default.attributesOfItem(atPath: file(name))[.size] as? Int64) ?? nil
+    }
+}
+
+/// Whether the file at `path` holds exactly the TestPattern bytes for `size` and `seed`.
+public func fileMatchesPattern(_ path: String, size: Int64, seed: UInt64) -> Bool {
+    guard let data = FileManager.default.contents(atPath: path), Int64(data.count) == size else { return false }
+    return data.withUnsafeBytes { TestPattern.firstMismatch(in: $0, offset: 0, seed: seed) == nil }
+}
+
