@@ -154,7 +154,10 @@ struct GetCommand: AsyncParsableCommand {
             return failures
         }
         await renderer.finish()
-        if let code = signals.exitCode { throw ExitCode(code) }
+        if let code = signals.exitCode, let message = signals.message {
+            FileHandle.standardError.write(Data((message + "\n").utf8))
+            throw ExitCode(code)
+        }
         if let first = failures.first {
             throw ExitCode(Exit.status(for: first))
         }

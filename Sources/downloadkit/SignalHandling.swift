@@ -19,6 +19,13 @@ final class SignalHandling: Sendable {
     var exitCode: Int32? { code.withLock { $0 } }
     var isStopping: Bool { exitCode != nil }
 
+    /// The `error:` line for the signal that stopped the run.
+    var message: String? {
+        guard let exitCode else { return nil }
+        let name = exitCode == Exit.interrupted ? "Ctrl-C" : "SIGTERM"
+        return "error: interrupted by \(name); progress was checkpointed, rerun the same command to resume"
+    }
+
     func install() {
         for (signalNumber, status) in [(SIGINT, Exit.interrupted), (SIGTERM, Exit.terminated)] {
             signal(signalNumber, SIG_IGN)
@@ -36,9 +43,6 @@ final class SignalHandling: Sendable {
                 Task {
                     await renderer.beginShutdown()
                     await active.pauseAll()
-                    let name = signalNumber == SIGINT ? "Ctrl-C" : "SIGTERM"
-                    FileHandle.standardError.write(
-                        Data("error: interrupted by \(name); progress was checkpointed, rerun the same command to resume\n".utf8))
                 }
             }
             source.resume()
