@@ -20,6 +20,10 @@ void dk_SSL_CTX_set_nonblocking_client_modes(SSL_CTX *ctx) {
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_AUTO_RETRY);
 }
 
+void dk_SSL_CTX_disable_renegotiation(SSL_CTX *ctx) {
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
+}
+
 int dk_SSL_set1_ip_asc(SSL *ssl, const char *ip) {
     X509_VERIFY_PARAM *param = SSL_get0_param(ssl);
     if (param == NULL) {

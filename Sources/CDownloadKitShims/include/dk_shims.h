@@ -24,6 +24,9 @@ int dk_SSL_CTX_set_max_proto_version(SSL_CTX *ctx, int version);
 /// socket instead of returning early). Wraps `SSL_CTX_set_mode`.
 void dk_SSL_CTX_set_nonblocking_client_modes(SSL_CTX *ctx);
 
+/// Refuses TLS 1.2 renegotiation (`SSL_OP_NO_RENEGOTIATION`, whose value is a macro expression).
+void dk_SSL_CTX_disable_renegotiation(SSL_CTX *ctx);
+
 /// Sets the IP address (textual, IPv4 or IPv6) the peer certificate must name in its
 /// subjectAltName. Wraps `X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), ip)`. Returns 1 on success.
 int dk_SSL_set1_ip_asc(SSL *ssl, const char *ip);
