@@ -102,7 +102,8 @@ public final class Connection {
             }
         }
         guard let last = failures.last else {
-            throw TransportError(.connectTimeout, operation: "connect", detail: "the deadline passed before connecting to \(host)")
+            throw TransportError(
+                .connectTimeout, operation: "connect", detail: "the deadline passed before connecting to \(host)")
         }
         var error = last.1
         if deadline.hasPassed && failures.contains(where: { $0.1.code == .connectTimeout }) {
@@ -126,11 +127,13 @@ public final class Connection {
             throw TransportError(.connectTimeout, operation: "connect", detail: "timed out")
         case .failure(let error):
             _ = Glibc.close(fd)
-            throw TransportError(.systemCall, errno: error.rawValue, operation: "poll", detail: "waiting for connect failed: \(error)")
+            throw TransportError(
+                .systemCall, errno: error.rawValue, operation: "poll", detail: "waiting for connect failed: \(error)")
         case .success(.some):
             if let error = Socket.pendingError(fd) {
                 _ = Glibc.close(fd)
-                throw TransportError(.connectFailed, errno: error.rawValue, operation: "connect", detail: error.description)
+                throw TransportError(
+                    .connectFailed, errno: error.rawValue, operation: "connect", detail: error.description)
             }
             return fd
         }
@@ -205,7 +208,9 @@ public final class Connection {
             if control.isCancelled { throw cancelledError("poll") }
             return true
         case .failure(let error):
-            throw TransportError(.systemCall, errno: error.rawValue, operation: "poll", detail: "waiting for the socket failed: \(error)")
+            throw TransportError(
+                .systemCall, errno: error.rawValue, operation: "poll", detail: "waiting for the socket failed: \(error)"
+            )
         }
     }
 
@@ -233,7 +238,9 @@ public final class Connection {
 
     private func checkOpen(_ operation: String) throws(TransportError) {
         if isClosed {
-            throw TransportError(.connectionClosed, operation: operation, detail: "the connection to \(remoteAddress) was already closed locally")
+            throw TransportError(
+                .connectionClosed, operation: operation,
+                detail: "the connection to \(remoteAddress) was already closed locally")
         }
     }
 
@@ -245,13 +252,21 @@ public final class Connection {
         if control.isCancelled { return cancelledError(operation) }
         switch error {
         case .connectionReset:
-            return TransportError(.connectionReset, errno: error.rawValue, operation: operation, detail: "\(remoteAddress) reset the connection")
+            return TransportError(
+                .connectionReset, errno: error.rawValue, operation: operation,
+                detail: "\(remoteAddress) reset the connection")
         case .brokenPipe, .notConnected:
-            return TransportError(.connectionClosed, errno: error.rawValue, operation: operation, detail: "\(remoteAddress) closed the connection")
+            return TransportError(
+                .connectionClosed, errno: error.rawValue, operation: operation,
+                detail: "\(remoteAddress) closed the connection")
         case .timedOut:
-            return TransportError(.connectionReset, errno: error.rawValue, operation: operation, detail: "the connection to \(remoteAddress) timed out in the kernel")
+            return TransportError(
+                .connectionReset, errno: error.rawValue, operation: operation,
+                detail: "the connection to \(remoteAddress) timed out in the kernel")
         default:
-            return TransportError(.systemCall, errno: error.rawValue, operation: operation, detail: "\(operation) on \(remoteAddress) failed: \(error)")
+            return TransportError(
+                .systemCall, errno: error.rawValue, operation: operation,
+                detail: "\(operation) on \(remoteAddress) failed: \(error)")
         }
     }
 
@@ -266,7 +281,9 @@ public final class Connection {
             let what = timeout == .readTimeout ? "no data arrived from" : "no progress writing to"
             throw TransportError(timeout, operation: "poll", detail: "\(what) \(remoteAddress) before the deadline")
         case .failure(let error):
-            throw TransportError(.systemCall, errno: error.rawValue, operation: "poll", detail: "waiting for the socket failed: \(error)")
+            throw TransportError(
+                .systemCall, errno: error.rawValue, operation: "poll", detail: "waiting for the socket failed: \(error)"
+            )
         }
     }
 }

@@ -24,7 +24,8 @@ enum Resolver {
             throw TransportError(.resolveFailed, operation: "getaddrinfo", detail: "port \(port) is out of range")
         }
         guard !deadline.hasPassed else {
-            throw TransportError(.connectTimeout, operation: "getaddrinfo", detail: "the deadline passed before resolving \(bare)")
+            throw TransportError(
+                .connectTimeout, operation: "getaddrinfo", detail: "the deadline passed before resolving \(bare)")
         }
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
@@ -58,7 +59,8 @@ enum Resolver {
             cursor = entry.pointee.ai_next
         }
         guard !addresses.isEmpty else {
-            throw TransportError(.resolveFailed, operation: "getaddrinfo", detail: "\(bare) has no IPv4 or IPv6 address")
+            throw TransportError(
+                .resolveFailed, operation: "getaddrinfo", detail: "\(bare) has no IPv4 or IPv6 address")
         }
         return addresses
     }

@@ -22,7 +22,8 @@ enum Socket {
         let type = Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue)
         let (fd, error) = retryingInterrupts { socket(family, type, Int32(IPPROTO_TCP)) }
         if let error {
-            throw TransportError(.systemCall, errno: error.rawValue, operation: "socket", detail: "could not create a socket: \(error)")
+            throw TransportError(
+                .systemCall, errno: error.rawValue, operation: "socket", detail: "could not create a socket: \(error)")
         }
         var one: Int32 = 1
         // Failure to set TCP_NODELAY only costs latency; it is not worth failing the connection.

@@ -1,6 +1,6 @@
-import Glibc
-internal import COpenSSL
 internal import CDownloadKitShims
+internal import COpenSSL
+import Glibc
 
 /// An OpenSSL client context (`SSL_CTX`) built once from a ``TLSConfiguration`` and shared by every
 /// TLS connection made with it.
@@ -26,7 +26,9 @@ public final class TLSContext: @unchecked Sendable {
     public init(configuration: TLSConfiguration) throws(TransportError) {
         ERR_clear_error()
         guard let context = SSL_CTX_new(TLS_client_method()) else {
-            throw TransportError(.tlsFailed, operation: "SSL_CTX_new", detail: "could not create a TLS context: \(OpenSSLErrors.drain())")
+            throw TransportError(
+                .tlsFailed, operation: "SSL_CTX_new", detail: "could not create a TLS context: \(OpenSSLErrors.drain())"
+            )
         }
         self.configuration = configuration
         self.context = context
@@ -35,7 +37,9 @@ public final class TLSContext: @unchecked Sendable {
         guard dk_SSL_CTX_set_min_proto_version(context, configuration.minimumVersion.openSSLVersion) == 1,
             dk_SSL_CTX_set_max_proto_version(context, configuration.maximumVersion?.openSSLVersion ?? 0) == 1
         else {
-            throw TransportError(.tlsFailed, operation: "SSL_CTX_set_min_proto_version", detail: "could not set the TLS protocol versions: \(OpenSSLErrors.drain())")
+            throw TransportError(
+                .tlsFailed, operation: "SSL_CTX_set_min_proto_version",
+                detail: "could not set the TLS protocol versions: \(OpenSSLErrors.drain())")
         }
         dk_SSL_CTX_set_nonblocking_client_modes(context)
         // Renegotiation is an attack surface a download client never needs (TLS 1.2 only).
@@ -68,12 +72,18 @@ public final class TLSContext: @unchecked Sendable {
         for path in configuration.additionalTrustRootFiles {
             ERR_clear_error()
             guard SSL_CTX_load_verify_locations(context, path, nil) == 1 else {
-                throw TransportError(.tlsFailed, operation: "SSL_CTX_load_verify_locations", detail: "could not load trusted certificates from \(path): \(OpenSSLErrors.drain())")
+                throw TransportError(
+                    .tlsFailed, operation: "SSL_CTX_load_verify_locations",
+                    detail: "could not load trusted certificates from \(path): \(OpenSSLErrors.drain())")
             }
             loadedAnyRoots = true
         }
         if configuration.certificateVerification == .fullVerification && !loadedAnyRoots {
-            throw TransportError(.tlsFailed, operation: "SSL_CTX_load_verify_locations", detail: "no trusted certificate authorities found (looked in \(TLSConfiguration.systemTrustRootFiles.joined(separator: ", ")) and OpenSSL's default paths); install ca-certificates or pass a CA file")
+            let searched = TLSConfiguration.systemTrustRootFiles.joined(separator: ", ")
+            throw TransportError(
+                .tlsFailed, operation: "SSL_CTX_load_verify_locations",
+                detail: "no trusted certificate authorities found (looked in \(searched) and OpenSSL's default "
+                    + "paths); install ca-certificates or pass a CA file")
         }
 
         if !configuration.applicationProtocols.isEmpty {
@@ -82,7 +92,9 @@ public final class TLSContext: @unchecked Sendable {
             for name in configuration.applicationProtocols {
                 let bytes = Array(name.utf8)
                 guard (1...255).contains(bytes.count) else {
-                    throw TransportError(.tlsFailed, operation: "SSL_CTX_set_alpn_protos", detail: "ALPN protocol name \"\(name)\" must be 1 to 255 bytes long")
+                    throw TransportError(
+                        .tlsFailed, operation: "SSL_CTX_set_alpn_protos",
+                        detail: "ALPN protocol name \"\(name)\" must be 1 to 255 bytes long")
                 }
                 wire.append(UInt8(bytes.count))
                 wire.append(contentsOf: bytes)
@@ -90,7 +102,9 @@ public final class TLSContext: @unchecked Sendable {
             ERR_clear_error()
             // Unlike most OpenSSL functions, this one returns 0 on success.
             guard SSL_CTX_set_alpn_protos(context, wire, UInt32(wire.count)) == 0 else {
-                throw TransportError(.tlsFailed, operation: "SSL_CTX_set_alpn_protos", detail: "could not set ALPN protocols: \(OpenSSLErrors.drain())")
+                throw TransportError(
+                    .tlsFailed, operation: "SSL_CTX_set_alpn_protos",
+                    detail: "could not set ALPN protocols: \(OpenSSLErrors.drain())")
             }
         }
     }

@@ -1,6 +1,6 @@
-import Glibc
-internal import COpenSSL
 internal import CDownloadKitShims
+internal import COpenSSL
+import Glibc
 
 /// One TLS client session (`SSL`) over a connected non-blocking socket, owned by one ``Connection``.
 ///
@@ -37,7 +37,8 @@ final class TLSSession {
     init(context: TLSContext, fd: Int32, control: ConnectionControl, serverName: String) throws(TransportError) {
         ERR_clear_error()
         guard let ssl = SSL_new(context.context) else {
-            throw TransportError(.tlsFailed, operation: "SSL_new", detail: "could not create a TLS session: \(OpenSSLErrors.drain())")
+            throw TransportError(
+                .tlsFailed, operation: "SSL_new", detail: "could not create a TLS session: \(OpenSSLErrors.drain())")
         }
         self.ssl = ssl
         self.fd = fd
@@ -47,7 +48,8 @@ final class TLSSession {
         self.verifiesPeer = context.configuration.certificateVerification == .fullVerification
 
         guard let bio = dk_BIO_new_socket_nosigpipe(fd) else {
-            throw TransportError(.tlsFailed, operation: "BIO_new", detail: "could not create a socket BIO: \(OpenSSLErrors.drain())")
+            throw TransportError(
+                .tlsFailed, operation: "BIO_new", detail: "could not create a socket BIO: \(OpenSSLErrors.drain())")
         }
         // The SSL takes ownership of the BIO (one reference for both directions).
         SSL_set_bio(ssl, bio, bio)
@@ -57,13 +59,17 @@ final class TLSSession {
         // RFC 6066 §3: "Literal IPv4 and IPv6 addresses are not permitted in HostName".
         if !isIPLiteral && !bareName.isEmpty {
             guard dk_SSL_set_tlsext_host_name(ssl, bareName) == 1 else {
-                throw TransportError(.tlsFailed, operation: "SSL_set_tlsext_host_name", detail: "could not set the server name \(bareName): \(OpenSSLErrors.drain())")
+                throw TransportError(
+                    .tlsFailed, operation: "SSL_set_tlsext_host_name",
+                    detail: "could not set the server name \(bareName): \(OpenSSLErrors.drain())")
             }
         }
         if verifiesPeer {
             let status = isIPLiteral ? dk_SSL_set1_ip_asc(ssl, bareName) : SSL_set1_host(ssl, bareName)
             guard status == 1 else {
-                throw TransportError(.tlsFailed, operation: isIPLiteral ? "X509_VERIFY_PARAM_set1_ip_asc" : "SSL_set1_host", detail: "could not set the name to verify (\(bareName)): \(OpenSSLErrors.drain())")
+                throw TransportError(
+                    .tlsFailed, operation: isIPLiteral ? "X509_VERIFY_PARAM_set1_ip_asc" : "SSL_set1_host",
+                    detail: "could not set the name to verify (\(bareName)): \(OpenSSLErrors.drain())")
             }
         }
     }
@@ -287,7 +293,9 @@ final class TLSSession {
     }
 
     /// Waits for the socket, throwing the phase's timeout code when the deadline passes.
-    private func wait(for events: Socket.Events, deadline: Deadline, timeout: TransportError.Code, phase: Phase) throws(TransportError) {
+    private func wait(for events: Socket.Events, deadline: Deadline, timeout: TransportError.Code, phase: Phase)
+        throws(TransportError)
+    {
         if control.isCancelled { throw cancelled(phase) }
         switch Socket.poll(fd, for: events, deadline: deadline) {
         case .success(.some):
@@ -301,7 +309,9 @@ final class TLSSession {
             }
             throw TransportError(timeout, operation: "poll", detail: "\(what) before the deadline")
         case .failure(let error):
-            throw TransportError(.systemCall, errno: error.rawValue, operation: "poll", detail: "waiting for the socket failed: \(error)")
+            throw TransportError(
+                .systemCall, errno: error.rawValue, operation: "poll", detail: "waiting for the socket failed: \(error)"
+            )
         }
     }
 
@@ -317,11 +327,16 @@ final class TLSSession {
         case .unexpectedEOF:
             switch phase {
             case .handshake:
-                return TransportError(.connectionClosed, operation: phase.operation, detail: "\(serverName) closed the connection during the TLS handshake")
+                return TransportError(
+                    .connectionClosed, operation: phase.operation,
+                    detail: "\(serverName) closed the connection during the TLS handshake")
             case .read:
-                return TransportError(.tlsUncleanShutdown, operation: phase.operation, detail: "\(serverName) closed the connection without a TLS close_notify; the data may be truncated")
+                return TransportError(
+                    .tlsUncleanShutdown, operation: phase.operation,
+                    detail: "\(serverName) closed the connection without a TLS close_notify; the data may be truncated")
             case .write:
-                return TransportError(.connectionClosed, operation: phase.operation, detail: "\(serverName) closed the TLS connection")
+                return TransportError(
+                    .connectionClosed, operation: phase.operation, detail: "\(serverName) closed the TLS connection")
             }
         case .system(let error, let queue):
             let code: TransportError.Code
@@ -341,9 +356,12 @@ final class TLSSession {
                 }
             }
             if phase == .handshake {
-                return TransportError(.tlsHandshakeFailed, operation: phase.operation, detail: "TLS handshake with \(serverName) failed: \(reasons)")
+                return TransportError(
+                    .tlsHandshakeFailed, operation: phase.operation,
+                    detail: "TLS handshake with \(serverName) failed: \(reasons)")
             }
-            return TransportError(.tlsFailed, operation: phase.operation, detail: "TLS error with \(serverName): \(reasons)")
+            return TransportError(
+                .tlsFailed, operation: phase.operation, detail: "TLS error with \(serverName): \(reasons)")
         }
     }
 
@@ -366,7 +384,10 @@ final class TLSSession {
         default:
             code = .certificateVerificationFailed
         }
-        let message = X509_verify_cert_error_string(Int(result)).map { String(cString: $0) } ?? "verification error \(result)"
-        return TransportError(code, operation: "SSL_connect", detail: "the certificate of \(serverName) was rejected: \(message) (X.509 error \(result); \(reasons))")
+        let message =
+            X509_verify_cert_error_string(Int(result)).map { String(cString: $0) } ?? "verification error \(result)"
+        return TransportError(
+            code, operation: "SSL_connect",
+            detail: "the certificate of \(serverName) was rejected: \(message) (X.509 error \(result); \(reasons))")
     }
 }

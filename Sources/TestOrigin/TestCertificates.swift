@@ -74,10 +74,14 @@ public struct TestCertificates: Sendable {
         try runner.run(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", "other-ca.key"])
         try runner.run([
             "req", "-config", "openssl.cnf", "-new", "-x509", "-key", "other-ca.key",
-            "-subj", "/CN=DownloadKit Unknown Test CA", "-days", "3650", "-extensions", "ca_ext", "-out", "other-ca.pem",
+            "-subj", "/CN=DownloadKit Unknown Test CA", "-days", "3650", "-extensions", "ca_ext", "-out",
+            "other-ca.pem",
         ])
         try runner.run(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", "server.key"])
-        try runner.run(["req", "-config", "openssl.cnf", "-new", "-key", "server.key", "-subj", "/CN=localhost", "-out", "server.csr"])
+        try runner.run([
+            "req", "-config", "openssl.cnf", "-new", "-key", "server.key", "-subj", "/CN=localhost", "-out",
+            "server.csr",
+        ])
 
         func sign(_ output: String, extensions: String, from start: Date, to end: Date) throws {
             try runner.run([

@@ -1,7 +1,7 @@
 import Foundation
 import Glibc
-import Testing
 import TestOrigin
+import Testing
 
 @testable import HTTPClient
 
@@ -155,6 +155,25 @@ final class OpenSSLServer {
         #expect(error?.code == .tlsUncleanShutdown)
         #expect(error?.isTransient == true)
         #expect(connection.hasPendingInputOrEOF)
+    }
+
+    @Test func tlsWriteToVanishedPeerThrowsInsteadOfRaisingSIGPIPE() throws {
+        let server = try OpenSSLServer(certificate: certificates.valid)
+        let connection = try Connection.connect(
+            host: "127.0.0.1", port: server.port, tls: try trustingTestCA(), serverName: "localhost",
+            deadline: .after(seconds: 10))
+        defer { connection.close() }
+        server.stop()
+        // The first write draws a RST; later ones fail with EPIPE, which OpenSSL's own socket BIO
+        // (write(2)) would turn into SIGPIPE.
+        let chunk = [UInt8](repeating: 0x42, count: 64 * 1024)
+        var failure: TransportError?
+        for _ in 0..<64 where failure == nil {
+            failure = transportError { try chunk.withUnsafeBytes { try connection.write($0, deadline: .after(seconds: 5)) } }
+        }
+        let error = try #require(failure)
+        #expect(error.code == .connectionReset || error.code == .connectionClosed)
+        #expect(error.isTransient)
     }
 
     @Test func cancelWakesBlockedTLSRead() throws {

@@ -193,7 +193,8 @@ func transportError(_ body: () throws -> Void) -> TransportError? {
     @Test func refusedConnectionIsTransientConnectFailure() throws {
         let port = try #require(LoopbackListener()).port  // released at once: nobody listens there now
         let error = transportError {
-            _ = try Connection.connect(host: "127.0.0.1", port: port, tls: nil, serverName: nil, deadline: .after(seconds: 5))
+            _ = try Connection.connect(
+                host: "127.0.0.1", port: port, tls: nil, serverName: nil, deadline: .after(seconds: 5))
         }
         let failure = try #require(error)
         #expect(failure.code == .connectFailed)
