@@ -1,0 +1,343 @@
+import Glibc
+import Synchronization
+
+/// A connected TCP socket, optionally with TLS on top, with deadline-bounded blocking I/O.
+///
+/// Create one with ``connect(host:port:tls:serverName:deadline:)``. Reads and writes block the
+/// calling thread (the socket is non-blocking underneath and waits with `poll(2)`), so call them
+/// from a dedicated I/O thread, never from Swift's cooperative pool.
+///
+/// Not `Sendable`: a connection belongs to one thread at a time (the pool hands it from thread to
+/// thread with a happens-before edge). The only thing other threads may touch is its
+/// ``canceller``.
+public final class Connection {
+    /// The socket descriptor, open until ``close()``. For a future `splice(2)` fast path on plain
+    /// connections; do not read or write it directly on TLS connections, and never close it.
+    public let fileDescriptor: Int32
+    /// The peer's address and port, for example "127.0.0.1:8080" or "[::1]:443".
+    public let remoteAddress: String
+    /// The local port of the connection.
+    public let localPort: Int
+    /// The protocol selected with ALPN during the TLS handshake (for example "http/1.1"), or `nil`.
+    public private(set) var negotiatedALPN: String?
+    /// The negotiated TLS version ("TLSv1.2", "TLSv1.3"), or `nil` for plain connections.
+    public private(set) var tlsVersion: String?
+
+    private let control: ConnectionControl
+    private var tls: TLSSession?
+    private var isClosed = false
+
+    private init(fileDescriptor: Int32, remoteAddress: SocketAddress) {
+        self.fileDescriptor = fileDescriptor
+        self.remoteAddress = remoteAddress.description
+        self.localPort = Socket.localPort(fileDescriptor)
+        self.control = ConnectionControl(fileDescriptor: fileDescriptor)
+    }
+
+    deinit {
+        close()
+    }
+
+    /// Whether this connection runs TLS.
+    public var isTLS: Bool { tls != nil }
+
+    /// A handle that cancels this connection's I/O from any thread.
+    public var canceller: ConnectionCanceller { ConnectionCanceller(control: control) }
+
+    // MARK: - Connecting
+
+    /// Resolves `host`, connects to the first address that accepts, and runs the TLS handshake when
+    /// `tls` is given.
+    ///
+    /// Addresses from `getaddrinfo` (IPv4 and IPv6) are tried in order, each with a non-blocking
+    /// `connect` bounded by `poll`. Every address but the last gets at most half of the remaining
+    /// time, so one black-holed address cannot use up the whole budget. Sockets are close-on-exec,
+    /// have `TCP_NODELAY`, and never raise `SIGPIPE`.
+    ///
+    /// With TLS, the server name is sent as SNI (not for IP literals) and the certificate is checked
+    /// against it (`SSL_set1_host`, or the IP address for IP literals) when the context verifies.
+    /// - Parameters:
+    ///   - host: A DNS name or IP literal (IPv6 literals may be bracketed).
+    ///   - port: The TCP port.
+    ///   - tls: The TLS context, or `nil` for plain TCP.
+    ///   - serverName: The name for SNI and certificate checks; `nil` means `host`.
+    ///   - deadline: When resolving, connecting and the handshake together must be done.
+    /// - Returns: The open connection.
+    /// - Throws: `.resolveFailed`, `.connectFailed` (with `errno`; transient for refused/unreachable),
+    ///   `.connectTimeout`, a certificate code, `.tlsHandshakeFailed`, `.connectionClosed`/`.connectionReset`.
+    public static func connect(
+        host: String, port: Int, tls: TLSContext?, serverName: String?, deadline: Deadline
+    ) throws(TransportError) -> Connection {
+        let addresses = try Resolver.resolve(host: host, port: port, deadline: deadline)
+        let (fd, address) = try connectFirst(of: addresses, host: host, deadline: deadline)
+        let connection = Connection(fileDescriptor: fd, remoteAddress: address)
+        if let tls {
+            // On failure `connection` is released, which closes the socket.
+            let session = try TLSSession(
+                context: tls, fd: fd, control: connection.control, serverName: serverName ?? host)
+            connection.tls = session
+            try session.handshake(deadline: deadline)
+            connection.negotiatedALPN = session.negotiatedALPN
+            connection.tlsVersion = session.protocolVersion
+        }
+        return connection
+    }
+
+    /// Tries each address in turn; returns the first connected socket.
+    private static func connectFirst(
+        of addresses: [SocketAddress], host: String, deadline: Deadline
+    ) throws(TransportError) -> (Int32, SocketAddress) {
+        var failures: [(SocketAddress, TransportError)] = []
+        for (index, address) in addresses.enumerated() {
+            if deadline.hasPassed { break }
+            var attemptDeadline = deadline
+            if index < addresses.count - 1 && deadline != .distantFuture {
+                let half = Double(deadline.remainingMilliseconds) / 2000
+                attemptDeadline = min(deadline, Deadline.after(seconds: max(half, 0.05)))
+            }
+            do {
+                return (try connectOne(to: address, deadline: attemptDeadline), address)
+            } catch {
+                failures.append((address, error))
+            }
+        }
+        guard let last = failures.last else {
+            throw TransportError(
+                .connectTimeout, operation: "connect", detail: "the deadline passed before connecting to \(host)")
+        }
+        var error = last.1
+        if deadline.hasPassed && failures.contains(where: { $0.1.code == .connectTimeout }) {
+            error = TransportError(.connectTimeout, operation: "connect", detail: "")
+        }
+        let attempts = failures.map { "\($0.0): \($0.1.detail)" }.joined(separator: "; ")
+        error.detail = "could not connect to \(host) (\(attempts))"
+        throw error
+    }
+
+    /// One non-blocking connect bounded by `deadline`; closes the socket on failure.
+    private static func connectOne(to address: SocketAddress, deadline: Deadline) throws(TransportError) -> Int32 {
+        let fd = try Socket.makeStreamSocket(family: address.family)
+        if let error = Socket.startConnect(fd, to: address) {
+            _ = Glibc.close(fd)
+            throw TransportError(.connectFailed, errno: error.rawValue, operation: "connect", detail: error.description)
+        }
+        switch Socket.poll(fd, for: .writable, deadline: deadline) {
+        case .success(.none):
+            _ = Glibc.close(fd)
+            throw TransportError(.connectTimeout, operation: "connect", detail: "timed out")
+        case .failure(let error):
+            _ = Glibc.close(fd)
+            throw TransportError(
+                .systemCall, errno: error.rawValue, operation: "poll", detail: "waiting for connect failed: \(error)")
+        case .success(.some):
+            if let error = Socket.pendingError(fd) {
+                _ = Glibc.close(fd)
+                throw TransportError(
+                    .connectFailed, errno: error.rawValue, operation: "connect", detail: error.description)
+            }
+            return fd
+        }
+    }
+
+    // MARK: - I/O
+
+    /// Reads up to `buffer.count` bytes, waiting until some arrive, the peer closes, or the deadline.
+    ///
+    /// On TLS connections, several records are decrypted per call while they are already available
+    /// and at least 16 KiB of space remains, so large buffers come back well filled. Give TLS
+    /// connections at least 16 KiB. Wraps `recv(2)` or `SSL_read`; `EINTR` is retried.
+    /// - Parameters:
+    ///   - buffer: Where to put the bytes; must not be empty.
+    ///   - deadline: When to give up waiting.
+    /// - Returns: The number of bytes read (> 0), or 0 at an orderly end of stream (TCP FIN; for TLS,
+    ///   the peer's `close_notify`).
+    /// - Throws: `.tlsUncleanShutdown` when a TLS peer closed TCP without `close_notify` (the caller
+    ///   decides whether the HTTP framing proved the body complete), `.readTimeout`,
+    ///   `.connectionReset`, `.cancelled`, `.tlsFailed`, `.systemCall`.
+    public func read(into buffer: UnsafeMutableRawBufferPointer, deadline: Deadline) throws(TransportError) -> Int {
+        try checkOpen("read")
+        precondition(buffer.count > 0, "read(into:) needs a non-empty buffer")
+        if let tls { return try tls.read(into: buffer, deadline: deadline) }
+        while true {
+            switch Socket.receive(fileDescriptor, into: buffer) {
+            case .processed(0):
+                if control.isCancelled { throw cancelledError("recv") }
+                return 0
+            case .processed(let count):
+                return count
+            case .wouldBlock:
+                try wait(for: .readable, deadline: deadline, timeout: .readTimeout, operation: "recv")
+            case .failed(let error):
+                throw ioError(error, operation: "recv")
+            }
+        }
+    }
+
+    /// Writes all of `bytes`, waiting whenever the socket buffer is full.
+    ///
+    /// Wraps `send(2)` with `MSG_NOSIGNAL`, or `SSL_write`.
+    /// - Throws: `.writeTimeout`, `.connectionClosed` (`EPIPE`), `.connectionReset`, `.cancelled`,
+    ///   `.tlsFailed`, `.systemCall`.
+    public func write(_ bytes: UnsafeRawBufferPointer, deadline: Deadline) throws(TransportError) {
+        try checkOpen("write")
+        if let tls { return try tls.write(bytes, deadline: deadline) }
+        var offset = 0
+        while offset < bytes.count {
+            switch Socket.send(fileDescriptor, UnsafeRawBufferPointer(rebasing: bytes[offset...])) {
+            case .processed(let count):
+                offset += count
+            case .wouldBlock:
+                try wait(for: .writable, deadline: deadline, timeout: .writeTimeout, operation: "send")
+            case .failed(let error):
+                throw ioError(error, operation: "send")
+            }
+        }
+    }
+
+    /// Waits until the connection has something to read (bytes, EOF, or an error) or the deadline.
+    /// - Returns: `true` when a read would not wait for the network (except, on TLS, when only
+    ///   non-application records such as session tickets arrived), `false` at the deadline.
+    /// - Throws: `.cancelled` after cancellation; `.systemCall` if `poll` fails.
+    public func waitForReadable(deadline: Deadline) throws(TransportError) -> Bool {
+        try checkOpen("poll")
+        if let tls, tls.hasBufferedPlaintext { return true }
+        switch Socket.poll(fileDescriptor, for: .readable, deadline: deadline) {
+        case .success(.none):
+            return false
+        case .success(.some):
+            if control.isCancelled { throw cancelledError("poll") }
+            return true
+        case .failure(let error):
+            throw TransportError(
+                .systemCall, errno: error.rawValue, operation: "poll", detail: "waiting for the socket failed: \(error)"
+            )
+        }
+    }
+
+    /// Whether the peer closed the connection or sent bytes nobody asked for, checked without
+    /// waiting (`poll` with a zero timeout, plus `SSL_pending`/`SSL_peek` on TLS so session tickets
+    /// do not count). The pool uses this to discard stale kept-alive connections before reuse.
+    /// Always `true` once closed or cancelled.
+    public var hasPendingInputOrEOF: Bool {
+        if isClosed || control.isCancelled { return true }
+        if let tls { return tls.hasPendingInputOrEOF }
+        return Socket.isReadableNow(fileDescriptor)
+    }
+
+    /// Closes the connection: for TLS a best-effort, non-blocking `close_notify` (`SSL_shutdown`),
+    /// then `close(2)`. Idempotent; also done in `deinit`. After closing, I/O throws.
+    public func close() {
+        guard !isClosed else { return }
+        isClosed = true
+        tls?.shutdown()
+        tls = nil
+        control.closeDescriptor()
+    }
+
+    // MARK: - Helpers
+
+    private func checkOpen(_ operation: String) throws(TransportError) {
+        if isClosed {
+            throw TransportError(
+                .connectionClosed, operation: operation,
+                detail: "the connection to \(remoteAddress) was already closed locally")
+        }
+    }
+
+    private func cancelledError(_ operation: String) -> TransportError {
+        TransportError(.cancelled, operation: operation, detail: "the connection to \(remoteAddress) was cancelled")
+    }
+
+    private func ioError(_ error: Errno, operation: String) -> TransportError {
+        if control.isCancelled { return cancelledError(operation) }
+        switch error {
+        case .connectionReset:
+            return TransportError(
+                .connectionReset, errno: error.rawValue, operation: operation,
+                detail: "\(remoteAddress) reset the connection")
+        case .brokenPipe, .notConnected:
+            return TransportError(
+                .connectionClosed, errno: error.rawValue, operation: operation,
+                detail: "\(remoteAddress) closed the connection")
+        case .timedOut:
+            return TransportError(
+                .connectionReset, errno: error.rawValue, operation: operation,
+                detail: "the connection to \(remoteAddress) timed out in the kernel")
+        default:
+            return TransportError(
+                .systemCall, errno: error.rawValue, operation: operation,
+                detail: "\(operation) on \(remoteAddress) failed: \(error)")
+        }
+    }
+
+    private func wait(
+        for events: Socket.Events, deadline: Deadline, timeout: TransportError.Code, operation: String
+    ) throws(TransportError) {
+        if control.isCancelled { throw cancelledError(operation) }
+        switch Socket.poll(fileDescriptor, for: events, deadline: deadline) {
+        case .success(.some):
+            return
+        case .success(.none):
+            let what = timeout == .readTimeout ? "no data arrived from" : "no progress writing to"
+            throw TransportError(timeout, operation: "poll", detail: "\(what) \(remoteAddress) before the deadline")
+        case .failure(let error):
+            throw TransportError(
+                .systemCall, errno: error.rawValue, operation: "poll", detail: "waiting for the socket failed: \(error)"
+            )
+        }
+    }
+}
+
+/// Cancels a ``Connection``'s I/O from any thread.
+///
+/// `cancel()` calls `shutdown(fd, SHUT_RDWR)`, which wakes a `poll` or blocked call at once; the
+/// interrupted and all later operations throw `.cancelled`. Unlike `close(2)` it cannot race with
+/// the descriptor number being reused: a lock orders it against the connection's own `close()`,
+/// after which cancelling does nothing.
+public struct ConnectionCanceller: Sendable {
+    let control: ConnectionControl
+
+    /// Cancels the connection's current and future I/O. Safe to call repeatedly, concurrently, and
+    /// after the connection was closed.
+    public func cancel() { control.cancel() }
+
+    /// Whether ``cancel()`` was called while the connection was open.
+    public var isCancelled: Bool { control.isCancelled }
+}
+
+/// The part of a connection shared with other threads: the descriptor's open/closed state and the
+/// cancelled flag, under one lock so `shutdown` never touches a closed (and possibly reused) number.
+final class ConnectionControl: Sendable {
+    private struct State {
+        var fileDescriptor: Int32
+        var isClosed = false
+        var isCancelled = false
+    }
+
+    private let state: Mutex<State>
+
+    init(fileDescriptor: Int32) {
+        state = Mutex(State(fileDescriptor: fileDescriptor))
+    }
+
+    /// Whether the connection was cancelled. Read on error and wait paths only, not per read.
+    var isCancelled: Bool { state.withLock { $0.isCancelled } }
+
+    func cancel() {
+        state.withLock { state in
+            guard !state.isClosed, !state.isCancelled else { return }
+            state.isCancelled = true
+            _ = Glibc.shutdown(state.fileDescriptor, Int32(SHUT_RDWR))
+        }
+    }
+
+    /// Closes the descriptor once. `close(2)` errors are not actionable for a socket here: the
+    /// descriptor is released either way on Linux (retrying `EINTR` could close a reused number).
+    func closeDescriptor() {
+        state.withLock { state in
+            guard !state.isClosed else { return }
+            state.isClosed = true
+            _ = Glibc.close(state.fileDescriptor)
+        }
+    }
+}

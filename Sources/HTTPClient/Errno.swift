@@ -1,0 +1,92 @@
+import Glibc
+
+/// A POSIX error number (`errno`), with Swift names for the values this module reacts to.
+///
+/// The C name of each constant is given in its doc comment. `EINTR` is retried inside the syscall
+/// wrappers and `EAGAIN`/`EWOULDBLOCK` come back as ``SyscallResult/wouldBlock`` rather than as an
+/// error, so callers only ever see errors that mean something.
+public struct Errno: Error, RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    /// The raw C value.
+    public var rawValue: Int32
+
+    /// Creates an error number from its raw C value.
+    public init(rawValue: Int32) { self.rawValue = rawValue }
+
+    /// The calling thread's current `errno`. Read it immediately after the failing call, with
+    /// nothing in between that could allocate or release objects (which may overwrite `errno`).
+    @inline(__always)
+    static var current: Errno { Errno(rawValue: Glibc.errno) }
+
+    /// `EINTR`: a signal interrupted the call before it did anything; retried by the wrappers.
+    public static let interrupted = Errno(rawValue: EINTR)
+    /// `EAGAIN` / `EWOULDBLOCK`: the non-blocking call would have to wait.
+    public static let wouldBlock = Errno(rawValue: EAGAIN)
+    /// `EINPROGRESS`: a non-blocking `connect(2)` has started and will finish later.
+    public static let inProgress = Errno(rawValue: EINPROGRESS)
+    /// `ECONNREFUSED`: nothing listens on the remote port.
+    public static let connectionRefused = Errno(rawValue: ECONNREFUSED)
+    /// `ECONNRESET`: the peer reset the connection.
+    public static let connectionReset = Errno(rawValue: ECONNRESET)
+    /// `ECONNABORTED`: the connection was aborted locally.
+    public static let connectionAborted = Errno(rawValue: ECONNABORTED)
+    /// `EPIPE`: writing to a connection whose peer has closed it.
+    public static let brokenPipe = Errno(rawValue: EPIPE)
+    /// `ETIMEDOUT`: the kernel gave up on the connection.
+    public static let timedOut = Errno(rawValue: ETIMEDOUT)
+    /// `ENETUNREACH`: no route to the network.
+    public static let networkUnreachable = Errno(rawValue: ENETUNREACH)
+    /// `ENETDOWN`: the network is down.
+    public static let networkDown = Errno(rawValue: ENETDOWN)
+    /// `EHOSTUNREACH`: no route to the host.
+    public static let hostUnreachable = Errno(rawValue: EHOSTUNREACH)
+    /// `EHOSTDOWN`: the host is down.
+    public static let hostDown = Errno(rawValue: EHOSTDOWN)
+    /// `EADDRNOTAVAIL`: no local address or port is available for the connection.
+    public static let addressNotAvailable = Errno(rawValue: EADDRNOTAVAIL)
+    /// `ENOTCONN`: the socket is not connected.
+    public static let notConnected = Errno(rawValue: ENOTCONN)
+
+    /// Whether this error means a connection attempt or an established connection failed for a
+    /// reason that may go away on retry (refused, unreachable, reset, timed out).
+    public var isTransientNetworkFailure: Bool {
+        switch self {
+        case .connectionRefused, .connectionReset, .connectionAborted, .brokenPipe, .timedOut,
+            .networkUnreachable, .networkDown, .hostUnreachable, .hostDown, .addressNotAvailable,
+            .notConnected:
+            return true
+        default:
+            return false
+        }
+    }
+
+    /// The C library's message for this error (`strerror`), for example "Connection refused".
+    public var description: String {
+        // glibc's strerror returns a static string for every known error number, so this is safe to
+        // call from several threads at once.
+        guard let message = strerror(rawValue) else { return "errno \(rawValue)" }
+        return String(cString: message)
+    }
+}
+
+/// The outcome of a non-blocking system call that transfers bytes.
+enum SyscallResult: Equatable {
+    /// The call transferred this many bytes (0 from a read means end of stream).
+    case processed(Int)
+    /// The call would block (`EAGAIN`/`EWOULDBLOCK`); wait with `poll(2)` and try again.
+    case wouldBlock
+    /// The call failed with this error (never `EINTR`, which is retried).
+    case failed(Errno)
+}
+
+/// Calls `body` until it does not fail with `EINTR`, returning its result and the `errno` captured
+/// immediately after a `-1` return.
+@inline(__always)
+func retryingInterrupts<Result: BinaryInteger>(_ body: () -> Result) -> (result: Result, errno: Errno?) {
+    while true {
+        let result = body()
+        if result != -1 { return (result, nil) }
+        let error = Errno.current
+        if error == .interrupted { continue }
+        return (result, error)
+    }
+}

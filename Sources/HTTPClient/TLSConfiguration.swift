@@ -1,0 +1,81 @@
+/// A TLS protocol version.
+public enum TLSVersion: Sendable, Hashable, Comparable, CaseIterable, CustomStringConvertible {
+    /// TLS 1.2 (RFC 5246).
+    case tlsv12
+    /// TLS 1.3 (RFC 8446).
+    case tlsv13
+
+    /// The name OpenSSL reports for this version ("TLSv1.2", "TLSv1.3"), as in ``Connection/tlsVersion``.
+    public var description: String {
+        switch self {
+        case .tlsv12: return "TLSv1.2"
+        case .tlsv13: return "TLSv1.3"
+        }
+    }
+}
+
+/// How a TLS client is set up: verification policy, trust roots, protocol versions and ALPN.
+///
+/// A value type: build one, then create a ``TLSContext`` from it once and share the context among
+/// connections. Start from ``makeClientConfiguration()``, which verifies certificates fully.
+public struct TLSConfiguration: Sendable, Hashable {
+    /// Whether and how the server's certificate is checked.
+    public enum CertificateVerification: Sendable, Hashable {
+        /// Verify the chain up to a trusted root, the validity dates, and that the certificate names
+        /// the host (or IP address) connected to. The default.
+        case fullVerification
+        /// Verify nothing: no chain, no dates, no host name. Anyone on the path can read and change
+        /// the traffic. Only for tests and for origins whose identity is checked some other way
+        /// (for example a digest of the downloaded file).
+        case none
+    }
+
+    /// Whether the server's certificate is checked. Default ``CertificateVerification/fullVerification``.
+    public var certificateVerification: CertificateVerification
+    /// PEM files of extra certificate authorities to trust, in addition to the system's (for example
+    /// the file given to `--cacert`). Default empty.
+    public var additionalTrustRootFiles: [String]
+    /// Whether to trust the system's certificate authorities, found by probing the Debian, RHEL,
+    /// SUSE and Alpine bundle paths plus OpenSSL's default paths (which honour `SSL_CERT_FILE` and
+    /// `SSL_CERT_DIR`). Default `true`.
+    public var useSystemTrustRoots: Bool
+    /// The lowest protocol version offered. Default ``TLSVersion/tlsv12``.
+    public var minimumVersion: TLSVersion
+    /// The highest protocol version offered, or `nil` for the highest this OpenSSL supports. Default `nil`.
+    public var maximumVersion: TLSVersion?
+    /// Protocols offered with ALPN (RFC 7301), most preferred first. Default `["http/1.1"]`. Empty
+    /// means no ALPN extension.
+    public var applicationProtocols: [String]
+
+    /// Creates a configuration. Prefer ``makeClientConfiguration()`` and change what you need.
+    public init(
+        certificateVerification: CertificateVerification = .fullVerification,
+        additionalTrustRootFiles: [String] = [],
+        useSystemTrustRoots: Bool = true,
+        minimumVersion: TLSVersion = .tlsv12,
+        maximumVersion: TLSVersion? = nil,
+        applicationProtocols: [String] = ["http/1.1"]
+    ) {
+        self.certificateVerification = certificateVerification
+        self.additionalTrustRootFiles = additionalTrustRootFiles
+        self.useSystemTrustRoots = useSystemTrustRoots
+        self.minimumVersion = minimumVersion
+        self.maximumVersion = maximumVersion
+        self.applicationProtocols = applicationProtocols
+    }
+
+    /// The secure default for a client: full verification against the system trust roots, TLS 1.2
+    /// or newer, ALPN `http/1.1`.
+    public static func makeClientConfiguration() -> TLSConfiguration {
+        TLSConfiguration()
+    }
+
+    /// Bundle files tried, in order, for the system trust roots. The first that exists is loaded.
+    static let systemTrustRootFiles = [
+        "/etc/ssl/certs/ca-certificates.crt",  // Debian, Ubuntu, Gentoo, Arch, Alpine (ca-certificates)
+        "/etc/pki/tls/certs/ca-bundle.crt",  // Fedora, RHEL, CentOS
+        "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",  // RHEL 7+ extracted bundle
+        "/etc/ssl/ca-bundle.pem",  // openSUSE
+        "/etc/ssl/cert.pem",  // Alpine, macOS-style layouts
+    ]
+}

@@ -1,0 +1,157 @@
+internal import CDownloadKitShims
+internal import COpenSSL
+import Glibc
+
+/// An OpenSSL client context (`SSL_CTX`) built once from a ``TLSConfiguration`` and shared by every
+/// TLS connection made with it.
+///
+/// Building a context loads the trust roots, which parses a few hundred certificates; doing it once
+/// and sharing it keeps each new connection cheap.
+///
+/// `Sendable` is safe, and is therefore declared `@unchecked`: the `SSL_CTX` is fully configured
+/// inside `init` and never mutated afterwards. OpenSSL documents `SSL_new` on a shared, unchanging
+/// `SSL_CTX` as thread-safe (its reference count and the certificate store's lookups are locked
+/// internally), and each connection gets its own `SSL` object.
+public final class TLSContext: @unchecked Sendable {
+    /// The configuration this context was built from.
+    public let configuration: TLSConfiguration
+    /// The immutable `SSL_CTX`, freed in `deinit`.
+    let context: OpaquePointer
+
+    /// Builds the context: protocol versions, verification mode, trust roots, ALPN and the modes
+    /// non-blocking I/O needs.
+    /// - Parameter configuration: The settings; see ``TLSConfiguration/makeClientConfiguration()``.
+    /// - Throws: `.tlsFailed` when OpenSSL cannot create the context, an extra trust-root file cannot
+    ///   be loaded, or full verification was asked for and no trust roots at all could be loaded.
+    public init(configuration: TLSConfiguration) throws(TransportError) {
+        ERR_clear_error()
+        guard let context = SSL_CTX_new(TLS_client_method()) else {
+            throw TransportError(
+                .tlsFailed, operation: "SSL_CTX_new", detail: "could not create a TLS context: \(OpenSSLErrors.drain())"
+            )
+        }
+        self.configuration = configuration
+        self.context = context
+        // From here on `deinit` frees the context if a later step throws.
+
+        guard dk_SSL_CTX_set_min_proto_version(context, configuration.minimumVersion.openSSLVersion) == 1,
+            dk_SSL_CTX_set_max_proto_version(context, configuration.maximumVersion?.openSSLVersion ?? 0) == 1
+        else {
+            throw TransportError(
+                .tlsFailed, operation: "SSL_CTX_set_min_proto_version",
+                detail: "could not set the TLS protocol versions: \(OpenSSLErrors.drain())")
+        }
+        dk_SSL_CTX_set_nonblocking_client_modes(context)
+        // Renegotiation is an attack surface a download client never needs (TLS 1.2 only).
+        dk_SSL_CTX_disable_renegotiation(context)
+
+        switch configuration.certificateVerification {
+        case .fullVerification:
+            SSL_CTX_set_verify(context, SSL_VERIFY_PEER, nil)
+        case .none:
+            SSL_CTX_set_verify(context, SSL_VERIFY_NONE, nil)
+        }
+
+        var loadedAnyRoots = false
+        if configuration.useSystemTrustRoots {
+            for path in TLSConfiguration.systemTrustRootFiles where access(path, R_OK) == 0 {
+                ERR_clear_error()
+                if SSL_CTX_load_verify_locations(context, path, nil) == 1 {
+                    loadedAnyRoots = true
+                    break
+                }
+            }
+            // Also OpenSSL's compiled-in file and hashed directory (and SSL_CERT_FILE/SSL_CERT_DIR).
+            // Directory lookups are lazy, so success here does not prove any root exists.
+            ERR_clear_error()
+            if SSL_CTX_set_default_verify_paths(context) == 1 {
+                loadedAnyRoots = loadedAnyRoots || Self.defaultCertificateDirectoryExists()
+            }
+            ERR_clear_error()
+        }
+        for path in configuration.additionalTrustRootFiles {
+            ERR_clear_error()
+            guard SSL_CTX_load_verify_locations(context, path, nil) == 1 else {
+                throw TransportError(
+                    .tlsFailed, operation: "SSL_CTX_load_verify_locations",
+                    detail: "could not load trusted certificates from \(path): \(OpenSSLErrors.drain())")
+            }
+            loadedAnyRoots = true
+        }
+        if configuration.certificateVerification == .fullVerification && !loadedAnyRoots {
+            let searched = TLSConfiguration.systemTrustRootFiles.joined(separator: ", ")
+            throw TransportError(
+                .tlsFailed, operation: "SSL_CTX_load_verify_locations",
+                detail: "no trusted certificate authorities found (looked in \(searched) and OpenSSL's default "
+                    + "paths); install ca-certificates or pass a CA file")
+        }
+
+        if !configuration.applicationProtocols.isEmpty {
+            // Wire format (RFC 7301 §3.1): each protocol name prefixed with its one-byte length.
+            var wire: [UInt8] = []
+            for name in configuration.applicationProtocols {
+                let bytes = Array(name.utf8)
+                guard (1...255).contains(bytes.count) else {
+                    throw TransportError(
+                        .tlsFailed, operation: "SSL_CTX_set_alpn_protos",
+                        detail: "ALPN protocol name \"\(name)\" must be 1 to 255 bytes long")
+                }
+                wire.append(UInt8(bytes.count))
+                wire.append(contentsOf: bytes)
+            }
+            ERR_clear_error()
+            // Unlike most OpenSSL functions, this one returns 0 on success.
+            guard SSL_CTX_set_alpn_protos(context, wire, UInt32(wire.count)) == 0 else {
+                throw TransportError(
+                    .tlsFailed, operation: "SSL_CTX_set_alpn_protos",
+                    detail: "could not set ALPN protocols: \(OpenSSLErrors.drain())")
+            }
+        }
+    }
+
+    deinit {
+        SSL_CTX_free(context)
+    }
+
+    /// Whether OpenSSL's default hashed certificate directory (or `SSL_CERT_DIR`) exists.
+    private static func defaultCertificateDirectoryExists() -> Bool {
+        var directories: [String] = []
+        if let environment = getenv("SSL_CERT_DIR") { directories.append(String(cString: environment)) }
+        if let environment = getenv("SSL_CERT_FILE") { directories.append(String(cString: environment)) }
+        if let compiled = X509_get_default_cert_dir() { directories.append(String(cString: compiled)) }
+        return directories.contains { access($0, R_OK) == 0 }
+    }
+}
+
+extension TLSVersion {
+    /// OpenSSL's protocol version constant (`TLS1_2_VERSION`, `TLS1_3_VERSION`).
+    var openSSLVersion: Int32 {
+        switch self {
+        case .tlsv12: return TLS1_2_VERSION
+        case .tlsv13: return TLS1_3_VERSION
+        }
+    }
+}
+
+/// Reading OpenSSL's per-thread error queue.
+enum OpenSSLErrors {
+    /// Empties the calling thread's OpenSSL error queue and returns its entries as plain words
+    /// ("certificate verify failed; ..."), or "no further detail from OpenSSL" when it was empty.
+    static func drain() -> String {
+        var reasons: [String] = []
+        while true {
+            let error = ERR_get_error()
+            if error == 0 { break }
+            reasons.append(describe(error))
+        }
+        return reasons.isEmpty ? "no further detail from OpenSSL" : reasons.joined(separator: "; ")
+    }
+
+    /// One packed error as text: the reason string when OpenSSL has one, else the full error string.
+    static func describe(_ error: UInt) -> String {
+        if let reason = ERR_reason_error_string(error) { return String(cString: reason) }
+        var buffer = [CChar](repeating: 0, count: 256)
+        ERR_error_string_n(error, &buffer, buffer.count)
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
