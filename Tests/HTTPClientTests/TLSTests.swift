@@ -152,7 +152,10 @@ final class OpenSSLServer {
         defer { connection.close() }
         server.stop()  // the process dies; the kernel closes TCP without any TLS alert
         let error = transportError { _ = try connection.readText(deadline: .after(seconds: 10)) }
-        #expect(error?.code == .tlsUncleanShutdown)
+        // A FIN without close_notify is an unclean shutdown; if the dying process still had unread
+        // bytes (TLS 1.3 post-handshake messages), the kernel sends RST instead. Either way it is a
+        // transient truncation, never an orderly EOF.
+        #expect(error?.code == .tlsUncleanShutdown || error?.code == .connectionReset, "\(String(describing: error))")
         #expect(error?.isTransient == true)
         #expect(connection.hasPendingInputOrEOF)
     }
