@@ -120,6 +120,9 @@ public struct DownloadConfiguration: Sendable {
     public var progressInterval: Double
     /// Bytes per second for this download; nil is unlimited.
     public var rateLimit: Int?
+    /// Token buckets shared with other downloads (a manager's global limit). The download waits for
+    /// the slowest of these and its own ``rateLimit``.
+    public var sharedRateLimiters: [TokenBucket] = []
     /// Called when the server answers 401/403/404/410: return a fresh URL to continue from the
     /// partial data (seed 002's expiring CDN URLs), or nil to fail.
     public var urlProvider: (@Sendable (URLRefreshContext) async -> String?)?

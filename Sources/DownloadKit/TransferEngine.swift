@@ -46,7 +46,7 @@ final class TransferEngine {
     private var lastCheckpointTime = 0.0
     private var lowSpeedWindowStart = 0.0
     private var lowSpeedWindowBytes: Int64 = 0
-    private let rateLimiter: TokenBucket?
+    private let rateLimiters: [TokenBucket]
     private var restartPending: RestartReason?
 
     init(request: DownloadRequest, configuration: DownloadConfiguration, control: DownloadControl, client: HTTPClient?)
@@ -63,7 +63,7 @@ final class TransferEngine {
         }
         currentURL = originalURL
         requestHeaders = request.headers
-        rateLimiter = configuration.rateLimit.map { TokenBucket(bytesPerSecond: $0) }
+        rateLimiters = (configuration.rateLimit.map { [TokenBucket(bytesPerSecond: $0)] } ?? []) + configuration.sharedRateLimiters
     }
 
     // MARK: - Running
@@ -333,7 +333,7 @@ final class TransferEngine {
     private var pendingRetryAfter: Double?
 
     private func receiveBufferSize(_ client: HTTPClient) -> Int {
-        guard let rate = configuration.rateLimit else { return client.configuration.receiveBufferSize }
+        guard let rate = rateLimiters.map(\.bytesPerSecond).min() else { return client.configuration.receiveBufferSize }
         // Smaller reads keep a limited transfer smooth instead of bursting a whole buffer then sleeping.
         return min(client.configuration.receiveBufferSize, max(64 << 10, rate / 8))
     }
@@ -598,8 +598,9 @@ final class TransferEngine {
         if now - lastProgressTime >= configuration.progressInterval { publishProgress(force: false, now: now) }
         if now - lastCheckpointTime >= configuration.checkpointInterval { try checkpoint(force: false) }
         try checkLowSpeed(now: now, received: bytes.count)
-        if let limiter = rateLimiter {
-            let delay = limiter.delay(afterConsuming: bytes.count)
+        if !rateLimiters.isEmpty {
+            var delay = 0.0
+            for limiter in rateLimiters { delay = max(delay, limiter.delay(afterConsuming: bytes.count)) }
             if delay > 0, !interruptibleSleep(delay, shouldStop: { control.stopRequest != .none }) {
                 throw DownloadError(.cancelled, "stopped")
             }
