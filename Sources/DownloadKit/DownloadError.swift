@@ -69,6 +69,8 @@ public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible 
     public var isTransient: Bool
     /// For transport failures, the transport error code (e.g. `certificateExpired`).
     public var transportCode: String?
+    /// Set on internal signals that the partial data must be discarded and the download restarted.
+    var restartReason: RestartReason?
 
     init(
         _ code: Code, _ detail: String, httpStatus: Int? = nil, underlying: String? = nil, isTransient: Bool = false,

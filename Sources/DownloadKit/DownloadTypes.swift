@@ -130,6 +130,13 @@ public struct DownloadConfiguration: Sendable {
     public var maxURLRefreshes: Int
     /// Reserve disk space for the remaining bytes up front (fallocate, size unchanged). Default true.
     public var preallocates: Bool
+    /// Connections for one file (segmented download). Default 1. With more, the download probes
+    /// with `Range: bytes=0-0` and splits only when the server honours ranges and reports a length;
+    /// otherwise it stays on one connection and says why (``DownloadStateReason/singleConnection(_:)``).
+    /// Capped by the client's `maxConnectionsPerOrigin`.
+    public var connections: Int = 1
+    /// Segments are never split below this many bytes. Default 1 MiB.
+    public var minimumSegmentSize: Int64 = 1 << 20
     /// Settings for the HTTP client when the download creates its own.
     public var client: HTTPClientConfiguration
 
@@ -250,6 +257,10 @@ public enum DownloadStateReason: Sendable, Hashable {
     case diskFull
     /// Stopped by this error (the message names the cause).
     case error(String)
+    /// Downloading over this many connections at once (segmented).
+    case segmented(connections: Int)
+    /// Several connections were asked for but the download stays on one, for this reason.
+    case singleConnection(String)
 }
 
 /// An event from a running download.

@@ -49,6 +49,14 @@ final class TransferEngine {
     private let rateLimiters: [TokenBucket]
     private var restartPending: RestartReason?
 
+    // Segmented transfers (docs/ENGINE.md, "Segments").
+    /// The segment map from the resume info or the last segmented checkpoint; empty in single mode.
+    private var savedSegments: [ResumeSegment] = []
+    /// The live map while segment workers run.
+    private var activeBoard: SegmentBoard?
+    /// Set once the download settled on one connection (probe said no, or too small to split).
+    private var singleConnectionOnly = false
+
     init(request: DownloadRequest, configuration: DownloadConfiguration, control: DownloadControl, client: HTTPClient?)
         throws(DownloadError)
     {
@@ -171,7 +179,20 @@ final class TransferEngine {
         let handle = try FileHandleFD.openForUpdate(tempPath)
         file = handle
         let size = try handle.size()
-        if let info = resumeInfo {
+        if let info = resumeInfo, !info.segments.isEmpty {
+            // A segmented download: only the checkpointed segment map is trusted (segments end
+            // anywhere in the file, so its length proves nothing). A map claiming bytes beyond the
+            // file's end (truncated or replaced temp file) is cut back to what the file holds.
+            savedSegments = info.segments.map { segment in
+                var segment = segment
+                segment.written = max(0, min(segment.written, size - segment.start))
+                return segment
+            }
+            offset = Self.contiguousPrefix(savedSegments)
+            resumedFrom = savedSegments.reduce(0) { $0 + $1.written }
+            durableOffset = -1
+            return
+        } else if let info = resumeInfo {
             // Same boot: the page cache survived a process crash, so every byte in the file is real.
             // After a reboot only what the last checkpoint fsynced is trusted.
             let sameBoot = info.bootID != nil && info.bootID == FileSystem.bootID
@@ -242,6 +263,10 @@ final class TransferEngine {
 
     /// What one exchange decided.
     private enum AttemptOutcome {
+        /// The probe found range support and a length: run segment workers.
+        case segmented(total: Int64)
+        /// The probe settled on one connection: send the normal request next.
+        case probeDeclined
         case bodyReceived
         case complete
         case redirect(HTTPURL)
@@ -269,6 +294,13 @@ final class TransferEngine {
             do {
                 let outcome = try attempt(client: client, buffer: buffer)
                 switch outcome {
+                case .segmented(let total):
+                    switch try runSegments(total: total, client: client) {
+                    case .complete: return try finalize()
+                    case .restart(let reason): try restartFromZero(reason)
+                    }
+                case .probeDeclined:
+                    continue
                 case .complete:
                     return try finalize()
                 case .bodyReceived:
@@ -359,9 +391,16 @@ final class TransferEngine {
         entityTagText = nil
         lastModified = nil
         totalLength = nil
+        savedSegments = []
         infoDirty = true
         restartPending = nil
         control.setState(.connecting, .restarted(reason))
+    }
+
+    /// The `If-Range` value: the strong ETag, else Last-Modified. RFC 9110 §13.1.5 forbids weak ETags there.
+    private var ifRangeValue: String? {
+        if let tag = entityTag, !tag.isWeak { return tag.headerValue }
+        return lastModified
     }
 
     /// Builds the request for the current offset.
@@ -369,13 +408,7 @@ final class TransferEngine {
         var headers = requestHeaders
         if offset > 0 {
             headers.replaceOrAdd(name: "Range", value: RangeHeader(ranges: [.from(offset)]).headerValue)
-            // RFC 9110 §13.1.5: If-Range needs a strong validator; a weak ETag cannot be used, so fall
-            // back to Last-Modified.
-            if let tag = entityTag, !tag.isWeak {
-                headers.replaceOrAdd(name: "If-Range", value: tag.headerValue)
-            } else if let lastModified {
-                headers.replaceOrAdd(name: "If-Range", value: lastModified)
-            }
+            if let validator = ifRangeValue { headers.replaceOrAdd(name: "If-Range", value: validator) }
         }
         return HTTPRequest(method: .GET, url: currentURL, headers: headers)
     }
@@ -384,7 +417,19 @@ final class TransferEngine {
         if let reason = restartPending {
             try restartFromZero(reason)
         }
-        let httpRequest = makeRequest()
+        let probing = wantsSegments
+        var httpRequest = makeRequest()
+        if probing {
+            // A one-byte probe learns the length, the validators and whether ranges work, without
+            // committing to a body stream (the byte is drained and the connection reused).
+            httpRequest.headers.replaceOrAdd(name: "Range", value: RangeHeader(ranges: [.closed(first: 0, last: 0)]).headerValue)
+            // With partial data, If-Range turns a changed resource into a 200 instead of a 206.
+            if let validator = ifRangeValue, offset > 0 || !savedSegments.isEmpty {
+                httpRequest.headers.replaceOrAdd(name: "If-Range", value: validator)
+            } else {
+                httpRequest.headers.remove(name: "If-Range")
+            }
+        }
         let requestedOffset = offset
         var outcome: AttemptOutcome = .bodyReceived
         var partDigest: (digest: Digest, expected: [UInt8])?
@@ -393,6 +438,10 @@ final class TransferEngine {
         _ = try client.execute(
             httpRequest, cancellation: control.cancellation, buffer: buffer,
             onHead: { head in
+                if probing, let decision = try self.decideProbe(head) {
+                    outcome = decision
+                    return .discard
+                }
                 let decision = try self.decide(head, requestedOffset: requestedOffset)
                 outcome = decision
                 guard case .bodyReceived = decision else { return .discard }
@@ -578,6 +627,216 @@ final class TransferEngine {
         }
     }
 
+    // MARK: - Segments
+
+    /// Whether the next request is a range probe for a segmented transfer.
+    private var wantsSegments: Bool {
+        !singleConnectionOnly && (configuration.connections > 1 || !savedSegments.isEmpty)
+    }
+
+    /// Decides on the answer to a `Range: bytes=0-0` probe. Returns nil when the ordinary rules apply
+    /// (redirects, errors, and a 200, which is streamed as the whole file on one connection).
+    private func decideProbe(_ head: ResponseHead) throws -> AttemptOutcome? {
+        switch head.status {
+        case 206:
+            guard let text = head.headers.first(name: "Content-Range"), let range = try? ContentRange(parsing: text),
+                case .satisfied(let first, _, let complete) = range, first == 0
+            else {
+                throw DownloadError(
+                    .contentRangeMismatch, "the range probe got an invalid Content-Range", httpStatus: 206, isTransient: true)
+            }
+            guard let complete else {
+                settleOnOneConnection("the server did not report the file's length")
+                return .probeDeclined
+            }
+            if let tag = head.headers.first(name: "ETag").flatMap({ try? EntityTag(parsing: $0) }), let known = entityTag,
+                !known.strongMatches(tag)
+            {
+                return .restart(.validatorChanged)
+            }
+            if let known = totalLength, known != complete { return .restart(.lengthChanged) }
+            totalLength = complete
+            acceptsRanges = true
+            control.isResumable = true
+            recordValidators(head)
+            resolveFileName(head)
+            let have = savedSegments.isEmpty ? offset : savedSegments.reduce(0) { $0 + $1.written }
+            if savedSegments.isEmpty && complete - have < 2 * configuration.minimumSegmentSize {
+                settleOnOneConnection("the file is too small to split")
+                return .probeDeclined
+            }
+            try reserveSpace()
+            return .segmented(total: complete)
+        case 200:
+            let hadPartial = (offset > 0 || !savedSegments.isEmpty) && ifRangeValue != nil
+            let advertisesRanges = head.headers.first(name: "Accept-Ranges")
+                .flatMap { try? AcceptRanges(parsing: $0) }?.acceptsBytes ?? false
+            if hadPartial && advertisesRanges {
+                // If-Range failed: the resource changed. Start over, and probe again.
+                return .restart(.validatorChanged)
+            }
+            settleOnOneConnection("the server answered the range probe with the whole file (no range support)")
+            if !savedSegments.isEmpty { try restartFromZero(.rangeIgnored) }
+            return nil
+        case 416:
+            settleOnOneConnection("the file is empty")
+            return .probeDeclined
+        default:
+            return nil
+        }
+    }
+
+    private func settleOnOneConnection(_ reason: String) {
+        singleConnectionOnly = true
+        if configuration.connections > 1 { control.setState(.connecting, .singleConnection(reason)) }
+    }
+
+    private enum SegmentOutcome {
+        case complete
+        case restart(RestartReason)
+    }
+
+    /// Runs segment workers over `[0, total)` until every segment is written, then leaves the
+    /// engine as if one connection had written the whole file.
+    private func runSegments(total: Int64, client: HTTPClient) throws -> SegmentOutcome {
+        guard let file else { throw DownloadError(.fileSystem, "the temp file is not open") }
+        let workers = max(1, min(configuration.connections, client.configuration.maxConnectionsPerOrigin))
+        let minimum = max(64 << 10, configuration.minimumSegmentSize)
+        var segments: [SegmentBoard.Segment]
+        if !savedSegments.isEmpty {
+            guard let reconciled = Self.reconcile(savedSegments, total: total) else {
+                return .restart(.unusablePartialData)
+            }
+            segments = reconciled
+        } else {
+            segments = offset > 0 ? [SegmentBoard.Segment(start: 0, end: offset, written: offset, owner: nil)] : []
+            segments += SegmentBoard.plan(from: offset, total: total, count: workers, minimumSegmentSize: minimum)
+        }
+        let board = SegmentBoard(segments: segments, minimumSegmentSize: minimum)
+        activeBoard = board
+        defer { activeBoard = nil }
+        savedSegments = board.snapshot()
+        infoDirty = true
+        try checkpoint(force: true)
+
+        control.setState(.downloading, .segmented(connections: workers))
+        let ifRange = ifRangeValue
+        let tokens = (0..<workers).map { _ in CancellationToken() }
+        let group = DispatchGroup()
+        let shared = SharedFile(handle: file)
+        let bufferSize = receiveBufferSize(client)
+        for index in 0..<workers {
+            let worker = SegmentWorker(
+                id: index, board: board, file: shared, client: client, url: currentURL, headers: requestHeaders,
+                ifRange: ifRange, entityTag: entityTag, total: total, retries: configuration.retries,
+                retryBaseDelay: configuration.retryBaseDelay, maxRetryDelay: configuration.maxRetryDelay,
+                bufferSize: bufferSize, rateLimiters: rateLimiters, cancellation: tokens[index], control: control)
+            group.enter()
+            let thread = Thread {
+                worker.run()
+                group.leave()
+            }
+            thread.name = "DownloadKit segment \(index)"
+            thread.stackSize = 1 << 20
+            thread.start()
+        }
+
+        let writtenAtStart = board.written
+        let interval = min(configuration.checkpointInterval, 1)
+        var cancelled = false
+        while group.wait(timeout: .now() + .milliseconds(50)) == .timedOut {
+            if control.stopRequest != .none { board.stop(.stopped) }
+            if board.stopReason != nil && !cancelled {
+                cancelled = true
+                for token in tokens { token.cancel() }
+            }
+            let now = monotonicNow()
+            if now - lastProgressTime >= configuration.progressInterval {
+                publishSegmentProgress(board, writtenAtStart: writtenAtStart, now: now)
+            }
+            if now - lastCheckpointTime >= interval {
+                do {
+                    try checkpoint(force: false)
+                } catch {
+                    board.stop(.failed(DownloadError.wrap(error)))
+                }
+            }
+        }
+        bytesThisRun += board.written - writtenAtStart
+        switch board.stopReason {
+        case .restart(let reason)?:
+            return .restart(reason)
+        case .failed(let failure)?:
+            try? checkpoint(force: true)
+            throw failure
+        case .stopped?:
+            try? checkpoint(force: true)
+            throw DownloadError(.cancelled, "stopped")
+        case nil:
+            guard board.isComplete else {
+                try? checkpoint(force: true)
+                throw DownloadError(.truncated, "the segment workers stopped before every byte arrived", isTransient: true)
+            }
+        }
+        savedSegments = board.snapshot()
+        offset = total
+        if let checksum = request.checksum {
+            // Segments finish out of order: hash the whole file once, at the end.
+            let digest = Digest(checksum.algorithm)
+            try hashPrefix(into: digest, count: total, from: file)
+            self.digest = digest
+        }
+        publishSegmentProgress(board, writtenAtStart: writtenAtStart, now: monotonicNow())
+        return .complete
+    }
+
+    private func publishSegmentProgress(_ board: SegmentBoard, writtenAtStart: Int64, now: Double) {
+        let written = board.written
+        let thisRun = bytesThisRun + written - writtenAtStart
+        speed.record(totalBytes: thisRun, at: now)
+        lastProgressTime = now
+        let rate = speed.bytesPerSecond
+        var remaining: Double?
+        if let total = totalLength, rate > 0 { remaining = Double(max(0, total - written)) / rate }
+        control.publish(
+            DownloadProgress(
+                bytesReceived: written, totalBytes: totalLength, bytesThisRun: thisRun, bytesPerSecond: rate,
+                secondsRemaining: remaining, activeConnections: board.activeConnections))
+    }
+
+    /// Bytes contiguous from offset 0 in a segment map.
+    static func contiguousPrefix(_ segments: [ResumeSegment]) -> Int64 {
+        var position: Int64 = 0
+        for segment in segments.sorted(by: { $0.start < $1.start }) {
+            guard segment.start == position else { break }
+            position = segment.start + segment.written
+            if let end = segment.end, segment.written < end - segment.start { break }
+            if segment.end == nil { break }
+        }
+        return position
+    }
+
+    /// Turns a saved map into one covering `[0, total)` exactly: gaps become empty segments; a map
+    /// that overlaps itself or runs past the total is unusable (nil).
+    static func reconcile(_ saved: [ResumeSegment], total: Int64) -> [SegmentBoard.Segment]? {
+        var result: [SegmentBoard.Segment] = []
+        var position: Int64 = 0
+        for segment in saved.sorted(by: { $0.start < $1.start }) {
+            let end = segment.end ?? total
+            guard segment.start >= position, end <= total, end > segment.start else { return nil }
+            if segment.start > position {
+                result.append(SegmentBoard.Segment(start: position, end: segment.start, written: 0, owner: nil))
+            }
+            let written = max(0, min(segment.written, end - segment.start))
+            result.append(SegmentBoard.Segment(start: segment.start, end: end, written: written, owner: nil))
+            position = end
+        }
+        if position < total {
+            result.append(SegmentBoard.Segment(start: position, end: total, written: 0, owner: nil))
+        }
+        return result
+    }
+
     // MARK: - Body, progress, checkpoints
 
     private func write(_ bytes: UnsafeRawBufferPointer, to file: FileHandleFD) throws {
@@ -641,6 +900,17 @@ final class TransferEngine {
     private func checkpoint(force: Bool) throws {
         guard let file else { return }
         lastCheckpointTime = monotonicNow()
+        if let board = activeBoard {
+            // Snapshot first, sync second: the map never claims bytes the sync did not cover.
+            let snapshot = board.snapshot()
+            try file.syncData()
+            savedSegments = snapshot
+            offset = Self.contiguousPrefix(snapshot)
+            durableOffset = offset
+            infoDirty = false
+            try currentResumeInfo().write(to: infoPath)
+            return
+        }
         guard offset != durableOffset || infoDirty else { return }
         try file.syncData()
         durableOffset = offset
@@ -651,7 +921,9 @@ final class TransferEngine {
     func currentResumeInfo() -> ResumeInfo {
         var info = ResumeInfo(
             originalURL: originalURL.absoluteString, currentURL: currentURL.absoluteString,
-            tempFilePath: absolutePath(tempPath), bytesReceived: max(0, durableOffset))
+            tempFilePath: absolutePath(tempPath),
+            bytesReceived: savedSegments.isEmpty ? max(0, durableOffset) : Self.contiguousPrefix(savedSegments))
+        info.segments = savedSegments
         info.entityTag = entityTagText
         info.lastModified = lastModified
         info.destinationPath = destinationPath.map(absolutePath)

@@ -34,6 +34,9 @@ struct GetCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-concurrent"), help: "At most this many files at a time.")
     var maxConcurrent: Int = 3
 
+    @Option(name: .customLong("connections"), help: "Connections per file (segmented download); falls back to one when the server has no range support, and says so.")
+    var connections: Int = 1
+
     @Option(name: .customLong("cacert"), help: "Also trust the CA certificates in this PEM file.")
     var caCertificate: String?
 
@@ -68,6 +71,7 @@ struct GetCommand: AsyncParsableCommand {
         if urls.isEmpty && inputFile == nil { throw ValidationError("give at least one URL (or -i FILE)") }
         if output != nil && directory != nil { throw ValidationError("-o and -d cannot be used together") }
         if maxConcurrent < 1 { throw ValidationError("--max-concurrent must be at least 1") }
+        if connections < 1 || connections > 64 { throw ValidationError("--connections must be 1 to 64") }
         if maxRedirects < 0 { throw ValidationError("--max-redirects must be 0 or more") }
         if retries < 0 { throw ValidationError("--retries must be 0 or more") }
         if !(timeout > 0) { throw ValidationError("--timeout must be a positive number of seconds") }
@@ -95,7 +99,8 @@ struct GetCommand: AsyncParsableCommand {
             throw ValidationError("-o FILE takes a single URL; use -d DIR for several")
         }
 
-        var clientConfiguration = HTTPClientConfiguration(connectTimeout: timeout, idleTimeout: timeout)
+        var clientConfiguration = HTTPClientConfiguration(
+            connectTimeout: timeout, idleTimeout: timeout, maxConnectionsPerOrigin: max(8, connections))
         if insecure { clientConfiguration.tls.certificateVerification = .none }
         if let caCertificate { clientConfiguration.tls.additionalTrustRootFiles.append(caCertificate) }
         let client: HTTPClient
@@ -106,9 +111,10 @@ struct GetCommand: AsyncParsableCommand {
             throw ExitCode(Exit.tls)
         }
 
-        let configuration = DownloadConfiguration(
+        var configuration = DownloadConfiguration(
             maxRedirects: maxRedirects, retries: retries, lowSpeedTime: max(30, timeout),
             rateLimit: limitRate.flatMap(RateParser.parse), client: clientConfiguration)
+        configuration.connections = connections
         var extraHeaders = HTTPHeaders()
         for header in headers {
             if let (name, value) = HeaderParser.parse(header) { extraHeaders.add(name: name, value: value) }
@@ -126,6 +132,7 @@ struct GetCommand: AsyncParsableCommand {
         let signals = SignalHandling(active: active, renderer: renderer)
         signals.install()
 
+        let configurationForTasks = configuration
         let onComplete = self.onComplete
         let limit = maxConcurrent
         let failures = await withTaskGroup(of: DownloadError?.self) { group in
@@ -135,7 +142,7 @@ struct GetCommand: AsyncParsableCommand {
             while running < limit, let (index, request) = pending.next() {
                 group.addTask {
                     await Self.runOne(
-                        request, index: index, configuration: configuration, client: client, active: active,
+                        request, index: index, configuration: configurationForTasks, client: client, active: active,
                         renderer: renderer, onComplete: onComplete)
                 }
                 running += 1
@@ -146,7 +153,7 @@ struct GetCommand: AsyncParsableCommand {
                 if let (index, request) = pending.next() {
                     group.addTask {
                         await Self.runOne(
-                            request, index: index, configuration: configuration, client: client, active: active,
+                            request, index: index, configuration: configurationForTasks, client: client, active: active,
                             renderer: renderer, onComplete: onComplete)
                     }
                 }

@@ -40,6 +40,10 @@ actor ProgressRenderer {
                 printAbove("\(row.name): resuming from byte \(offset) (\(Self.bytes(offset)))")
             } else if mode == .bar, case .restarted(let why) = reason {
                 printAbove("\(row.name): restarting from zero (\(why.rawValue))")
+            } else if mode == .bar, case .singleConnection(let why) = reason {
+                printAbove("\(row.name): using one connection: \(why)")
+            } else if mode == .bar, case .segmented(let connections) = reason {
+                printAbove("\(row.name): downloading over \(connections) connections")
             } else if mode == .bar, case .notResumable = reason {
                 printAbove("\(row.name): the server does not support resuming; an interruption restarts it")
             }
@@ -194,6 +198,8 @@ actor ProgressRenderer {
         case .pausedByCaller: return "paused"
         case .diskFull: return "disk full"
         case .error(let message): return message
+        case .segmented(let connections): return "\(connections) connections"
+        case .singleConnection(let why): return "one connection: \(why)"
         }
     }
 
@@ -210,6 +216,8 @@ actor ProgressRenderer {
         case .pausedByCaller: return ["reason": "paused"]
         case .diskFull: return ["reason": "diskFull"]
         case .error(let message): return ["reason": "error", "message": message]
+        case .segmented(let connections): return ["reason": "segmented", "connections": connections]
+        case .singleConnection(let why): return ["reason": "singleConnection", "why": why]
         }
     }
 }

@@ -90,13 +90,59 @@ struct CLITests {
         #expect(final.exitCode == 0, "\(final.output)")
         #expect(fileMatchesPattern(dir.file("k.bin"), size: size, seed: 33))
         #expect(dir.contents == ["k.bin"])
-        // Every rerun after bytes were on disk asked for the rest, not the whole file.
+        // Once bytes were on disk, every rerun asked for the rest from exactly the length on disk
+        // (same boot: the page cache survived the kill), never the whole file again.
         let ranges = origin.requests("/k.bin").map { $0.header("Range") }
         #expect(ranges.first == .some(nil))
-        #expect(ranges.dropFirst().allSatisfy { $0 != nil }, "ranges: \(ranges), killed at \(killedAt)")
-        let starts = ranges.dropFirst().compactMap { $0.flatMap { Int64($0.dropFirst(6).dropLast()) } }
+        let firstResume = ranges.firstIndex { $0 != nil } ?? ranges.count
+        #expect(ranges[firstResume...].allSatisfy { $0 != nil }, "ranges: \(ranges), killed at \(killedAt)")
+        let starts = ranges.compactMap { $0.flatMap { Int64($0.dropFirst(6).dropLast()) } }
         #expect(starts == starts.sorted(), "offsets only move forward: \(starts)")
-        #expect(starts.allSatisfy { $0 > 0 })
+        for killed in killedAt where killed > 0 {
+            #expect(starts.contains(killed), "the run after a kill at \(killed) bytes resumed there: \(starts)")
+        }
+    }
+
+    @Test func segmentedDownloadKilledWithSIGKILLResumesEverySegment() throws {
+        let size: Int64 = 32 << 20
+        let origin = try FaultOrigin()
+        origin.serve("/seg.bin", .resource(Resource(size: size, seed: 37, bytesPerSecond: 6 << 20)))
+        let dir = try ScratchDirectory()
+        let executable = try #require(Self.executable)
+        let arguments = ["get", origin.url("/seg.bin"), "-o", dir.file("seg.bin"), "--connections", "4", "--progress", "json"]
+        let log = dir.path + "/../segkill-\(UUID().uuidString).log"
+        defer { try? FileManager.default.removeItem(atPath: log) }
+        let child = try ChildProcess(executable, arguments, outputPath: log)
+        // Wait for a checkpoint with segment progress, then kill without warning.
+        var checkpointed: ResumeInfo?
+        for _ in 0..<1000 {
+            if let info = try? ResumeInfo.read(from: dir.file("seg.bin.dkresume")),
+                info.segments.reduce(0, { $0 + $1.written }) >= 4 << 20
+            {
+                checkpointed = info
+                break
+            }
+            usleep(10_000)
+        }
+        kill(child.pid, SIGKILL)
+        _ = child.waitForExit(timeout: 10)
+        let info = try #require(checkpointed, "no segmented checkpoint appeared")
+        #expect(info.segments.count >= 4)
+        let before = origin.requests("/seg.bin").count
+
+        let rerun = try run(arguments, in: dir)
+        #expect(rerun.exitCode == 0, "\(rerun.output)")
+        #expect(fileMatchesPattern(dir.file("seg.bin"), size: size, seed: 37))
+        #expect(dir.contents == ["seg.bin"])
+        // The rerun never asked for a segment from its very start when that segment had durable bytes.
+        let rerunStarts = origin.requests("/seg.bin").dropFirst(before).compactMap { request -> Int64? in
+            guard let range = request.header("Range"), range != "bytes=0-0" else { return nil }
+            return Int64(range.dropFirst(6).split(separator: "-")[0])
+        }
+        for segment in info.segments where segment.written > 0 {
+            #expect(!rerunStarts.contains(segment.start), "segment at \(segment.start) had \(segment.written) bytes but was fetched again from its start")
+        }
+        #expect(rerun.output.contains("\"connections\":4"), "json progress reports the connection count")
     }
 
     @Test(arguments: [(SIGINT, Int32(130)), (SIGTERM, Int32(143))])

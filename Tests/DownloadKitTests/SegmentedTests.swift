@@ -1,0 +1,167 @@
+import DownloadKit
+import Foundation
+import HTTPClient
+import Testing
+import TestOrigin
+
+/// Segmented downloads against the fault-injecting origin (issue #5): several range connections for
+/// one file, work stealing, fallback to one connection, resumable segment by segment.
+@Suite(.timeLimit(.minutes(2)))
+struct SegmentedTests {
+    func configuration(connections: Int, minimumSegment: Int64 = 256 << 10) -> DownloadConfiguration {
+        var configuration = testConfiguration()
+        configuration.connections = connections
+        configuration.minimumSegmentSize = minimumSegment
+        return configuration
+    }
+
+    /// Parses `bytes=a-b` into (a, b).
+    func closedRange(_ header: String?) -> (Int64, Int64)? {
+        guard let header, header.hasPrefix("bytes=") else { return nil }
+        let parts = header.dropFirst(6).split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.count == 2, let first = Int64(parts[0]), let last = Int64(parts[1]) else { return nil }
+        return (first, last)
+    }
+
+    @Test func fourConnectionsFetchDisjointRangesConcurrentlyAndTheFileIsIdentical() async throws {
+        let size: Int64 = 8 << 20
+        let origin = try FaultOrigin()
+        origin.serve("/seg", .resource(Resource(size: size, seed: 61, bytesPerSecond: 8 << 20)))
+        let dir = try ScratchDirectory()
+        let (result, events) = await runDownload(
+            DownloadRequest(url: origin.url("/seg"), destination: .file(dir.file("seg"))), configuration: configuration(connections: 4))
+        let done = try result.get()
+        #expect(fileMatchesPattern(dir.file("seg"), size: size, seed: 61))
+        #expect(dir.contents == ["seg"])
+        #expect(done.bytesTransferred == size)
+        #expect(reasons(events).contains(.segmented(connections: 4)))
+        let requests = origin.requests("/seg")
+        #expect(requests.first?.header("Range") == "bytes=0-0")
+        let ranges = requests.dropFirst().compactMap { closedRange($0.header("Range")) }
+        #expect(ranges.count >= 4)
+        #expect(Set(requests.dropFirst().map(\.connectionID)).count >= 4, "four connections at once")
+        // The segment requests tile the file: sorted, they start at 0 and meet end to end.
+        let sorted = ranges.sorted { $0.0 < $1.0 }
+        #expect(sorted.first?.0 == 0)
+        #expect(sorted.last?.1 == size - 1)
+        let maxConnections = events.compactMap { event -> Int? in
+            if case .progress(let progress) = event { return progress.activeConnections }
+            return nil
+        }.max()
+        #expect(maxConnections == 4)
+    }
+
+    @Test func serverWithoutRangeSupportFallsBackToOneConnectionAndSaysWhy() async throws {
+        let size: Int64 = 4 << 20
+        let origin = try FaultOrigin()
+        origin.serve("/noranges", .resource(Resource(size: size, seed: 62, acceptRanges: false, honorsRanges: false)))
+        let dir = try ScratchDirectory()
+        let (result, events) = await runDownload(
+            DownloadRequest(url: origin.url("/noranges"), destination: .file(dir.file("n"))), configuration: configuration(connections: 4))
+        _ = try result.get()
+        #expect(fileMatchesPattern(dir.file("n"), size: size, seed: 62))
+        #expect(origin.requests("/noranges").count == 1, "the probe's 200 is streamed as the whole file")
+        #expect(reasons(events).contains { if case .singleConnection = $0 { return true } else { return false } })
+    }
+
+    @Test func smallFilesStayOnOneConnection() async throws {
+        let origin = try FaultOrigin()
+        origin.serve("/small", .resource(Resource(size: 100_000, seed: 63)))
+        let dir = try ScratchDirectory()
+        let (result, events) = await runDownload(
+            DownloadRequest(url: origin.url("/small"), destination: .file(dir.file("s"))), configuration: configuration(connections: 4))
+        _ = try result.get()
+        #expect(fileMatchesPattern(dir.file("s"), size: 100_000, seed: 63))
+        #expect(reasons(events).contains(.singleConnection("the file is too small to split")))
+    }
+
+    @Test func anIdleConnectionStealsHalfOfASlowSegment() async throws {
+        let size: Int64 = 8 << 20
+        let origin = try FaultOrigin()
+        // The probe and the first segment request stall; the other worker finishes its half and then
+        // takes over the unfinished tail of the stalled one.
+        origin.serve("/steal", .resource(Resource(size: size, seed: 64, faults: [.stallAfter(bytes: 64 << 10, seconds: 3, times: 2)])))
+        let dir = try ScratchDirectory()
+        let (result, _) = await runDownload(
+            DownloadRequest(url: origin.url("/steal"), destination: .file(dir.file("t"))), configuration: configuration(connections: 2))
+        _ = try result.get()
+        #expect(fileMatchesPattern(dir.file("t"), size: size, seed: 64))
+        let starts = origin.requests("/steal").dropFirst().compactMap { closedRange($0.header("Range"))?.0 }
+        #expect(starts.count >= 3, "a stolen tail means an extra range request: \(starts)")
+        #expect(starts.contains { $0 != 0 && $0 != size / 2 }, "a request starts inside a planned segment: \(starts)")
+    }
+
+    @Test func pausedSegmentedDownloadResumesEverySegmentWhereItStopped() async throws {
+        // Large and throttled so the pause lands mid-transfer even when events arrive late.
+        let size: Int64 = 96 << 20
+        let origin = try FaultOrigin()
+        origin.serve("/pause", .resource(Resource(size: size, seed: 65, bytesPerSecond: 4 << 20)))
+        let dir = try ScratchDirectory()
+        let request = DownloadRequest(url: origin.url("/pause"), destination: .file(dir.file("p")))
+        let download = Download(request, configuration: configuration(connections: 3))
+        download.start()
+        var resumeData: Data?
+        for await event in download.events {
+            if case .progress(let progress) = event, progress.bytesReceived >= 3 << 20, resumeData == nil {
+                resumeData = await download.pause()
+            }
+        }
+        let data = try #require(resumeData)
+        let info = try ResumeInfo.decode(data)
+        #expect(info.segments.count >= 3)
+        let have = info.segments.reduce(0) { $0 + $1.written }
+        #expect(have > 0)
+        let firstRun = origin.requests("/pause").count
+
+        origin.serve("/pause", .resource(Resource(size: size, seed: 65)))
+        let (result, _) = await runDownload(request, configuration: configuration(connections: 3))
+        let done = try result.get()
+        #expect(fileMatchesPattern(dir.file("p"), size: size, seed: 65))
+        #expect(done.bytesTransferred == size - have, "no byte requested twice after a pause")
+        // Every unfinished segment was asked for from exactly where it stopped.
+        let resumedStarts = Set(origin.requests("/pause").dropFirst(firstRun + 1).compactMap { closedRange($0.header("Range"))?.0 })
+        for segment in info.segments where segment.written < (segment.end ?? size) - segment.start {
+            #expect(resumedStarts.contains(segment.start + segment.written), "segment \(segment) resumed at its offset")
+        }
+    }
+
+    @Test func aChangedResourceRestartsASegmentedDownload() async throws {
+        let size: Int64 = 64 << 20
+        let origin = try FaultOrigin()
+        origin.serve("/chg", .resource(Resource(size: size, seed: 66, bytesPerSecond: 4 << 20)))
+        let dir = try ScratchDirectory()
+        let request = DownloadRequest(url: origin.url("/chg"), destination: .file(dir.file("c")))
+        let download = Download(request, configuration: configuration(connections: 2))
+        download.start()
+        var paused: Data?
+        for await event in download.events {
+            if case .progress(let progress) = event, progress.bytesReceived >= 1 << 20, paused == nil {
+                paused = await download.pause()
+            }
+        }
+        #expect(paused != nil, "the first run was paused with partial data")
+        origin.serve("/chg", .resource(Resource(size: size, seed: 67)))
+        let (result, events) = await runDownload(request, configuration: configuration(connections: 2))
+        _ = try result.get()
+        #expect(fileMatchesPattern(dir.file("c"), size: size, seed: 67))
+        #expect(reasons(events).contains(.restarted(.validatorChanged)))
+    }
+
+    @Test func segmentedDownloadsVerifyTheChecksumOverTheWholeFile() async throws {
+        let size: Int64 = 6 << 20
+        let origin = try FaultOrigin()
+        origin.serve("/sum", .resource(Resource(size: size, seed: 68)))
+        let expected = Digest.hex(Digest.hash(.sha256, TestPattern.bytes(offset: 0, count: Int(size), seed: 68)))
+        let dir = try ScratchDirectory()
+        let good = DownloadRequest(
+            url: origin.url("/sum"), destination: .file(dir.file("g")), checksum: Checksum(algorithm: .sha256, expectedHex: expected))
+        let (result, _) = await runDownload(good, configuration: configuration(connections: 3))
+        #expect(try result.get().checksumHex == expected)
+        let bad = DownloadRequest(
+            url: origin.url("/sum"), destination: .file(dir.file("b")),
+            checksum: Checksum(algorithm: .sha256, expectedHex: String(repeating: "1", count: 64)))
+        let (failed, _) = await runDownload(bad, configuration: configuration(connections: 3))
+        #expect(failed.error?.code == .checksumMismatch)
+        #expect(dir.contents == ["g"])
+    }
+}
