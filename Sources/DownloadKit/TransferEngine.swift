@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import HTTPClient
 import HTTPWire
+import Synchronization
 
 /// One download of one URL to one destination over a single connection at a time, run synchronously
 /// on a dedicated thread (see docs/ENGINE.md).
@@ -57,6 +58,12 @@ final class TransferEngine {
     /// Set once the download settled on one connection (probe said no, or too small to split).
     private var singleConnectionOnly = false
 
+    // Background checkpoints: `fdatasync` of a fast stream can take a while, so periodic checkpoints
+    // run on their own queue and never stall the receive loop. Forced ones (head, pause, stop) wait
+    // for it and run inline.
+    private let checkpointQueue = DispatchQueue(label: "DownloadKit checkpoint")
+    private let backgroundCheckpoint = BackgroundCheckpointState()
+
     init(request: DownloadRequest, configuration: DownloadConfiguration, control: DownloadControl, client: HTTPClient?)
         throws(DownloadError)
     {
@@ -96,6 +103,8 @@ final class TransferEngine {
 
     /// Ends a run that did not complete: keeps partial data (checkpointed) unless cancelled.
     private func stop(with failure: DownloadError) throws(DownloadError) -> Never {
+        // A background checkpoint must not write the plist after the files are removed or moved.
+        checkpointQueue.sync {}
         switch control.stopRequest {
         case .cancel:
             file = nil
@@ -725,6 +734,8 @@ final class TransferEngine {
         let group = DispatchGroup()
         let shared = SharedFile(handle: file)
         let bufferSize = receiveBufferSize(client)
+        // Counted before any worker starts: a fast worker's first buffer must count as this run's.
+        let writtenAtStart = board.written
         for index in 0..<workers {
             let worker = SegmentWorker(
                 id: index, board: board, file: shared, client: client, url: currentURL, headers: requestHeaders,
@@ -741,7 +752,6 @@ final class TransferEngine {
             thread.start()
         }
 
-        let writtenAtStart = board.written
         let interval = min(configuration.checkpointInterval, 1)
         var cancelled = false
         while group.wait(timeout: .now() + .milliseconds(50)) == .timedOut {
@@ -911,7 +921,32 @@ final class TransferEngine {
             try currentResumeInfo().write(to: infoPath)
             return
         }
+        if let failure = backgroundCheckpoint.takeFailure() { throw failure }
         guard offset != durableOffset || infoDirty else { return }
+        if !force {
+            guard backgroundCheckpoint.begin() else { return }  // one in flight is enough
+            // The snapshot claims only bytes already written; the fdatasync below covers them all.
+            var snapshot = currentResumeInfo()
+            snapshot.bytesReceived = offset
+            let info = snapshot
+            durableOffset = offset
+            infoDirty = false
+            let shared = SharedFile(handle: file)
+            let path = infoPath
+            let state = backgroundCheckpoint
+            checkpointQueue.async {
+                do {
+                    try shared.handle.syncData()
+                    try info.write(to: path)
+                    state.end(failure: nil)
+                } catch {
+                    state.end(failure: error)
+                }
+            }
+            return
+        }
+        checkpointQueue.sync {}
+        if let failure = backgroundCheckpoint.takeFailure() { throw failure }
         try file.syncData()
         durableOffset = offset
         infoDirty = false
@@ -943,6 +978,7 @@ final class TransferEngine {
 
     private func finalize() throws -> DownloadResult {
         guard let file else { throw DownloadError(.fileSystem, "the temp file is not open") }
+        checkpointQueue.sync {}
         control.setState(.verifying, .started)
         if let total = totalLength, offset != total {
             throw DownloadError(
@@ -1039,5 +1075,39 @@ extension ResponseHead {
             text.allSatisfy(\.isNumber)
         else { return nil }
         return Int64(text)
+    }
+}
+
+/// Coordinates the background checkpoint with the engine thread: at most one in flight, and its
+/// failure (e.g. ENOSPC writing the plist) surfaces at the engine's next checkpoint.
+final class BackgroundCheckpointState: Sendable {
+    private struct State {
+        var inFlight = false
+        var failure: (any Error)?
+    }
+
+    private let state = Mutex(State())
+
+    /// Claims the slot; false if a checkpoint is already running.
+    func begin() -> Bool {
+        state.withLock { state in
+            if state.inFlight { return false }
+            state.inFlight = true
+            return true
+        }
+    }
+
+    func end(failure: (any Error)?) {
+        state.withLock { state in
+            state.inFlight = false
+            if let failure, state.failure == nil { state.failure = failure }
+        }
+    }
+
+    func takeFailure() -> (any Error)? {
+        state.withLock { state in
+            defer { state.failure = nil }
+            return state.failure
+        }
     }
 }

@@ -3,7 +3,8 @@ import Foundation
 import HTTPClient
 import TestOrigin
 
-/// Fast retries so failure-path tests stay quick.
+/// Fast retries so failure-path tests stay quick; generous timeouts because the suite runs
+/// ~200 tests in parallel on 2 cores.
 func testConfiguration(
     retries: Int = 3, urlProvider: (@Sendable (URLRefreshContext) async -> String?)? = nil,
     maxRedirects: Int = 10, checkpointInterval: Double = 2
@@ -11,7 +12,7 @@ func testConfiguration(
     DownloadConfiguration(
         maxRedirects: maxRedirects, retries: retries, retryBaseDelay: 0.01, maxRetryDelay: 0.05,
         checkpointInterval: checkpointInterval, progressInterval: 0.02, urlProvider: urlProvider,
-        client: HTTPClientConfiguration(connectTimeout: 5, idleTimeout: 5))
+        client: HTTPClientConfiguration(connectTimeout: 20, idleTimeout: 20))
 }
 
 /// Runs a download and collects its events.

@@ -8,6 +8,7 @@ import TestOrigin
 /// one file, work stealing, fallback to one connection, resumable segment by segment.
 @Suite(.timeLimit(.minutes(2)))
 struct SegmentedTests {
+
     func configuration(connections: Int, minimumSegment: Int64 = 256 << 10) -> DownloadConfiguration {
         var configuration = testConfiguration()
         configuration.connections = connections
@@ -106,6 +107,9 @@ struct SegmentedTests {
                 resumeData = await download.pause()
             }
         }
+        if resumeData == nil {
+            Issue.record("not paused with resume data; the first run ended with \(String(describing: await download.resultOrError()))")
+        }
         let data = try #require(resumeData)
         let info = try ResumeInfo.decode(data)
         #expect(info.segments.count >= 3)
@@ -139,7 +143,7 @@ struct SegmentedTests {
                 paused = await download.pause()
             }
         }
-        #expect(paused != nil, "the first run was paused with partial data")
+        #expect(paused != nil, "the first run was paused with partial data, not \(String(describing: await download.resultOrError()))")
         origin.serve("/chg", .resource(Resource(size: size, seed: 67)))
         let (result, events) = await runDownload(request, configuration: configuration(connections: 2))
         _ = try result.get()
@@ -163,5 +167,16 @@ struct SegmentedTests {
         let (failed, _) = await runDownload(bad, configuration: configuration(connections: 3))
         #expect(failed.error?.code == .checksumMismatch)
         #expect(dir.contents == ["g"])
+    }
+}
+
+extension Download {
+    /// The end result as a `Result`, for diagnostics in tests.
+    func resultOrError() async -> Result<DownloadResult, DownloadError> {
+        do {
+            return .success(try await result())
+        } catch {
+            return .failure(error)
+        }
     }
 }
