@@ -31,7 +31,8 @@ private final class NginxFixture {
     ///   - insecureTarget: When set, `/to-http` on every server redirects to `/file.bin` on this plain
     ///     HTTP port (an https→http downgrade when asked over TLS).
     ///   - limitRate: Bytes per second per connection under `/limited/`.
-    init(insecureTarget: Int? = nil, limitRate: Int = 2 << 20) throws {
+    ///   - extraServerDirectives: Raw nginx directives added to every server block.
+    init(insecureTarget: Int? = nil, limitRate: Int = 2 << 20, extraServerDirectives: String = "") throws {
         root = try ScratchDirectory()
         downloads = try ScratchDirectory()
         certificateDirectory = try ScratchDirectory()
@@ -54,7 +55,8 @@ private final class NginxFixture {
         }
         nginx = try NginxServer(
             configuration: NginxConfiguration(
-                documentRoot: root.path, limitRate: limitRate, redirects: redirects, tlsSites: sites))
+                documentRoot: root.path, limitRate: limitRate, redirects: redirects, tlsSites: sites,
+                extraServerDirectives: extraServerDirectives))
     }
 
     deinit { nginx.stop() }
@@ -336,6 +338,48 @@ struct NginxConformanceTests {
             let numbers = entries.filter { $0.connection == connection }.map(\.connectionRequests).sorted()
             #expect(numbers == Array(1...numbers.count))
         }
+    }
+
+    /// nginx closes an idle kept-alive connection after `keepalive_timeout` (over TLS without
+    /// close_notify, since it counts as timed out); the next request goes out on a new connection.
+    @Test(arguments: Scheme.allCases)
+    fileprivate func connectionClosedByKeepaliveTimeoutIsReplaced(_ scheme: Scheme) throws {
+        let fixture = try NginxFixture(extraServerDirectives: "        keepalive_timeout 1s;")
+        let client = try fixture.makeClient()
+        let url = fixture.url("/small.txt", scheme)
+        let first = try get(client, url)
+        #expect(first.summary.connectionKeptAlive)
+        Thread.sleep(forTimeInterval: 2)
+        let second = try get(client, url)
+        #expect(second.body == Array("small file\n".utf8))
+        #expect(second.summary.connectionReused == false)
+        #expect(client.connectionsOpened == 2)
+        let entries = try fixture.newEntries(after: 0, count: 2)
+        #expect(Set(entries.map(\.connection)).count == 2)
+    }
+
+    /// nginx drops the second request on a kept-alive connection without answering (`return 444`):
+    /// the GET is retried once on a fresh connection (RFC 9112 §9.3.1), over HTTP and over TLS.
+    @Test(arguments: Scheme.allCases)
+    fileprivate func requestDroppedOnAReusedConnectionIsRetriedOnce(_ scheme: Scheme) throws {
+        let fixture = try NginxFixture(
+            extraServerDirectives: """
+                        location = /flaky {
+                            if ($connection_requests = 2) { return 444; }
+                            try_files /small.txt =404;
+                        }
+                """)
+        let client = try fixture.makeClient()
+        let url = fixture.url("/flaky", scheme)
+        let first = try get(client, url)
+        #expect(first.body == Array("small file\n".utf8))
+        let second = try get(client, url)
+        #expect(second.body == Array("small file\n".utf8))
+        #expect(second.summary.connectionReused == false)
+        #expect(client.connectionsOpened == 2)
+        let entries = try fixture.newEntries(after: 0, count: 3)
+        #expect(entries.map(\.status) == [200, 444, 200])
+        #expect(entries.map(\.connectionRequests) == [1, 2, 1])
     }
 
     // MARK: Redirects
