@@ -135,9 +135,9 @@ public final class HTTPClient: Sendable {
     /// the body is wanted. `onBody` then receives the body in order, as slices of the connection's
     /// receive buffer, valid only during the call (no copy is made). The whole body is never held.
     ///
-    /// A request sent over a reused kept-alive connection that the server had already closed (EOF or
-    /// reset before any response byte) is retried once on a fresh connection, which is safe for GET
-    /// and HEAD.
+    /// A request sent over a reused kept-alive connection that the server had already closed (EOF, a
+    /// TLS close without close_notify, or reset before any response byte) is retried once on a fresh
+    /// connection, which is safe for GET and HEAD.
     ///
     /// - Parameters:
     ///   - request: What to send.
@@ -273,8 +273,11 @@ public final class HTTPClient: Sendable {
             do {
                 count = try connection.read(into: storage, deadline: .after(seconds: idleTimeout))
             } catch {
+                // A TLS server may drop an idle kept-alive connection without close_notify (nginx does
+                // for timed-out and `return 444` connections): that EOF is as stale as a plain one.
                 if lease.isReused && !receivedAnything
-                    && (error.code == .connectionReset || error.code == .connectionClosed)
+                    && (error.code == .connectionReset || error.code == .connectionClosed
+                        || error.code == .tlsUncleanShutdown)
                 {
                     throw StaleConnection(error: error)
                 }
