@@ -143,7 +143,9 @@ struct SegmentedTests {
                 paused = await download.pause()
             }
         }
-        #expect(paused != nil, "the first run was paused with partial data, not \(String(describing: await download.resultOrError()))")
+        if paused == nil {
+            Issue.record("the first run was not paused with partial data: \(String(describing: await download.resultOrError()))")
+        }
         origin.serve("/chg", .resource(Resource(size: size, seed: 67)))
         let (result, events) = await runDownload(request, configuration: configuration(connections: 2))
         _ = try result.get()
