@@ -217,9 +217,10 @@ public final class HTTPClient: Sendable {
             return lease
         case .new(let connectionID):
             do {
+                // Waiting for a slot had its own bound; the connect and handshake get the full timeout.
                 let connection = try Connection.connect(
                     host: url.host, port: url.effectivePort, tls: url.scheme == .https ? tlsContext : nil,
-                    serverName: url.host, deadline: deadline)
+                    serverName: url.host, deadline: .after(seconds: configuration.connectTimeout))
                 return ConnectionLease(
                     connection: connection, origin: origin, isReused: false, connectionID: connectionID,
                     idleSince: monotonicSeconds())

@@ -2,7 +2,8 @@ import HTTPWire
 
 /// Settings for an ``HTTPClient``. All durations are in seconds.
 public struct HTTPClientConfiguration: Sendable, Hashable {
-    /// The longest time to wait for a TCP connection (and TLS handshake) to complete. Default 30 s.
+    /// The longest time to wait for a TCP connection (and TLS handshake) to complete, and separately
+    /// the longest time to wait for a free connection slot when the origin is at its bound. Default 30 s.
     public var connectTimeout: Double
     /// The longest time to wait without receiving a single byte while a response is expected. Default 30 s.
     public var idleTimeout: Double
