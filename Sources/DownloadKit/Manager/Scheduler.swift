@@ -161,8 +161,7 @@ public struct Scheduler: Sendable {
         if running.count > maxConcurrent {
             let victims = running.compactMap { entries[$0] }.sorted { $0.precedes($1) }.suffix(running.count - maxConcurrent)
             for victim in victims.reversed() {
-                running.remove(victim.id)
-                push(victim)
+                sendBack(victim)
                 actions.append(.requeue(victim.id))
             }
         }
@@ -254,8 +253,7 @@ public struct Scheduler: Sendable {
         var actions: [Action] = []
         let held = running.compactMap { entries[$0] }.filter { !networkAllows(requiresUnmetered: $0.requiresUnmeteredNetwork) }
         for entry in held.sorted(by: { $0.precedes($1) }) {
-            running.remove(entry.id)
-            push(entry)
+            sendBack(entry)
             actions.append(.holdForNetwork(entry.id))
         }
         return actions + fillSlots()
@@ -263,6 +261,13 @@ public struct Scheduler: Sendable {
 
     private mutating func addWaiting(_ entry: Entry) {
         entries[entry.id] = entry
+        waitingCount += 1
+        push(entry)
+    }
+
+    /// A running task goes back to the waiting line, in its place.
+    private mutating func sendBack(_ entry: Entry) {
+        running.remove(entry.id)
         waitingCount += 1
         push(entry)
     }
