@@ -301,19 +301,22 @@ public actor DownloadManager {
         try commit()
     }
 
-    /// Stops a task and deletes its partial data and resume info; the task stays, `cancelled`.
-    public func cancel(taskID: String) throws {
+    /// Stops a task and deletes its partial data and resume info; the task stays, `cancelled`. Returns once
+    /// the files are gone.
+    public func cancel(taskID: String) async throws {
         try ensureOpen()
         try cancel([existing(taskID)])
         try commit()
+        await settle([taskID])
     }
 
     /// Stops a task, deletes its partial data, resume info and row (and its finished file when
     /// `deletingFile`).
-    public func remove(taskID: String, deletingFile: Bool = false) throws {
+    public func remove(taskID: String, deletingFile: Bool = false) async throws {
         try ensureOpen()
         try remove([existing(taskID)], deletingFile: deletingFile)
         try commit()
+        await settle([taskID])
     }
 
     /// Pauses every waiting and running task.
@@ -321,12 +324,20 @@ public actor DownloadManager {
     /// Resumes every paused, failed or cancelled task (in their old order).
     public func resumeAll() throws { try ensureOpen(); try resume(allTasks()); try commit() }
     /// Cancels every unfinished task.
-    public func cancelAll() throws { try ensureOpen(); try cancel(Array(tasks.values)); try commit() }
-    /// Removes every task.
-    public func removeAll(deletingFiles: Bool = false) throws {
+    public func cancelAll() async throws {
         try ensureOpen()
-        try remove(Array(tasks.values), deletingFile: deletingFiles)
+        let selected = Array(tasks.values)
+        try cancel(selected)
         try commit()
+        await settle(selected.map(\.id))
+    }
+    /// Removes every task.
+    public func removeAll(deletingFiles: Bool = false) async throws {
+        try ensureOpen()
+        let selected = Array(tasks.values)
+        try remove(selected, deletingFile: deletingFiles)
+        try commit()
+        await settle(selected.map(\.id))
     }
 
     /// Pauses the group's waiting and running tasks.
@@ -334,7 +345,20 @@ public actor DownloadManager {
     /// Resumes the group's paused, failed and cancelled tasks, in their order.
     public func resume(group: String) throws { try ensureOpen(); try resume(tasks(inGroup: group)); try commit() }
     /// Cancels the group's unfinished tasks.
-    public func cancel(group: String) throws { try ensureOpen(); try cancel(tasks(inGroup: group)); try commit() }
+    public func cancel(group: String) async throws {
+        try ensureOpen()
+        let selected = tasks(inGroup: group)
+        try cancel(selected)
+        try commit()
+        await settle(selected.map(\.id))
+    }
+
+    /// Waits until the stopped transfers of these tasks have ended and their files are deleted.
+    private func settle(_ ids: [String]) async {
+        for id in ids {
+            if let stop = stopping[id]?.task { await stop.value }
+        }
+    }
 
     /// Changes the concurrency limit now; lowering it sends the tasks that joined the line last back to waiting.
     public func setMaxConcurrent(_ limit: Int) throws {
@@ -684,6 +708,7 @@ public actor DownloadManager {
         for record in records {
             var task = record.task
             if task.state == .waiting || task.state == .running {
+                let stored = task
                 // The durable bytes on disk are the truth after a crash (the row lags by a few seconds).
                 if let size = partialPaths(task).first.flatMap(Self.fileSize) { task.bytesReceived = size }
                 if configuration.startsRestoredTasks {
@@ -695,7 +720,7 @@ public actor DownloadManager {
                 } else {
                     task.state = .paused
                 }
-                dirty.insert(task.id)
+                if task != stored { dirty.insert(task.id) }
             }
             tasks[task.id] = task
             index(task)
