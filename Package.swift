@@ -16,6 +16,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
     ],
     targets: [
         // OpenSSL 3 from the system (apt: libssl-dev). Holds only the module map and shim header.
@@ -36,6 +37,7 @@ let package = Package(
             dependencies: [
                 "HTTPClient", "HTTPWire", "CDownloadKitShims",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
         // A fault-injecting HTTP/1.1 origin on loopback plus an nginx harness (tests, demo, benchmarks).

@@ -1,0 +1,187 @@
+import Foundation
+import HTTPClient
+
+/// Where a managed task is in its life.
+public enum ManagedTaskState: String, Sendable, Hashable, Codable {
+    /// In the line, waiting for a free slot (or for the network to allow it).
+    case waiting
+    /// Its transfer runs.
+    case running
+    /// Stopped by the user (or restored paused after a restart); its bytes are kept.
+    case paused
+    /// The file is at its destination.
+    case completed
+    /// Stopped by an error (kept in ``ManagedTask/error``); its bytes are kept when resumable.
+    case failed
+    /// Stopped by the user with its partial data deleted; resuming starts from byte 0.
+    case cancelled
+}
+
+/// A task's priority: higher runs first. Any integer works; three names are provided.
+public struct DownloadPriority: RawRepresentable, Sendable, Hashable, Comparable, Codable {
+    public var rawValue: Int
+    public init(rawValue: Int) { self.rawValue = rawValue }
+    public static let low = DownloadPriority(rawValue: -10)
+    public static let normal = DownloadPriority(rawValue: 0)
+    public static let high = DownloadPriority(rawValue: 10)
+    public static func < (lhs: DownloadPriority, rhs: DownloadPriority) -> Bool { lhs.rawValue < rhs.rawValue }
+}
+
+/// The error a task stopped with, as stored.
+public struct ManagedTaskError: Sendable, Hashable {
+    /// ``DownloadError/Code/name`` (for example `httpStatus`, `insufficientSpace`).
+    public var code: String
+    /// The sentence describing it.
+    public var message: String
+}
+
+/// A snapshot of one managed task (what the manager persists about it).
+public struct ManagedTask: Sendable, Hashable, Identifiable {
+    /// A stable UUID string, independent of the URL.
+    public var id: String
+    /// The URL it was enqueued with (its identity for de-duplication).
+    public var originalURL: String
+    /// The URL downloads use now (after ``DownloadManager/refreshURL(taskID:newURL:)``).
+    public var currentURL: String
+    /// The caller's file id (de-duplication key, and the file name under the `.fileID` naming rule).
+    public var fileID: String?
+    /// Where the file goes.
+    public var destination: DownloadDestination
+    /// The final path, once known (always for `.file` destinations; after completion for directories).
+    public var path: String?
+    public var state: ManagedTaskState
+    /// Durable bytes received (updated every few seconds while running, and at every state change).
+    public var bytesReceived: Int64
+    public var totalBytes: Int64?
+    public var priority: DownloadPriority
+    /// The place in the waiting line (smaller is earlier); changes when the user resumes or moves it.
+    public var queueOrder: Int64
+    public var group: String?
+    public var checksum: Checksum?
+    public var headers: [String: String]
+    /// Caller data kept with the task (title, cover image URL, …).
+    public var metadata: [String: String]
+    /// Whether the task may only run on an unmetered network.
+    public var requiresUnmeteredNetwork: Bool
+    /// This task's own limit in bytes per second, if any.
+    public var rateLimit: Int?
+    public var error: ManagedTaskError?
+    public var createdAt: Date
+    public var updatedAt: Date
+    public var finishedAt: Date?
+
+    /// `bytesReceived / totalBytes` when the total is known.
+    public var fraction: Double? {
+        guard let totalBytes, totalBytes > 0 else { return nil }
+        return Double(bytesReceived) / Double(totalBytes)
+    }
+}
+
+/// Aggregate progress of a group of tasks.
+public struct GroupProgress: Sendable, Hashable {
+    public var taskCount: Int
+    public var completedCount: Int
+    public var bytesReceived: Int64
+    /// The sum of the totals, when every task's total is known.
+    public var totalBytes: Int64?
+    /// How many tasks are in each state.
+    public var states: [ManagedTaskState: Int]
+
+    public var fraction: Double? {
+        guard let totalBytes, totalBytes > 0 else { return nil }
+        return Double(bytesReceived) / Double(totalBytes)
+    }
+}
+
+/// What a ``DownloadManager`` reports.
+public enum ManagerEvent: Sendable {
+    /// A task changed state (seed 000's `kDownloadStatusChangedNoti`).
+    case stateChanged(taskID: String, state: ManagedTaskState)
+    /// Progress of a running task, at most every ``DownloadManagerConfiguration/progressEventInterval``.
+    case progress(taskID: String, DownloadProgress)
+    /// A task's file is complete at `path` (`kDownloadTaskFinishedNoti`).
+    case finished(taskID: String, path: String)
+    /// A task failed.
+    case failed(taskID: String, DownloadError)
+    /// Nothing runs or waits any more, after a task ended; paused and failed tasks do not count
+    /// (`kDownloadAllTaskFinishedNoti`).
+    case allFinished
+    /// A task was removed.
+    case removed(taskID: String)
+    /// The network status changed.
+    case networkChanged(NetworkStatus)
+}
+
+/// How a task ended, for completion hooks.
+public struct TaskCompletion: Sendable {
+    public var task: ManagedTask
+    /// The download's result when it completed, the error when it failed.
+    public var result: Result<DownloadResult, DownloadError>
+}
+
+/// Settings of a ``DownloadManager``.
+public struct DownloadManagerConfiguration: Sendable {
+    /// Tasks running at once. Default 3 (YCDownloadSession's cap). Change it later with
+    /// ``DownloadManager/setMaxConcurrent(_:)``.
+    public var maxConcurrentDownloads: Int
+    /// Whether tasks that were waiting or running when the previous manager stopped (or crashed) start on
+    /// their own. Default false: like YCDownloadSession they come back paused and wait for the user.
+    public var startsRestoredTasks: Bool
+    /// Template for every task's download (retries, timeouts, checkpoints). Its `client` settings make
+    /// the manager's one shared `HTTPClient` (connection reuse across tasks, `maxConnectionsPerOrigin`).
+    public var download: DownloadConfiguration
+    /// A limit for all tasks together, bytes per second; nil is unlimited.
+    public var globalRateLimit: Int?
+    /// Whether tasks may use a metered network at all (iOS `allowsCellularAccess`). Default true; tasks
+    /// marked `requiresUnmeteredNetwork` never do.
+    public var allowsMeteredNetwork: Bool
+    /// Smallest spacing of progress events per task, seconds. Default 0.5.
+    public var progressEventInterval: Double
+    /// Bytes received are written to the store at most this often per task, seconds. Default 3.
+    public var progressPersistInterval: Double
+    /// The directory for destinations left unspecified; default `<state directory>/Downloads`.
+    public var defaultDownloadDirectory: String?
+
+    public init(
+        maxConcurrentDownloads: Int = 3, startsRestoredTasks: Bool = false,
+        download: DownloadConfiguration = DownloadConfiguration(), globalRateLimit: Int? = nil,
+        allowsMeteredNetwork: Bool = true, progressEventInterval: Double = 0.5, progressPersistInterval: Double = 3,
+        defaultDownloadDirectory: String? = nil
+    ) {
+        self.maxConcurrentDownloads = maxConcurrentDownloads
+        self.startsRestoredTasks = startsRestoredTasks
+        self.download = download
+        self.globalRateLimit = globalRateLimit
+        self.allowsMeteredNetwork = allowsMeteredNetwork
+        self.progressEventInterval = progressEventInterval
+        self.progressPersistInterval = progressPersistInterval
+        self.defaultDownloadDirectory = defaultDownloadDirectory
+    }
+}
+
+/// Why a manager operation was refused.
+public struct DownloadManagerError: Error, Sendable, Hashable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        public let name: String
+        init(_ name: String) { self.name = name }
+        public var description: String { name }
+        /// No task has this id.
+        public static let unknownTask = Code("unknownTask")
+        /// The operation does not apply to the task's state (for example moving a running task).
+        public static let invalidState = Code("invalidState")
+        /// The URL cannot be parsed or is not http/https.
+        public static let invalidURL = Code("invalidURL")
+        /// The state directory or its database could not be opened or written.
+        public static let storage = Code("storage")
+        /// The manager was closed.
+        public static let closed = Code("closed")
+    }
+
+    public var code: Code
+    public var detail: String
+    init(_ code: Code, _ detail: String) {
+        self.code = code
+        self.detail = detail
+    }
+    public var description: String { detail }
+}
