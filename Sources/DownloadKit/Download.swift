@@ -56,6 +56,8 @@ public final class Download: Sendable {
     public func start() {
         guard started.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
         else { return }
+        // Paused or cancelled before it started: it already has its outcome; start no transfer.
+        guard control.outcome == nil else { return }
         let control = self.control
         let request = self.request
         let configuration = self.configuration

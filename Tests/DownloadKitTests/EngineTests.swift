@@ -288,10 +288,10 @@ struct EngineTests {
 
     @Test func pauseReturnsResumeDataThatContinuesWithoutRefetching() async throws {
         let origin = try FaultOrigin()
-        // Large and throttled so the pause lands mid-body even when the test runner is slow to
-        // deliver events; unthrottled for the resumed run.
-        let big: Int64 = 48 << 20
-        origin.serve("/slow", .resource(Resource(size: big, seed: 19, bytesPerSecond: 4 << 20)))
+        // The response stalls after 1 MiB, so the pause lands mid-body however late the test sees
+        // its events; served without the stall for the resumed run.
+        let big: Int64 = 8 << 20
+        origin.serve("/slow", .resource(Resource(size: big, seed: 19, faults: [.stallAfter(bytes: 1 << 20, seconds: 120, times: 10)])))
         let dir = try ScratchDirectory()
         let request = DownloadRequest(url: origin.url("/slow"), destination: .file(dir.file("slow")))
         let download = Download(request, configuration: testConfiguration())
@@ -321,7 +321,7 @@ struct EngineTests {
 
     @Test func cancelRemovesPartialDataAndResumeInfo() async throws {
         let origin = try FaultOrigin()
-        origin.serve("/slow", .resource(Resource(size: 64 << 20, seed: 20, bytesPerSecond: 2 << 20)))
+        origin.serve("/slow", .resource(Resource(size: 8 << 20, seed: 20, faults: [.stallAfter(bytes: 1 << 20, seconds: 120, times: 10)])))
         let dir = try ScratchDirectory()
         let download = Download(DownloadRequest(url: origin.url("/slow"), destination: .file(dir.file("x"))), configuration: testConfiguration())
         download.start()

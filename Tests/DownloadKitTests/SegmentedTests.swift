@@ -93,17 +93,18 @@ struct SegmentedTests {
     }
 
     @Test func pausedSegmentedDownloadResumesEverySegmentWhereItStopped() async throws {
-        // Large and throttled so the pause lands mid-transfer even when events arrive late.
-        let size: Int64 = 96 << 20
+        // Every response stalls after 1 MiB, so the first run cannot finish before the pause however
+        // late the test sees its events (the test pool may be busy with blocking tests).
+        let size: Int64 = 24 << 20
         let origin = try FaultOrigin()
-        origin.serve("/pause", .resource(Resource(size: size, seed: 65, bytesPerSecond: 4 << 20)))
+        origin.serve("/pause", .resource(Resource(size: size, seed: 65, faults: [.stallAfter(bytes: 1 << 20, seconds: 120, times: 100)])))
         let dir = try ScratchDirectory()
         let request = DownloadRequest(url: origin.url("/pause"), destination: .file(dir.file("p")))
         let download = Download(request, configuration: configuration(connections: 3))
         download.start()
         var resumeData: Data?
         for await event in download.events {
-            if case .progress(let progress) = event, progress.bytesReceived >= 3 << 20, resumeData == nil {
+            if case .progress(let progress) = event, progress.bytesReceived >= 2 << 20, resumeData == nil {
                 resumeData = await download.pause()
             }
         }
@@ -130,9 +131,9 @@ struct SegmentedTests {
     }
 
     @Test func aChangedResourceRestartsASegmentedDownload() async throws {
-        let size: Int64 = 64 << 20
+        let size: Int64 = 8 << 20
         let origin = try FaultOrigin()
-        origin.serve("/chg", .resource(Resource(size: size, seed: 66, bytesPerSecond: 4 << 20)))
+        origin.serve("/chg", .resource(Resource(size: size, seed: 66, faults: [.stallAfter(bytes: 1 << 20, seconds: 120, times: 100)])))
         let dir = try ScratchDirectory()
         let request = DownloadRequest(url: origin.url("/chg"), destination: .file(dir.file("c")))
         let download = Download(request, configuration: configuration(connections: 2))
