@@ -171,15 +171,15 @@ enum Report {
     /// whisker). Throughput scenarios share one MB/s scale; the rss scenario shows peak RSS in MiB on
     /// its own scale with the 32 MiB target marked.
     static func svg(_ results: BenchResults) -> String {
-        let width = 960.0
+        let width = 1000.0
         let labelWidth = 190.0
-        let barArea = 600.0
+        let barArea = 540.0
         let barHeight = 20.0
         let gap = 6.0
         let throughputMax = results.scenarios.filter { $0.name != .rss }.flatMap(\.rows)
             .compactMap { $0.isUsable ? $0.megabytesPerSecond?.max : nil }.max() ?? 1
         var body = ""
-        var y = 70.0
+        var y = 84.0
         for scenario in results.scenarios {
             let isRSS = scenario.name == .rss
             let title =
@@ -189,7 +189,7 @@ enum Report {
             body += "<text x=\"20\" y=\"\(y)\" class=\"title\">\(xml(title))</text>\n"
             y += 14
             let scaleMax =
-                isRSS ? max(40, scenario.rows.compactMap { $0.isUsable ? $0.peakRSSMiB?.max : nil }.max() ?? 1) : throughputMax
+                isRSS ? max(48, scenario.rows.compactMap { $0.isUsable ? $0.peakRSSMiB?.max : nil }.max() ?? 1) : throughputMax
             let top = y
             for row in scenario.rows {
                 body += "<text x=\"\(labelWidth - 10)\" y=\"\(y + barHeight * 0.72)\" class=\"label\" "
