@@ -206,7 +206,8 @@ enum Report {
                     body += "class=\"whisker\"/>\n"
                     var value = isRSS ? "\(format(spread.median, 1)) MiB" : "\(grouped(spread.median)) MB/s"
                     if !isRSS, let cpu = row.cpuSecondsPerGiB?.median { value += " · \(format(cpu, 2)) CPU-s/GiB" }
-                    body += "<text x=\"\(format(max(labelWidth + length, high) + 8, 1))\" y=\"\(y + barHeight * 0.72)\" "
+                    let targetX = isRSS ? labelWidth + barArea * 32 / scaleMax : 0
+                    body += "<text x=\"\(format(max(labelWidth + length, high, targetX) + 8, 1))\" y=\"\(y + barHeight * 0.72)\" "
                     body += "class=\"value\">\(xml(value))</text>\n"
                 } else {
                     body += "<text x=\"\(labelWidth + 4)\" y=\"\(y + barHeight * 0.72)\" class=\"value\">failed</text>\n"
