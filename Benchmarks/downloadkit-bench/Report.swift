@@ -114,6 +114,13 @@ enum Report {
                 text += "| \(format(cpu.median, 3)) (\(format(cpu.min, 3))–\(format(cpu.max, 3))) "
                 text += "| \(format(rss.median, 1)) (\(format(rss.max, 1))) | \(ratio) | \(cpuRatio) |\n"
             }
+            if scenario.name.isTLS {
+                let seen = scenario.rows.filter(\.isUsable).map { row in
+                    let versions = Set(row.samples.compactMap(\.tlsProtocol)).sorted().joined(separator: "/")
+                    return "\(row.label) \(versions.isEmpty ? "?" : versions)"
+                }
+                text += "\nTLS version logged by nginx: \(seen.joined(separator: ", ")).\n"
+            }
             if scenario.name == .rss, scenario.rows.count == 2, let small = scenario.rows[0].peakRSSMiB?.max,
                 let large = scenario.rows[1].peakRSSMiB?.max
             {

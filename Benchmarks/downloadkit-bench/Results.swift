@@ -67,6 +67,8 @@ struct Sample: Codable, Sendable {
     var systemSeconds: Double
     var maxRSSKiB: Int
     var rssIsExact: Bool
+    /// The TLS version nginx logged for the request (`$ssl_protocol`), nil over plain HTTP.
+    var tlsProtocol: String?
 }
 
 /// Median, minimum and maximum of a series.

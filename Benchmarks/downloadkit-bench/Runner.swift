@@ -218,7 +218,7 @@ struct ScenarioContext {
         return Sample(
             wallSeconds: measurement.wallSeconds, userSeconds: measurement.userSeconds,
             systemSeconds: measurement.systemSeconds, maxRSSKiB: measurement.maxRSSKiB,
-            rssIsExact: measurement.rssIsExact)
+            rssIsExact: measurement.rssIsExact, tlsProtocol: entries.last?.tlsProtocol)
     }
 
     private func tail(of path: String) -> String {
