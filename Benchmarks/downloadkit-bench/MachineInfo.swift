@@ -13,6 +13,8 @@ struct MachineInfo: Codable, Sendable {
     var buildConfiguration: String
     /// Tool name → first line of its version output ("missing" for absent peers).
     var versions: [String: String]
+    /// `/proc/loadavg`'s 1, 5 and 15 minute averages when the runs started (other load skews results).
+    var loadAverageAtStart: String
 
     static func collect(nginx: String, clients: [Client], missing: [String]) -> MachineInfo {
         let formatter = ISO8601DateFormatter()
@@ -37,7 +39,14 @@ struct MachineInfo: Codable, Sendable {
             memoryGiB: Double(sysconf(Int32(_SC_PHYS_PAGES))) * Double(sysconf(Int32(_SC_PAGESIZE))) / 1_073_741_824,
             swiftVersion: firstLine(of: "swift", ["--version"]),
             buildConfiguration: build,
-            versions: versions)
+            versions: versions,
+            loadAverageAtStart: loadAverage())
+    }
+
+    /// The first three fields of /proc/loadavg.
+    static func loadAverage() -> String {
+        guard let text = try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8) else { return "unknown" }
+        return text.split(separator: " ").prefix(3).joined(separator: " ")
     }
 
     private static func firstLine(of executable: String, _ arguments: [String]) -> String {

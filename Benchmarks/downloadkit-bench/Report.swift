@@ -74,6 +74,8 @@ enum Report {
         text += "- Command: `\(CommandLine.arguments.dropFirst().reduce("downloadkit-bench") { $0 + " " + $1 })`\n"
         text += "- Machine: `\(machine.uname)`\n"
         text += "- CPU: \(machine.cpuModel), \(machine.cpuCount) online; RAM \(format(machine.memoryGiB, 1)) GiB\n"
+        text += "- Load average (1/5/15 min): \(machine.loadAverageAtStart) at start, \(results.loadAverageAtEnd) at end "
+        text += "(nginx and the measured client add up to about 2; more is other work on the machine)\n"
         text += "- Swift: \(machine.swiftVersion); build: \(machine.buildConfiguration)\n"
         for name in ["nginx", "openssl", "curl", "wget", "aria2c", "axel"] {
             if let version = machine.versions[name] { text += "- \(name): \(version)\n" }

@@ -143,6 +143,8 @@ struct BenchResults: Codable, Sendable {
     var scenarios: [ScenarioResult]
     var targets: [TargetCheck]
     var notes: [String]
+    /// `/proc/loadavg` (1, 5, 15 min) when the last run ended.
+    var loadAverageAtEnd: String
 }
 
 /// "64 MiB", "1 GiB", "8 GiB".

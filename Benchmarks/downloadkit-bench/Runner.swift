@@ -83,13 +83,14 @@ struct BenchRunner {
         } else {
             notes.append(
                 "Peak RSS is the client's own ru_maxrss, measured by starting it through GNU time (a ~2 MiB "
-                    + "launcher): posix_spawn from this bench would carry its ~38 MiB pre-exec high-water mark.")
+                    + "launcher): posix_spawn from this bench would carry the bench's own pre-exec high-water mark.")
         }
         if settings.runs < 3 { notes.append("Fewer than 3 runs: the medians are not meaningful (smoke run).") }
         return BenchResults(
             machine: machine, mode: settings.mode, runs: settings.runs, mainBytes: settings.mode.mainBytes,
             rssBytes: [settings.mode.rssBytes.small, settings.mode.rssBytes.large], missingPeers: missing,
-            scenarios: scenarios, targets: Targets.evaluate(scenarios), notes: notes)
+            scenarios: scenarios, targets: Targets.evaluate(scenarios), notes: notes,
+            loadAverageAtEnd: MachineInfo.loadAverage())
     }
 
     /// `<cache>/pattern-<bytes>.bin`, the served path.
