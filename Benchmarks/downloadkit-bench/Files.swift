@@ -1,0 +1,87 @@
+import Foundation
+import Glibc
+import TestOrigin
+
+private func errnoText() -> String { String(cString: strerror(errno)) }
+
+/// Checks that `path` has exactly `bytes` bytes and matches the pattern at 64 offsets spread over the
+/// file (first and last byte included) plus a 4 KiB run in the middle. Returns the problem, or nil.
+func spotCheck(path: String, bytes: Int64, seed: UInt64) -> String? {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { return "open \(path): \(errnoText())" }
+    defer { close(fd) }
+    var status = stat()
+    guard fstat(fd, &status) == 0 else { return "fstat: \(errnoText())" }
+    guard Int64(status.st_size) == bytes else { return "size \(status.st_size), expected \(bytes)" }
+    guard bytes > 0 else { return nil }
+    var offsets = (0..<64).map { Int64($0) * (bytes - 1) / 63 }
+    let middle = bytes / 2
+    var probe = [UInt8](repeating: 0, count: 4096)
+    let window = Int(min(Int64(probe.count), bytes - middle))
+    let read = probe.withUnsafeMutableBytes { pread(fd, $0.baseAddress, window, off_t(middle)) }
+    guard read == window else { return "pread at \(middle): \(read < 0 ? errnoText() : "short read")" }
+    if let mismatch = probe.withUnsafeBytes({
+        TestPattern.firstMismatch(in: UnsafeRawBufferPointer(rebasing: $0[0..<window]), offset: middle, seed: seed)
+    }) {
+        return "byte at offset \(middle + Int64(mismatch)) differs from the pattern"
+    }
+    offsets.sort()
+    for offset in offsets {
+        var byte: UInt8 = 0
+        guard pread(fd, &byte, 1, off_t(offset)) == 1 else { return "pread at \(offset): \(errnoText())" }
+        guard byte == TestPattern.byte(at: offset, seed: seed) else {
+            return "byte at offset \(offset) differs from the pattern"
+        }
+    }
+    return nil
+}
+
+/// Writes `bytes` bytes of the pattern to `path` (via a temporary name, renamed when complete).
+func writePatternFile(path: String, bytes: Int64, seed: UInt64) throws {
+    let temporary = path + ".tmp"
+    let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+    guard fd >= 0 else { throw BenchError("open \(temporary): \(errnoText())") }
+    defer { close(fd) }
+    let chunk = 8 << 20
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 64)
+    defer { buffer.deallocate() }
+    var offset: Int64 = 0
+    while offset < bytes {
+        let count = Int(min(Int64(chunk), bytes - offset))
+        let window = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<count])
+        guard let base = window.baseAddress else { break }
+        TestPattern.fill(window, offset: offset, seed: seed)
+        var written = 0
+        while written < count {
+            let result = pwrite(fd, base + written, count - written, off_t(offset) + off_t(written))
+            if result < 0 {
+                if errno == EINTR { continue }
+                throw BenchError("write \(temporary): \(errnoText())")
+            }
+            written += result
+        }
+        offset += Int64(count)
+    }
+    guard rename(temporary, path) == 0 else { throw BenchError("rename \(temporary): \(errnoText())") }
+}
+
+/// Reads the file once so the origin serves it from the page cache in every run.
+func warmPageCache(path: String) throws {
+    let fd = open(path, O_RDONLY | O_CLOEXEC)
+    guard fd >= 0 else { throw BenchError("open \(path): \(errnoText())") }
+    defer { close(fd) }
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 8 << 20, alignment: 64)
+    defer { buffer.deallocate() }
+    while true {
+        let count = read(fd, buffer.baseAddress, buffer.count)
+        if count < 0 && errno == EINTR { continue }
+        if count < 0 { throw BenchError("read \(path): \(errnoText())") }
+        if count == 0 { return }
+    }
+}
+
+/// Flushes dirty data to disk (`sync(2)`; Glibc's module does not export `syncfs`), so one client's
+/// write-back does not land in the next client's measurement.
+func syncFileSystem() {
+    sync()
+}

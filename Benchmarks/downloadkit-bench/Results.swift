@@ -1,0 +1,155 @@
+import Foundation
+
+/// Which sizes a run uses.
+enum BenchMode: String, Codable, Sendable {
+    case quick, standard, full
+
+    /// The file size of the throughput scenarios.
+    var mainBytes: Int64 { self == .quick ? 64 << 20 : 1 << 30 }
+
+    /// The two sizes whose peak RSS the `rss` scenario compares.
+    var rssBytes: (small: Int64, large: Int64) {
+        switch self {
+        case .quick: return (16 << 20, 64 << 20)
+        case .standard: return (64 << 20, 1 << 30)
+        case .full: return (1 << 30, 8 << 30)
+        }
+    }
+}
+
+struct BenchSettings: Sendable {
+    var mode: BenchMode
+    var runs: Int
+    var output: String
+    var scenarios: [ScenarioName]
+}
+
+enum ScenarioName: String, CaseIterable, Codable, Sendable {
+    case httpDevnull = "http-devnull"
+    case httpsDevnull = "https-devnull"
+    case httpFile = "http-file"
+    case httpsFile = "https-file"
+    case rss
+
+    var isTLS: Bool { self == .httpsDevnull || self == .httpsFile }
+
+    var sink: Sink {
+        switch self {
+        case .httpDevnull, .httpsDevnull: return .devnull
+        case .httpFile, .httpsFile, .rss: return .file
+        }
+    }
+
+    var summary: String {
+        switch self {
+        case .httpDevnull:
+            return "HTTP, one connection, body discarded: DownloadKit is HTTPClient.execute with a reused 1 MiB "
+                + "ReceiveBuffer writing each slice to /dev/null; curl and wget write to /dev/null."
+        case .httpsDevnull:
+            return "As http-devnull over TLS (nginx: TLS 1.2/1.3, OpenSSL's default suite, P-256 certificate)."
+        case .httpFile:
+            return "HTTP, one connection, to a file on the output directory's file system. DownloadKit runs the "
+                + "full Download engine (temp file, checkpoints with fdatasync, final fsync and rename); "
+                + "the peers do not fsync."
+        case .httpsFile:
+            return "As http-file over TLS."
+        case .rss:
+            return "Peak RSS of the DownloadKit engine (file mode, HTTP) at a small and a large size: it must not "
+                + "grow with the file."
+        }
+    }
+}
+
+/// One measured run.
+struct Sample: Codable, Sendable {
+    var wallSeconds: Double
+    var userSeconds: Double
+    var systemSeconds: Double
+    var maxRSSKiB: Int
+    var rssIsExact: Bool
+    /// The TLS version nginx logged for the request (`$ssl_protocol`), nil over plain HTTP.
+    var tlsProtocol: String?
+}
+
+/// Median, minimum and maximum of a series.
+struct Spread: Codable, Sendable {
+    var median: Double
+    var min: Double
+    var max: Double
+
+    init?(_ values: [Double]) {
+        guard !values.isEmpty else { return nil }
+        let sorted = values.sorted()
+        let middle = sorted.count / 2
+        median = sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
+        min = sorted[0]
+        max = sorted[sorted.count - 1]
+    }
+}
+
+/// One client in one scenario: its samples and their statistics.
+struct Row: Codable, Sendable {
+    /// What the table shows (the client, plus the size in the rss scenario).
+    var label: String
+    var client: ClientKind
+    var bytes: Int64
+    var samples: [Sample] = []
+    /// Why the row has no result: the first failed run's reason. A failed row is never ranked.
+    var failure: String?
+
+    /// Decimal megabytes (1e6 bytes) per second of wall time, spawn to exit.
+    var megabytesPerSecond: Spread? { Spread(samples.map { Double(bytes) / 1e6 / $0.wallSeconds }) }
+    /// User + system CPU seconds per GiB (2^30 bytes).
+    var cpuSecondsPerGiB: Spread? {
+        Spread(samples.map { ($0.userSeconds + $0.systemSeconds) / (Double(bytes) / 1_073_741_824) })
+    }
+    /// Peak resident set size, MiB.
+    var peakRSSMiB: Spread? { Spread(samples.map { Double($0.maxRSSKiB) / 1024 }) }
+
+    var isUsable: Bool { failure == nil && !samples.isEmpty }
+}
+
+struct ScenarioResult: Codable, Sendable {
+    var name: ScenarioName
+    var summary: String
+    var bytes: Int64
+    var rows: [Row]
+
+    /// The peer with the highest median throughput, if any peer succeeded.
+    var bestPeer: Row? {
+        rows.filter { $0.client.isPeer && $0.isUsable }
+            .max { ($0.megabytesPerSecond?.median ?? 0) < ($1.megabytesPerSecond?.median ?? 0) }
+    }
+
+    func row(_ kind: ClientKind) -> Row? { rows.first { $0.client == kind && $0.isUsable } }
+}
+
+/// One line of DESIGN.md's "Targets to beat", checked against this run.
+struct TargetCheck: Codable, Sendable {
+    var scenario: String
+    var target: String
+    var measured: String
+    /// nil when it could not be evaluated (scenario not run, peer missing, a run failed).
+    var met: Bool?
+}
+
+struct BenchResults: Codable, Sendable {
+    var machine: MachineInfo
+    var mode: BenchMode
+    var runs: Int
+    var mainBytes: Int64
+    var rssBytes: [Int64]
+    var missingPeers: [String]
+    var scenarios: [ScenarioResult]
+    var targets: [TargetCheck]
+    var notes: [String]
+    /// `/proc/loadavg` (1, 5, 15 min) when the last run ended.
+    var loadAverageAtEnd: String
+}
+
+/// "64 MiB", "1 GiB", "8 GiB".
+func sizeText(_ bytes: Int64) -> String {
+    if bytes >= 1 << 30 && bytes % (1 << 30) == 0 { return "\(bytes >> 30) GiB" }
+    if bytes >= 1 << 20 && bytes % (1 << 20) == 0 { return "\(bytes >> 20) MiB" }
+    return "\(bytes) B"
+}

@@ -1,0 +1,234 @@
+import Foundation
+import Glibc
+import TestOrigin
+
+/// Errors that stop the whole benchmark (a failed run only marks its row).
+struct BenchError: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Sets up the origin and files, runs every scenario with the clients alternating, and collects results.
+struct BenchRunner {
+    /// The TestPattern seed of every generated file.
+    static let seed: UInt64 = 0x0D0B_E7C4_2026
+
+    let settings: BenchSettings
+    private var cacheDirectory: String { settings.output + "/cache" }
+    private var downloadDirectory: String { settings.output + "/downloads" }
+    private var logDirectory: String { settings.output + "/logs" }
+
+    init(settings: BenchSettings) {
+        self.settings = settings
+    }
+
+    func run() throws -> BenchResults {
+        let fileManager = FileManager.default
+        for directory in [settings.output, cacheDirectory, downloadDirectory, logDirectory] {
+            try fileManager.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        }
+        guard let nginxPath = NginxServer.locate() else {
+            throw BenchError("nginx is not installed: run Scripts/install-deps.sh --bench (as root)")
+        }
+        let (peers, missing) = locatePeers()
+        if !missing.isEmpty {
+            log(
+                "missing peers: \(missing.joined(separator: ", ")) — continuing without them "
+                    + "(Scripts/install-deps.sh --bench installs them on Debian)")
+        }
+        let clients = [Client(kind: .downloadkit, executable: currentExecutablePath())] + peers
+
+        // Files: written once into the cache, reused by later runs.
+        let needsMain = settings.scenarios.contains { $0 != .rss }
+        var sizes: [Int64] = needsMain ? [settings.mode.mainBytes] : []
+        if settings.scenarios.contains(.rss) {
+            sizes += [settings.mode.rssBytes.small, settings.mode.rssBytes.large]
+        }
+        for size in Set(sizes).sorted() { try prepareFile(bytes: size) }
+
+        let certificates = try TestCertificates.generate(in: settings.output + "/certs")
+        let site = TLSSite(
+            name: "localhost", certificatePath: certificates.valid.certificatePath,
+            privateKeyPath: certificates.valid.privateKeyPath)
+        let nginx = try NginxServer(
+            configuration: NginxConfiguration(documentRoot: cacheDirectory, tlsSites: [site]), executable: nginxPath)
+        defer { nginx.stop() }
+        log("nginx on 127.0.0.1:\(nginx.httpPort) (http) and :\(nginx.tlsPorts["localhost"] ?? 0) (https)")
+
+        let machine = MachineInfo.collect(nginx: nginxPath, clients: clients, missing: missing)
+        let context = ScenarioContext(
+            nginx: nginx, caFile: certificates.caCertificatePath, clients: clients, settings: settings,
+            downloadDirectory: downloadDirectory, logDirectory: logDirectory)
+        var scenarios: [ScenarioResult] = []
+        for name in settings.scenarios {
+            scenarios.append(try context.run(name))
+        }
+        var notes = [
+            "MB/s are decimal megabytes (1 MB = 10^6 bytes) per second of wall time from spawn to exit, "
+                + "process start-up included; CPU-s/GiB is the child's user + system time (wait4) per 2^30 bytes.",
+            "DownloadKit's file mode is the full engine and fsyncs the file before renaming it into place; "
+                + "curl, wget, aria2c and axel leave their data in the page cache.",
+            "After each file run the file is deleted and the file system synced (outside the measured time).",
+        ]
+        if settings.scenarios.contains(where: \.isTLS), clients.contains(where: { $0.kind == .axel }) {
+            notes.append(
+                "axel is measured over HTTP only: its own hostname check rejects the test certificate "
+                    + "(IP addresses in its SAN); --insecure would skip work the other clients do.")
+        }
+        if !missing.isEmpty { notes.append("Missing peers (not measured): \(missing.joined(separator: ", ")).") }
+        if scenarios.flatMap(\.rows).flatMap(\.samples).contains(where: { !$0.rssIsExact }) {
+            notes.append(
+                "GNU time (/usr/bin/time) is missing, so peak RSS includes this bench's own address space "
+                    + "(Linux carries the pre-exec high-water mark into ru_maxrss): install the `time` package.")
+        } else {
+            notes.append(
+                "Peak RSS is the client's own ru_maxrss, measured by starting it through GNU time (a ~2 MiB "
+                    + "launcher): posix_spawn from this bench would carry the bench's own pre-exec high-water mark.")
+        }
+        if settings.runs < 3 { notes.append("Fewer than 3 runs: the medians are not meaningful (smoke run).") }
+        return BenchResults(
+            machine: machine, mode: settings.mode, runs: settings.runs, mainBytes: settings.mode.mainBytes,
+            rssBytes: [settings.mode.rssBytes.small, settings.mode.rssBytes.large], missingPeers: missing,
+            scenarios: scenarios, targets: Targets.evaluate(scenarios), notes: notes,
+            loadAverageAtEnd: MachineInfo.loadAverage())
+    }
+
+    /// `<cache>/pattern-<bytes>.bin`, the served path.
+    static func fileName(bytes: Int64) -> String { "pattern-\(bytes).bin" }
+
+    /// Makes sure the cached file of this size exists with the pattern (written once, reused), and
+    /// reads it once so nginx serves it from the page cache.
+    private func prepareFile(bytes: Int64) throws {
+        let path = cacheDirectory + "/" + Self.fileName(bytes: bytes)
+        if spotCheck(path: path, bytes: bytes, seed: Self.seed) != nil {
+            log("writing \(sizeText(bytes)) test file \(path)")
+            try writePatternFile(path: path, bytes: bytes, seed: Self.seed)
+        }
+        try warmPageCache(path: path)
+    }
+}
+
+/// Everything one scenario needs.
+struct ScenarioContext {
+    let nginx: NginxServer
+    let caFile: String
+    let clients: [Client]
+    let settings: BenchSettings
+    let downloadDirectory: String
+    let logDirectory: String
+
+    private struct Case {
+        var client: Client
+        var bytes: Int64
+    }
+
+    func run(_ name: ScenarioName) throws -> ScenarioResult {
+        var cases: [Case] = []
+        var rows: [Row] = []
+        if name == .rss {
+            guard let engine = clients.first(where: { $0.kind == .downloadkit }) else {
+                throw BenchError("DownloadKit client missing")
+            }
+            for bytes in [settings.mode.rssBytes.small, settings.mode.rssBytes.large] {
+                cases.append(Case(client: engine, bytes: bytes))
+                rows.append(Row(label: "downloadkit, \(sizeText(bytes))", client: .downloadkit, bytes: bytes))
+            }
+        } else {
+            for client in clients where client.supports(name.sink, tls: name.isTLS) {
+                cases.append(Case(client: client, bytes: settings.mode.mainBytes))
+                rows.append(Row(label: client.kind.rawValue, client: client.kind, bytes: settings.mode.mainBytes))
+            }
+        }
+        log("\(name.rawValue): \(rows.map(\.label).joined(separator: ", ")) × \(settings.runs) runs")
+
+        // Alternate: A B C A B C …, so drift (other load, thermal, page cache) spreads over all clients.
+        for run in 1...settings.runs {
+            for (index, testCase) in cases.enumerated() where rows[index].failure == nil {
+                do {
+                    let sample = try measureOnce(scenario: name, testCase: testCase, run: run)
+                    rows[index].samples.append(sample)
+                    let megabytes = Double(testCase.bytes) / 1e6 / sample.wallSeconds
+                    let cpu = (sample.userSeconds + sample.systemSeconds) / (Double(testCase.bytes) / 1_073_741_824)
+                    log(
+                        "  \(name.rawValue) run \(run)/\(settings.runs) \(rows[index].label): "
+                            + "\(format(megabytes, 0)) MB/s, \(format(cpu, 3)) CPU-s/GiB, "
+                            + "\(format(Double(sample.maxRSSKiB) / 1024, 1)) MiB")
+                } catch {
+                    rows[index].failure = "run \(run): \(error)"
+                    log("  \(name.rawValue) run \(run) \(rows[index].label) FAILED: \(error)")
+                }
+            }
+        }
+        return ScenarioResult(name: name, summary: name.summary, bytes: cases.first?.bytes ?? 0, rows: rows)
+    }
+
+    /// One measured run, verified, with its files removed afterwards.
+    private func measureOnce(scenario: ScenarioName, testCase: Case, run: Int) throws -> Sample {
+        let client = testCase.client
+        let path = "/" + BenchRunner.fileName(bytes: testCase.bytes)
+        let url: String
+        if scenario.isTLS {
+            guard let tls = nginx.tlsURL(site: "localhost", path: path) else { throw BenchError("no TLS site") }
+            url = tls
+        } else {
+            url = nginx.httpURL(path)
+        }
+        let destination = downloadDirectory + "/\(scenario.rawValue)-\(client.kind.rawValue).bin"
+        let invocation = client.invocation(
+            url: url, sink: scenario.sink, destination: destination, caFile: caFile, seed: BenchRunner.seed)
+        let cleanup = [destination] + invocation.leftovers
+        for file in cleanup { unlink(file) }
+
+        let logBase = logDirectory + "/\(scenario.rawValue)-\(client.kind.rawValue)-\(testCase.bytes)-\(run)"
+        let requestsBefore = try nginx.accessLog().count
+        let measurement = try measure(
+            invocation.executable, invocation.arguments, stdoutPath: logBase + ".out", stderrPath: logBase + ".err",
+            environment: invocation.environment)
+        defer {
+            for file in cleanup { unlink(file) }
+            if scenario.sink == .file { syncFileSystem() }
+        }
+
+        guard measurement.succeeded else {
+            let reason = measurement.signal.map { "killed by signal \($0)" } ?? "exit status \(measurement.exitStatus)"
+            throw BenchError("\(reason): \(tail(of: logBase + ".err"))")
+        }
+        // The origin's own count: every client must have been sent the whole body.
+        let entries = try nginx.accessLog(waitingFor: requestsBefore + 1, timeout: 5).dropFirst(requestsBefore)
+        let sent = entries.filter { $0.status == 200 || $0.status == 206 }.reduce(Int64(0)) { $0 + $1.bodyBytesSent }
+        guard sent >= testCase.bytes else {
+            throw BenchError("nginx sent \(sent) of \(testCase.bytes) body bytes")
+        }
+        switch scenario.sink {
+        case .devnull:
+            // DownloadKit prints bytes=N (after its own length and pattern spot checks), curl its
+            // %{size_download}; wget has only its exit status and the access log.
+            if client.kind == .downloadkit || client.kind == .curl {
+                let text = (try? String(contentsOfFile: logBase + ".out", encoding: .utf8)) ?? ""
+                let line = text.split(whereSeparator: \.isNewline).first { $0.hasPrefix("bytes=") || $0.first?.isNumber == true }
+                let digits = line.map { $0.hasPrefix("bytes=") ? String($0.dropFirst(6)) : String($0) }
+                guard digits.flatMap({ Int64($0) }) == testCase.bytes else {
+                    throw BenchError("reported \(text.trimmingCharacters(in: .whitespacesAndNewlines)) bytes")
+                }
+            }
+        case .file:
+            if let problem = spotCheck(path: destination, bytes: testCase.bytes, seed: BenchRunner.seed) {
+                throw BenchError("downloaded file: \(problem)")
+            }
+        }
+        return Sample(
+            wallSeconds: measurement.wallSeconds, userSeconds: measurement.userSeconds,
+            systemSeconds: measurement.systemSeconds, maxRSSKiB: measurement.maxRSSKiB,
+            rssIsExact: measurement.rssIsExact, tlsProtocol: entries.last?.tlsProtocol)
+    }
+
+    private func tail(of path: String) -> String {
+        let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+        let lines = text.split(whereSeparator: \.isNewline).suffix(3)
+        return lines.isEmpty ? "(no output)" : lines.joined(separator: " | ")
+    }
+}
+
+func format(_ value: Double, _ decimals: Int) -> String {
+    String(format: "%.\(decimals)f", value)
+}

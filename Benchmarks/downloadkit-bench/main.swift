@@ -1,3 +1,0 @@
-import DownloadKit
-
-print("downloadkit-bench \(DownloadKitVersion.string)")

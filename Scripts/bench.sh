@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Runs the loopback benchmark (downloadkit-bench) in release mode.
+#   Scripts/bench.sh                 # default: 1 GiB, 3 runs per client (< 5 minutes on 2 cores)
+#   Scripts/bench.sh --quick         # 64 MiB smoke run (< 1 minute); --runs 1 is accepted
+#   Scripts/bench.sh --full          # also peak RSS at 8 GiB (needs ~10 GiB free under the output dir)
+#   Scripts/bench.sh --scenarios http-file,rss --runs 5 --output /tmp/bench
+# Results: bench-results/results.md, results.json, chart.svg (or under --output).
+# Peers (curl, wget, aria2c, axel) and nginx are installed with Scripts/install-deps.sh --bench when
+# this script runs as root (or with sudo available); otherwise missing peers are skipped and named.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "$(id -u)" = 0 ] || command -v sudo >/dev/null 2>&1; then
+    Scripts/install-deps.sh --bench || echo "bench.sh: install-deps failed; continuing with what is installed" >&2
+fi
+if [ ! -x /usr/bin/time ]; then
+    echo "bench.sh: GNU time (/usr/bin/time, Debian package 'time') is missing: peak RSS will include the" \
+        "bench's own address space" >&2
+fi
+
+swift build -c release --product downloadkit-bench
+exec "$(swift build -c release --show-bin-path)/downloadkit-bench" "$@"
