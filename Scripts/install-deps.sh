@@ -12,6 +12,7 @@ if [ "${1:-}" = "--bench" ]; then
     command -v wget >/dev/null || need+=(wget)
     command -v aria2c >/dev/null || need+=(aria2)
     command -v axel >/dev/null || need+=(axel)
+    [ -x /usr/bin/time ] || need+=(time)
 fi
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 SUDO=""

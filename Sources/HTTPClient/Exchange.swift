@@ -1,3 +1,4 @@
+import Glibc
 import HTTPWire
 import Synchronization
 
@@ -109,15 +110,20 @@ public final class ReceiveBuffer {
 public final class HTTPClient: Sendable {
     /// The configuration the client was created with.
     public let configuration: HTTPClientConfiguration
-    private let tlsContext: TLSContext
+    /// Built on the first `https` connection, then shared: plain-HTTP clients never pay for it.
+    private let tlsContext = Mutex<TLSContext?>(nil)
     let pool: ConnectionPool
 
-    /// Creates a client. Builds the TLS context once (system trust roots plus any extra CA files).
-    /// - Throws: `TransportError` when the TLS configuration cannot be loaded (for example an
-    ///   unreadable CA file).
+    /// Creates a client. The TLS context is built once, on the first `https` request.
+    /// - Throws: `TransportError` (`.tlsFailed`) when an extra CA file in the TLS configuration cannot
+    ///   be read, so a wrong `--cacert` fails at once rather than at the first https request.
     public init(configuration: HTTPClientConfiguration = HTTPClientConfiguration()) throws(TransportError) {
         self.configuration = configuration
-        self.tlsContext = try TLSContext(configuration: configuration.tls)
+        for path in configuration.tls.additionalTrustRootFiles where access(path, R_OK) != 0 {
+            throw TransportError(
+                .tlsFailed, errno: errno, operation: "access",
+                detail: "cannot read the CA file \(path): \(String(cString: strerror(errno)))")
+        }
         self.pool = ConnectionPool(
             maxPerOrigin: configuration.maxConnectionsPerOrigin,
             idleLifetime: configuration.idleConnectionLifetime)
@@ -175,6 +181,15 @@ public final class HTTPClient: Sendable {
         }
     }
 
+    private func sharedTLSContext() throws(TransportError) -> TLSContext {
+        try tlsContext.withLock { (context: inout TLSContext?) throws(TransportError) -> TLSContext in
+            if let context { return context }
+            let built = try TLSContext(configuration: configuration.tls)
+            context = built
+            return built
+        }
+    }
+
     /// The error used internally when a reused connection turns out to be dead before any response byte.
     private struct StaleConnection: Error {
         let error: TransportError
@@ -219,7 +234,7 @@ public final class HTTPClient: Sendable {
             do {
                 // Waiting for a slot had its own bound; the connect and handshake get the full timeout.
                 let connection = try Connection.connect(
-                    host: url.host, port: url.effectivePort, tls: url.scheme == .https ? tlsContext : nil,
+                    host: url.host, port: url.effectivePort, tls: url.scheme == .https ? try sharedTLSContext() : nil,
                     serverName: url.host, deadline: .after(seconds: configuration.connectTimeout))
                 return ConnectionLease(
                     connection: connection, origin: origin, isReused: false, connectionID: connectionID,

@@ -5,8 +5,9 @@ import Glibc
 /// An OpenSSL client context (`SSL_CTX`) built once from a ``TLSConfiguration`` and shared by every
 /// TLS connection made with it.
 ///
-/// Building a context loads the trust roots, which parses a few hundred certificates; doing it once
-/// and sharing it keeps each new connection cheap.
+/// Building a context sets up the trust roots: the system's hashed certificate directory when there
+/// is one (looked up lazily during handshakes), else the CA bundle (parsed once). Doing it once and
+/// sharing it keeps each new connection cheap.
 ///
 /// `Sendable` is safe, and is therefore declared `@unchecked`: the `SSL_CTX` is fully configured
 /// inside `init` and never mutated afterwards. OpenSSL documents `SSL_new` on a shared, unchanging
@@ -54,18 +55,35 @@ public final class TLSContext: @unchecked Sendable {
 
         var loadedAnyRoots = false
         if configuration.useSystemTrustRoots {
-            for path in TLSConfiguration.systemTrustRootFiles where access(path, R_OK) == 0 {
+            if getenv("SSL_CERT_FILE") != nil || getenv("SSL_CERT_DIR") != nil {
+                // The caller's environment names the roots, as it does for OpenSSL's own tools.
                 ERR_clear_error()
-                if SSL_CTX_load_verify_locations(context, path, nil) == 1 {
-                    loadedAnyRoots = true
-                    break
+                if SSL_CTX_set_default_verify_paths(context) == 1 {
+                    loadedAnyRoots = Self.defaultCertificateDirectoryExists()
+                }
+            } else if let directory = Self.hashedCertificateDirectory() {
+                // A c_rehash'ed directory is consulted lazily, one file per issuer lookup during a
+                // handshake. Parsing the whole bundle instead costs 50-150 ms of start-up with
+                // OpenSSL 3's decoders, paid even by processes that never speak TLS.
+                ERR_clear_error()
+                if SSL_CTX_load_verify_locations(context, nil, directory) == 1 { loadedAnyRoots = true }
+            }
+            if !loadedAnyRoots {
+                for path in TLSConfiguration.systemTrustRootFiles where access(path, R_OK) == 0 {
+                    ERR_clear_error()
+                    if SSL_CTX_load_verify_locations(context, path, nil) == 1 {
+                        loadedAnyRoots = true
+                        break
+                    }
                 }
             }
-            // Also OpenSSL's compiled-in file and hashed directory (and SSL_CERT_FILE/SSL_CERT_DIR).
-            // Directory lookups are lazy, so success here does not prove any root exists.
-            ERR_clear_error()
-            if SSL_CTX_set_default_verify_paths(context) == 1 {
-                loadedAnyRoots = loadedAnyRoots || Self.defaultCertificateDirectoryExists()
+            if !loadedAnyRoots {
+                // OpenSSL's compiled-in file and directory. Directory lookups are lazy, so success
+                // here does not prove any root exists.
+                ERR_clear_error()
+                if SSL_CTX_set_default_verify_paths(context) == 1 {
+                    loadedAnyRoots = Self.defaultCertificateDirectoryExists()
+                }
             }
             ERR_clear_error()
         }
@@ -114,6 +132,29 @@ public final class TLSContext: @unchecked Sendable {
     }
 
     /// Whether OpenSSL's default hashed certificate directory (or `SSL_CERT_DIR`) exists.
+    /// The first system certificate directory holding OpenSSL subject-hash links (`1a2b3c4d.0`), if any.
+    static func hashedCertificateDirectory() -> String? {
+        var candidates = ["/etc/ssl/certs", "/etc/pki/tls/certs"]
+        if let compiled = X509_get_default_cert_dir() { candidates.append(String(cString: compiled)) }
+        for directory in candidates where containsHashLinks(directory) { return directory }
+        return nil
+    }
+
+    private static func containsHashLinks(_ directory: String) -> Bool {
+        guard let handle = opendir(directory) else { return false }
+        defer { closedir(handle) }
+        while let entry = readdir(handle) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            let parts = name.split(separator: ".")
+            if parts.count == 2, parts[0].count == 8, parts[0].allSatisfy(\.isHexDigit), parts[1].allSatisfy(\.isNumber) {
+                return true
+            }
+        }
+        return false
+    }
+
     private static func defaultCertificateDirectoryExists() -> Bool {
         var directories: [String] = []
         if let environment = getenv("SSL_CERT_DIR") { directories.append(String(cString: environment)) }
