@@ -12,6 +12,8 @@
 # Seeds: Fuzz/corpus/<target>/ (committed golden inputs). New inputs go to Fuzz/corpus-work/<target>/
 # and crashing inputs to Fuzz/corpus-work/<target>-crash-… (both gitignored). Reproduce a crash with
 #   Fuzz/bin/fuzz-<target> <file>
+# Inputs for open bugs (found here, outside HTTPWire) live in Fuzz/regressions/<target>/ and are not
+# part of the corpus; `Fuzz/bin/fuzz-<target> Fuzz/regressions/<target>/*` must pass once fixed.
 # Prints executions, coverage and features per target; exits non-zero if any target crashed.
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -1,5 +1,6 @@
 import DownloadKit
 import Foundation
+import Glibc
 import HTTPClient
 import HTTPWire
 import Synchronization
@@ -313,6 +314,45 @@ struct HostileServerTests {
             DownloadRequest(url: origin.url("/s"), destination: .file(dir.file("s"))), configuration: configuration)
         expectFailure(result, .tooSlow, destination: dir.file("s"))
         #expect(Date().timeIntervalSince(started) < 30, "the low-speed limit did not end the drip early")
+    }
+
+    // MARK: Hostile names
+
+    /// `realpath(3)` as raw bytes.
+    static func realPathBytes(_ path: String) -> [UInt8]? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        return Array(UnsafeBufferPointer(start: UnsafeRawPointer(resolved).assumingMemoryBound(to: UInt8.self),
+            count: strlen(resolved)))
+    }
+
+    /// Expected: a Content-Disposition name whose "/" hides inside a grapheme cluster (U+0600 before it,
+    /// a combining mark after it) must never place a file outside the destination directory: either a
+    /// file inside it or a typed error, and nothing written beside the directory. (FileNaming splits on
+    /// Characters and lets this name through with "/../" in it — see SECURITY.md, known gaps; the
+    /// engine's `isContained` check is what holds here.)
+    @Test(arguments: ["%D8%80%2F..%2F%CC%81escaped", "%2F%DB%9Aescaped", "..%2F%CC%81..%2F%CC%81escaped"])
+    func graphemeHiddenSlashInContentDispositionNeverEscapesTheDirectory(encodedName: String) async throws {
+        let origin = try FaultOrigin()
+        origin.serve("/d", .resource(Resource(
+            size: 1000, seed: 11, contentDisposition: "attachment; filename*=UTF-8''\(encodedName)")))
+        let dir = try ScratchDirectory()
+        let downloads = dir.file("downloads")
+        try FileManager.default.createDirectory(atPath: downloads, withIntermediateDirectories: true)
+        let (result, _) = await runDownload(
+            DownloadRequest(url: origin.url("/d"), destination: .directory(downloads, naming: .fromResponse)))
+        #expect(dir.contents == ["downloads"], "something was written beside the destination directory")
+        switch result {
+        case .success(let done):
+            // Compared as bytes: String comparison is by Character, and "/" + combining mark is one.
+            let pathBytes = Array(done.path.utf8)
+            let lastSlash = pathBytes.lastIndex(of: UInt8(ascii: "/")) ?? 0
+            let parent = Self.realPathBytes(String(decoding: pathBytes[..<lastSlash], as: UTF8.self))
+            #expect(parent != nil && parent == Self.realPathBytes(downloads), "\(done.path) is outside \(downloads)")
+            #expect(fileMatchesPattern(done.path, size: 1000, seed: 11))
+        case .failure(let error):
+            #expect(error.code == .fileSystem || error.code == .invalidResumeData, "\(error.code): \(error.detail)")
+        }
     }
 
     // MARK: Redirects
