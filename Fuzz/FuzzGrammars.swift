@@ -1,14 +1,9 @@
 // libFuzzer harness for the HTTPWire header grammars and URL handling.
 //
-// Built by Scripts/fuzz.sh together with Sources/HTTPWire/*.swift into one module, so it needs no
-// import. The first input byte picks the grammar; the rest is the text fed to it. Besides "never
+// Built by Scripts/fuzz.sh together with Fuzz/FuzzSupport.swift and Sources/HTTPWire/*.swift into one
+// module, so it needs no import. The first input byte picks the grammar; the rest is the text fed to it. Besides "never
 // crash", each mode checks properties that must hold for every accepted input: serialising a parsed
 // value and parsing it again gives the same value, and nothing unsafe reaches a request line.
-
-/// Traps (and so reports the input to libFuzzer) when a property does not hold.
-func check(_ condition: Bool, _ message: @autoclosure () -> String) {
-    precondition(condition, "property violated: \(message())")
-}
 
 /// Whether text is safe on a request line or in a field value: visible ASCII only.
 func isVisibleASCII(_ text: String) -> Bool { text.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F } }

@@ -1,26 +1,99 @@
 #!/usr/bin/env bash
-# Fuzzes the HTTPWire header grammars with libFuzzer + AddressSanitizer for a bounded time.
+# Builds every libFuzzer target in Fuzz/ with AddressSanitizer and runs each for a bounded time.
 #
-#   Scripts/fuzz.sh [seconds]     (default 30)
+#   Scripts/fuzz.sh [seconds] [target…]     (default 30 seconds each, all targets)
 #
-# Seeds: Fuzz/corpus/grammars/ (committed; the first byte of each file picks the grammar, see
-# Fuzz/FuzzGrammars.swift). New inputs go to Fuzz/corpus-work/grammars/ and crashing inputs to
-# Fuzz/corpus-work/ (both gitignored). Reproduce a crash with: Fuzz/bin/fuzz-grammars <file>
-set -euo pipefail
+# Targets (each Fuzz/Fuzz<Name>.swift is one executable; see its header for the input layout):
+#   parser      ResponseParser + body framing: all-at-once vs byte-by-byte vs split event logs
+#   grammars    every header grammar, URL parsing and Location resolution
+#   filenames   Content-Disposition / URL names through FileNaming.sanitizedFileName
+#   resumeinfo  ResumeInfo.decode (DownloadKit plists, Apple resume data, keyed archives) round trips
+#
+# Seeds: Fuzz/corpus/<target>/ (committed golden inputs). New inputs go to Fuzz/corpus-work/<target>/
+# and crashing inputs to Fuzz/corpus-work/<target>-crash-… (both gitignored). Reproduce a crash with
+#   Fuzz/bin/fuzz-<target> <file>
+# Inputs for open bugs (found here, outside HTTPWire) live in Fuzz/regressions/<target>/ and are not
+# part of the corpus; `Fuzz/bin/fuzz-<target> Fuzz/regressions/<target>/*` must pass once fixed.
+# Prints executions, coverage and features per target; exits non-zero if any target crashed.
+set -uo pipefail
 cd "$(dirname "$0")/.."
 
 seconds="${1:-30}"
 case "$seconds" in
-    '' | *[!0-9]*) echo "usage: $0 [seconds]" >&2; exit 2 ;;
+    '' | *[!0-9]*) echo "usage: $0 [seconds] [target…]" >&2; exit 2 ;;
 esac
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(parser grammars filenames resumeinfo)
 
-mkdir -p Fuzz/bin Fuzz/corpus-work/grammars
-swiftc -sanitize=fuzzer,address -parse-as-library -O \
-    Sources/HTTPWire/*.swift Fuzz/FuzzGrammars.swift -o Fuzz/bin/fuzz-grammars
+wire=(Sources/HTTPWire/*.swift)
+dk=Sources/DownloadKit
+sources_for() {
+    case "$1" in
+        parser) echo "${wire[*]} Fuzz/FuzzSupport.swift Fuzz/FuzzParser.swift" ;;
+        grammars) echo "${wire[*]} Fuzz/FuzzSupport.swift Fuzz/FuzzGrammars.swift" ;;
+        filenames) echo "${wire[*]} $dk/FileNaming.swift Fuzz/FuzzSupport.swift Fuzz/FuzzFileNames.swift" ;;
+        resumeinfo) echo "$dk/ResumeInfo.swift $dk/ResumeInfoError.swift $dk/AppleResumeData.swift" \
+            "$dk/KeyedArchive.swift $dk/FileNaming.swift Fuzz/FuzzSupport.swift Fuzz/FuzzResumeInfo.swift" ;;
+        *) return 1 ;;
+    esac
+}
+max_len_for() {
+    case "$1" in
+        parser) echo 4096 ;;
+        resumeinfo) echo 16384 ;;
+        *) echo 512 ;;
+    esac
+}
 
-Fuzz/bin/fuzz-grammars \
-    -max_total_time="$seconds" \
-    -max_len=512 \
-    -print_final_stats=1 \
-    -artifact_prefix=Fuzz/corpus-work/ \
-    Fuzz/corpus-work/grammars Fuzz/corpus/grammars
+# Swift's own backtracer fights ASan over the crashed process; libFuzzer and ASan report instead.
+export SWIFT_BACKTRACE=enable=no
+export LSAN_OPTIONS="suppressions=$PWD/Fuzz/lsan-suppressions.txt${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+
+mkdir -p Fuzz/bin
+failed=0
+summary=()
+for target in "${targets[@]}"; do
+    sources=$(sources_for "$target") || { echo "unknown target: $target" >&2; exit 2; }
+    echo "== building fuzz-$target"
+    # shellcheck disable=SC2086  # the source list is meant to split into file names
+    # ld.gold warns about every ASan check symbol it cannot export; those lines are noise.
+    if ! swiftc -sanitize=fuzzer,address -parse-as-library -O $sources -o "Fuzz/bin/fuzz-$target" \
+        2> >(grep -v "Cannot export local symbol" >&2); then
+        echo "build of fuzz-$target failed" >&2
+        exit 1
+    fi
+done
+
+for target in "${targets[@]}"; do
+    work="Fuzz/corpus-work/$target"
+    log="Fuzz/corpus-work/$target.log"
+    mkdir -p "$work" "Fuzz/corpus/$target"
+    echo "== fuzz-$target for ${seconds}s"
+    "Fuzz/bin/fuzz-$target" \
+        -max_total_time="$seconds" \
+        -max_len="$(max_len_for "$target")" \
+        -timeout=20 \
+        -rss_limit_mb=2048 \
+        -print_final_stats=1 \
+        -artifact_prefix="Fuzz/corpus-work/$target-" \
+        "$work" "Fuzz/corpus/$target" >"$log" 2>&1
+    status=$?
+    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+    last=$(grep -E '#[0-9]+.*cov: [0-9]+' "$log" | tail -1)
+    cov=$(sed -n 's/.*cov: \([0-9]*\).*/\1/p' <<<"$last")
+    ft=$(sed -n 's/.*ft: \([0-9]*\).*/\1/p' <<<"$last")
+    corpus=$(sed -n 's/.*corp: \([0-9]*\/[0-9A-Za-z]*\).*/\1/p' <<<"$last")
+    if [ "$status" -ne 0 ]; then
+        failed=1
+        echo "!! fuzz-$target exited with $status; last lines of $log:"
+        grep -E 'property violated|ERROR: AddressSanitizer|Fatal error|SUMMARY|Test unit written|deadly signal' "$log" | head -20
+        summary+=("fuzz-$target: CRASH (status $status) after ${runs:-?} executions, see $log")
+    else
+        summary+=("fuzz-$target: ${runs:-?} executions, cov ${cov:-?}, features ${ft:-?}, corpus ${corpus:-?}")
+    fi
+done
+
+echo "== summary (${seconds}s per target)"
+printf '%s\n' "${summary[@]}"
+exit "$failed"

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Chaos test of crash safety: downloads a file from a local, rate-limited nginx with the built
+# `downloadkit get`, kills the client with SIGKILL or SIGTERM at random moments, reruns it, and checks
+# after every kill that the partial file is a prefix of the real one and at the end that the file is
+# byte-identical (cmp) with nothing left beside it.
+#
+#   Scripts/chaos.sh [seconds]      (default 60; the budget for starting new trials)
+#
+# Environment: DOWNLOADKIT=path to a built CLI (default: swift build --product downloadkit, debug),
+# CHAOS_SIZE_MB (default 24), CHAOS_RATE (nginx limit_rate, default 6m: a download takes ~4 s).
+# Needs nginx on PATH or in /usr/sbin. Exits non-zero if any trial failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+budget="${1:-60}"
+case "$budget" in '' | *[!0-9]*) echo "usage: $0 [seconds]" >&2; exit 2 ;; esac
+size_mb="${CHAOS_SIZE_MB:-24}"
+rate="${CHAOS_RATE:-6m}"
+
+nginx_bin="$(command -v nginx || echo /usr/sbin/nginx)"
+[ -x "$nginx_bin" ] || { echo "chaos: nginx not found; install it (apt-get install nginx-light)" >&2; exit 2; }
+
+if [ -z "${DOWNLOADKIT:-}" ]; then
+    swift build --product downloadkit >/dev/null 2>&1 || { echo "chaos: swift build failed" >&2; exit 2; }
+    DOWNLOADKIT="$(swift build --show-bin-path)/downloadkit"
+fi
+
+work="$(mktemp -d /tmp/dk-chaos.XXXXXX)"
+nginx_pid=""
+client_pid=""
+cleanup() {
+    [ -n "$client_pid" ] && kill -KILL "$client_pid" 2>/dev/null
+    [ -n "$nginx_pid" ] && kill -TERM "$nginx_pid" 2>/dev/null && wait "$nginx_pid" 2>/dev/null
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+mkdir -p "$work/www" "$work/nginx/logs" "$work/nginx/tmp" "$work/out"
+head -c "$((size_mb << 20))" /dev/urandom >"$work/www/file.bin"
+port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+cat >"$work/nginx/nginx.conf" <<CONF
+daemon off;
+master_process off;
+worker_processes 1;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/logs/error.log warn;
+events { worker_connections 64; }
+http {
+    access_log off;
+    client_body_temp_path $work/nginx/tmp/body;
+    proxy_temp_path $work/nginx/tmp/proxy;
+    fastcgi_temp_path $work/nginx/tmp/fastcgi;
+    uwsgi_temp_path $work/nginx/tmp/uwsgi;
+    scgi_temp_path $work/nginx/tmp/scgi;
+    server {
+        listen 127.0.0.1:$port;
+        root $work/www;
+        limit_rate $rate;
+    }
+}
+CONF
+"$nginx_bin" -p "$work/nginx" -c "$work/nginx/nginx.conf" -e "$work/nginx/logs/error.log" &
+nginx_pid=$!
+for _ in $(seq 50); do
+    curl -sf -o /dev/null -r 0-0 "http://127.0.0.1:$port/file.bin" 2>/dev/null && break
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+    sleep 0.1
+done
+
+url="http://127.0.0.1:$port/file.bin"
+dest="$work/out/file.bin"
+trials=0
+failures=0
+kills=0
+started=$SECONDS
+
+random_sleep() {  # 0.1 … 4.0 s
+    local ms=$((100 + RANDOM % 3900))
+    sleep "$((ms / 1000)).$(printf '%03d' $((ms % 1000)))"
+}
+
+fail() {
+    failures=$((failures + 1))
+    echo "trial $trials: FAIL: $*"
+    ls -la "$work/out"
+}
+
+while [ $((SECONDS - started)) -lt "$budget" ]; do
+    trials=$((trials + 1))
+    rm -rf "$work/out" && mkdir -p "$work/out"
+    ok=1
+    kills_this_trial=$((1 + RANDOM % 4))
+    for _ in $(seq "$kills_this_trial"); do
+        "$DOWNLOADKIT" get "$url" -o "$dest" --progress none --retries 3 >>"$work/client.log" 2>&1 &
+        client_pid=$!
+        random_sleep
+        if kill -0 "$client_pid" 2>/dev/null; then
+            if [ $((RANDOM % 2)) -eq 0 ]; then sig=KILL; else sig=TERM; fi
+            kill -"$sig" "$client_pid" 2>/dev/null
+            kills=$((kills + 1))
+        fi
+        wait "$client_pid" 2>/dev/null
+        client_pid=""
+        # Whatever was killed: a final file must be complete, a partial file must be a prefix.
+        if [ -e "$dest" ] && ! cmp -s "$dest" "$work/www/file.bin"; then
+            fail "a wrong file under the destination name after a kill"; ok=0; break
+        fi
+        if [ -e "$dest.dkpart" ]; then
+            part_size=$(stat -c %s "$dest.dkpart")
+            if ! cmp -s -n "$part_size" "$dest.dkpart" "$work/www/file.bin"; then
+                fail "the partial file ($part_size bytes) is not a prefix of the resource"; ok=0; break
+            fi
+        fi
+    done
+    [ "$ok" -eq 1 ] || continue
+    if ! timeout 120 "$DOWNLOADKIT" get "$url" -o "$dest" --progress none --retries 3 >>"$work/client.log" 2>&1; then
+        fail "the final run did not succeed (exit $?)"; continue
+    fi
+    if ! cmp -s "$dest" "$work/www/file.bin"; then fail "the final file differs"; continue; fi
+    left="$(ls -A "$work/out")"
+    if [ "$left" != "file.bin" ]; then fail "left beside the file: $left"; continue; fi
+done
+
+echo "chaos: $trials trials, $kills kills, $failures failures (${size_mb} MiB at $rate, ${budget}s budget)"
+[ "$failures" -eq 0 ]

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Builds and runs the test suites under AddressSanitizer and ThreadSanitizer, each in its own scratch
+# directory (.build-asan, .build-tsan; gitignored by the .build-* pattern) so the normal .build stays
+# untouched.
+#
+#   Scripts/sanitizers.sh [asan|tsan|all]     (default all)
+#
+# ASan runs the whole suite. TSan runs DownloadKitTests and HTTPClientTests (the threaded code: the
+# transfer thread, cancellation from other threads, the connection pool, the fault origin); any
+# "WARNING: ThreadSanitizer: data race" fails the run even if the tests pass. Logs go to
+# .build-asan/sanitizers.log and .build-tsan/sanitizers.log.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+which="${1:-all}"
+export SWIFT_BACKTRACE=enable=no
+status=0
+
+run_asan() {
+    mkdir -p .build-asan
+    local log=.build-asan/sanitizers.log
+    echo "== ASan: build"
+    if ! swift build --build-tests --sanitize=address --scratch-path .build-asan >"$log" 2>&1; then
+        tail -30 "$log"; echo "ASan build failed"; return 1
+    fi
+    echo "== ASan: test (all suites)"
+    ASAN_OPTIONS="detect_leaks=0:abort_on_error=0:${ASAN_OPTIONS:-}" \
+        swift test --skip-build --sanitize=address --scratch-path .build-asan >>"$log" 2>&1
+    local result=$?
+    grep -E "Test run with|ERROR: AddressSanitizer|SUMMARY: AddressSanitizer|✘" "$log" | tail -20
+    if grep -q "ERROR: AddressSanitizer" "$log"; then result=1; fi
+    echo "ASan result: $result (log: $log)"
+    return "$result"
+}
+
+run_tsan() {
+    mkdir -p .build-tsan
+    local log=.build-tsan/sanitizers.log
+    echo "== TSan: build"
+    if ! swift build --build-tests --sanitize=thread --scratch-path .build-tsan >"$log" 2>&1; then
+        tail -30 "$log"; echo "TSan build failed"; return 1
+    fi
+    local result=0
+    for suite in DownloadKitTests HTTPClientTests; do
+        echo "== TSan: test $suite"
+        TSAN_OPTIONS="halt_on_error=0:second_deadlock_stack=1:${TSAN_OPTIONS:-}" \
+            swift test --skip-build --sanitize=thread --scratch-path .build-tsan --filter "$suite" >>"$log" 2>&1 \
+            || result=1
+    done
+    grep -E "Test run with|SUMMARY: ThreadSanitizer|✘" "$log" | tail -20
+    if grep -q "WARNING: ThreadSanitizer" "$log"; then
+        echo "ThreadSanitizer reports (first 60 lines):"
+        grep -A40 -m3 "WARNING: ThreadSanitizer" "$log" | head -60
+        result=1
+    fi
+    echo "TSan result: $result (log: $log)"
+    return "$result"
+}
+
+case "$which" in
+    asan) run_asan || status=1 ;;
+    tsan) run_tsan || status=1 ;;
+    all) run_asan || status=1; run_tsan || status=1 ;;
+    *) echo "usage: $0 [asan|tsan|all]" >&2; exit 2 ;;
+esac
+exit "$status"
