@@ -30,14 +30,16 @@ public enum FileNaming {
     /// - Returns: A non-empty name that is not `.` or `..`, contains no `/`, `\`, NUL or control characters, does
     ///   not start with a dot, and fits in ``maxNameBytes``; or `nil` if nothing usable remains.
     public static func sanitizedFileName(_ proposed: String) -> String? {
-        let lastComponent = proposed.split(
-            omittingEmptySubsequences: false,
-            whereSeparator: { $0 == "/" || $0 == "\\" }
-        ).last.map(String.init) ?? ""
-
+        // Split on the separator scalars themselves, not on `Character`s: the file system splits on the
+        // byte `/`, and a `/` followed by a combining mark (or preceded by a prepended concatenation
+        // mark such as U+0600) is one `Character` that is not equal to "/".
         var scalars = String.UnicodeScalarView()
-        for scalar in lastComponent.unicodeScalars where !isRemoved(scalar) {
-            scalars.append(scalar)
+        for scalar in proposed.unicodeScalars {
+            if scalar == "/" || scalar == "\\" {
+                scalars.removeAll()
+            } else if !isRemoved(scalar) {
+                scalars.append(scalar)
+            }
         }
         var name = String(scalars).precomposedStringWithCanonicalMapping
         name = trimmed(name)
@@ -84,10 +86,11 @@ public enum FileNaming {
         guard !path.isEmpty, !path.utf8.contains(0), !directory.utf8.contains(0),
             let root = realPath(directory)
         else { return false }
-        let absolute = path.hasPrefix("/") ? path : root + "/" + path
-        let components = absolute.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
-        guard !components.contains("..") else { return false }
-        let cleaned = components.filter { $0 != "." }
+        let absolute = path.utf8.first == UInt8(ascii: "/") ? path : root + "/" + path
+        // Components by bytes, as the kernel splits them (see sanitizedFileName for why not Characters).
+        let components = absolute.utf8.split(separator: UInt8(ascii: "/")).map { String(decoding: $0, as: UTF8.self) }
+        guard !components.contains(where: { $0.utf8.elementsEqual("..".utf8) }) else { return false }
+        let cleaned = components.filter { !$0.utf8.elementsEqual(".".utf8) }
 
         // Resolve the longest prefix that exists; the rest does not exist yet, so it cannot be a symlink.
         var existingCount = cleaned.count
@@ -105,8 +108,9 @@ public enum FileNaming {
         let resolved = remainder.isEmpty
             ? resolvedPrefix
             : (resolvedPrefix == "/" ? "" : resolvedPrefix) + "/" + remainder.joined(separator: "/")
-        if resolved == root { return true }
-        return resolved.hasPrefix(root == "/" ? "/" : root + "/")
+        // Byte comparisons: `String.hasPrefix` compares canonically equivalent spellings as equal.
+        if resolved.utf8.elementsEqual(root.utf8) { return true }
+        return resolved.utf8.starts(with: (root == "/" ? "/" : root + "/").utf8)
     }
 
     // MARK: - Helpers
@@ -119,11 +123,16 @@ public enum FileNaming {
         }
     }
 
+    /// Drops leading and trailing dots and white space, scalar by scalar (a leading "." followed by a
+    /// combining mark is one `Character` that is not ".", yet the file system still sees a dot file).
     private static func trimmed(_ name: String) -> String {
-        var slice = Substring(name)
-        while let first = slice.first, first == "." || first.isWhitespace { slice.removeFirst() }
-        while let last = slice.last, last == "." || last.isWhitespace { slice.removeLast() }
-        return String(slice)
+        var scalars = Array(name.unicodeScalars)
+        func isTrimmed(_ scalar: Unicode.Scalar) -> Bool { scalar == "." || scalar.properties.isWhitespace }
+        while let first = scalars.first, isTrimmed(first) { scalars.removeFirst() }
+        while let last = scalars.last, isTrimmed(last) { scalars.removeLast() }
+        var view = String.UnicodeScalarView()
+        view.append(contentsOf: scalars)
+        return String(view)
     }
 
     /// Shortens `name` to at most `limit` UTF-8 bytes on a `Character` boundary, keeping a short extension.

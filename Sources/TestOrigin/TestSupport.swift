@@ -29,3 +29,15 @@ public func fileMatchesPattern(_ path: String, size: Int64, seed: UInt64) -> Boo
     return data.withUnsafeBytes { TestPattern.firstMismatch(in: $0, offset: 0, seed: seed) == nil }
 }
 
+
+/// Runs blocking work (waiting for a child process, polling a file) on its own thread and awaits it,
+/// so tests never hold one of the few cooperative-pool threads (2 on a 2-core machine) for seconds and
+/// starve the async tests running beside them.
+public func offloaded<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        let thread = Thread {
+            continuation.resume(with: Result { try body() })
+        }
+        thread.start()
+    }
+}

@@ -25,36 +25,42 @@ struct CLITests {
         var output: String
     }
 
-    /// Runs the CLI to completion (bounded by `timeout`), capturing stdout and stderr together.
-    func run(_ arguments: [String], in dir: ScratchDirectory, timeout: Double = 60) throws -> Run {
+    /// Runs the CLI to completion (bounded by `timeout`) off the cooperative pool.
+    func run(_ arguments: [String], in dir: ScratchDirectory, timeout: Double = 60) async throws -> Run {
         let executable = try #require(Self.executable, "downloadkit executable not found next to the tests; run swift build --build-tests")
+        let result = try await offloaded { try Self.runBlocking(executable, arguments, in: dir, timeout: timeout) }
+        if result.exitCode == -1 { Issue.record("downloadkit \(arguments) did not finish within \(timeout) s") }
+        return result
+    }
+
+    /// Runs the CLI to completion (bounded by `timeout`), capturing stdout and stderr together.
+    static func runBlocking(_ executable: String, _ arguments: [String], in dir: ScratchDirectory, timeout: Double) throws -> Run {
         let log = dir.path + "/../" + UUID().uuidString + ".log"
         defer { try? FileManager.default.removeItem(atPath: log) }
         let child = try ChildProcess(executable, arguments, outputPath: log)
         guard let status = child.waitForExit(timeout: timeout) else {
             child.terminate(grace: 1)
-            Issue.record("downloadkit \(arguments) did not finish within \(timeout) s")
             return Run(exitCode: -1, signalled: true, output: "")
         }
         let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
         return Run(exitCode: (status >> 8) & 0xff, signalled: status & 0x7f != 0, output: output)
     }
 
-    @Test func plainDownloadSucceedsAndLeavesOnlyTheFile() throws {
+    @Test func plainDownloadSucceedsAndLeavesOnlyTheFile() async throws {
         let origin = try FaultOrigin()
         origin.serve("/a.bin", .resource(Resource(size: 2 << 20, seed: 31)))
         let dir = try ScratchDirectory()
-        let result = try run(["get", origin.url("/a.bin"), "-o", dir.file("a.bin"), "--progress", "none"], in: dir)
+        let result = try await run(["get", origin.url("/a.bin"), "-o", dir.file("a.bin"), "--progress", "none"], in: dir)
         #expect(result.exitCode == 0, "\(result.output)")
         #expect(fileMatchesPattern(dir.file("a.bin"), size: 2 << 20, seed: 31))
         #expect(dir.contents == ["a.bin"])
     }
 
-    @Test func jsonProgressLinesAreParseable() throws {
+    @Test func jsonProgressLinesAreParseable() async throws {
         let origin = try FaultOrigin()
         origin.serve("/j.bin", .resource(Resource(size: 4 << 20, seed: 32, bytesPerSecond: 16 << 20)))
         let dir = try ScratchDirectory()
-        let result = try run(["get", origin.url("/j.bin"), "-d", dir.path, "--progress", "json"], in: dir)
+        let result = try await run(["get", origin.url("/j.bin"), "-d", dir.path, "--progress", "json"], in: dir)
         #expect(result.exitCode == 0, "\(result.output)")
         let objects = result.output.split(separator: "\n").compactMap { line in
             (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
@@ -69,10 +75,10 @@ struct CLITests {
         #expect(progress.allSatisfy { $0["total"] as? Int == 4 << 20 })
     }
 
-    @Test func sigkillAtRandomMomentsThenRerunEndsByteIdentical() throws {
+    @Test func sigkillAtRandomMomentsThenRerunEndsByteIdentical() async throws {
         let size: Int64 = 24 << 20
         let origin = try FaultOrigin()
-        origin.serve("/k.bin", .resource(Resource(size: size, seed: 33, bytesPerSecond: 24 << 20)))
+        origin.serve("/k.bin", .resource(Resource(size: size, seed: 33, bytesPerSecond: 8 << 20)))
         let dir = try ScratchDirectory()
         let executable = try #require(Self.executable)
         let arguments = ["get", origin.url("/k.bin"), "-o", dir.file("k.bin"), "--progress", "none"]
@@ -80,13 +86,13 @@ struct CLITests {
         for trial in 0..<3 {
             let child = try ChildProcess(executable, arguments, outputPath: dir.path + "/../kill-\(trial).log")
             // Let it run for a random moment, then kill it without warning.
-            usleep(UInt32.random(in: 150_000...350_000))
+            try await Task.sleep(for: .milliseconds(Int.random(in: 150...350)))
             kill(child.pid, SIGKILL)
-            _ = child.waitForExit(timeout: 10)
+            _ = try await offloaded { child.waitForExit(timeout: 10) }
             killedAt.append(dir.size("k.bin.dkpart") ?? 0)
             try? FileManager.default.removeItem(atPath: dir.path + "/../kill-\(trial).log")
         }
-        let final = try run(arguments, in: dir)
+        let final = try await run(arguments, in: dir)
         #expect(final.exitCode == 0, "\(final.output)")
         #expect(fileMatchesPattern(dir.file("k.bin"), size: size, seed: 33))
         #expect(dir.contents == ["k.bin"])
@@ -103,10 +109,13 @@ struct CLITests {
         }
     }
 
-    @Test func segmentedDownloadKilledWithSIGKILLResumesEverySegment() throws {
+    @Test func segmentedDownloadKilledWithSIGKILLResumesEverySegment() async throws {
         let size: Int64 = 32 << 20
         let origin = try FaultOrigin()
-        origin.serve("/seg.bin", .resource(Resource(size: size, seed: 37, bytesPerSecond: 6 << 20)))
+        // Every response stalls after 2 MiB: the kill always lands mid-download, however slowly this
+        // test is scheduled.
+        let stalled = Resource(size: size, seed: 37, faults: [.stallAfter(bytes: 2 << 20, seconds: 120, times: 100)])
+        origin.serve("/seg.bin", .resource(stalled))
         let dir = try ScratchDirectory()
         let executable = try #require(Self.executable)
         let arguments = ["get", origin.url("/seg.bin"), "-o", dir.file("seg.bin"), "--connections", "4", "--progress", "json"]
@@ -122,15 +131,16 @@ struct CLITests {
                 checkpointed = info
                 break
             }
-            usleep(10_000)
+            try await Task.sleep(for: .milliseconds(10))
         }
         kill(child.pid, SIGKILL)
-        _ = child.waitForExit(timeout: 10)
+        _ = try await offloaded { child.waitForExit(timeout: 10) }
         let info = try #require(checkpointed, "no segmented checkpoint appeared")
         #expect(info.segments.count >= 4)
         let before = origin.requests("/seg.bin").count
+        origin.serve("/seg.bin", .resource(Resource(size: size, seed: 37)))
 
-        let rerun = try run(arguments, in: dir)
+        let rerun = try await run(arguments, in: dir)
         #expect(rerun.exitCode == 0, "\(rerun.output)")
         #expect(fileMatchesPattern(dir.file("seg.bin"), size: size, seed: 37))
         #expect(dir.contents == ["seg.bin"])
@@ -146,10 +156,10 @@ struct CLITests {
     }
 
     @Test(arguments: [(SIGINT, Int32(130)), (SIGTERM, Int32(143))])
-    func signalsCheckpointAndExitWithTheirStatus(signal: Int32, expected: Int32) throws {
+    func signalsCheckpointAndExitWithTheirStatus(signal: Int32, expected: Int32) async throws {
         let size: Int64 = 16 << 20
         let origin = try FaultOrigin()
-        origin.serve("/s.bin", .resource(Resource(size: size, seed: 34, bytesPerSecond: 8 << 20)))
+        origin.serve("/s.bin", .resource(Resource(size: size, seed: 34, faults: [.stallAfter(bytes: 2 << 20, seconds: 120, times: 10)])))
         let dir = try ScratchDirectory()
         let executable = try #require(Self.executable)
         let log = dir.path + "/../sig-\(UUID().uuidString).log"
@@ -158,11 +168,12 @@ struct CLITests {
         let child = try ChildProcess(executable, arguments, outputPath: log)
         var waited = 0
         while (dir.size("s.bin.dkpart") ?? 0) < 1 << 20 && waited < 500 {
-            usleep(10_000)
+            try await Task.sleep(for: .milliseconds(10))
             waited += 1
         }
         kill(child.pid, signal)
-        let status = try #require(child.waitForExit(timeout: 10), "the CLI did not exit promptly after the signal")
+        let exited = try await offloaded { child.waitForExit(timeout: 10) }
+        let status = try #require(exited, "the CLI did not exit promptly after the signal")
         let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
         #expect((status >> 8) & 0xff == expected, "\(output)")
         #expect(output.contains("error: interrupted"))
@@ -171,13 +182,14 @@ struct CLITests {
         #expect(info.bytesReceived == dir.size("s.bin.dkpart"))
         #expect(!dir.contents.contains("s.bin"))
 
-        let rerun = try run(arguments, in: dir)
+        origin.serve("/s.bin", .resource(Resource(size: size, seed: 34)))
+        let rerun = try await run(arguments, in: dir)
         #expect(rerun.exitCode == 0, "\(rerun.output)")
         #expect(origin.requests("/s.bin").last?.header("Range") == "bytes=\(info.bytesReceived)-")
         #expect(fileMatchesPattern(dir.file("s.bin"), size: size, seed: 34))
     }
 
-    @Test func failuresExitNonZeroWithAnErrorLineNamingTheCause() throws {
+    @Test func failuresExitNonZeroWithAnErrorLineNamingTheCause() async throws {
         let origin = try FaultOrigin()
         origin.serve("/f.bin", .resource(Resource(size: 1000, seed: 35)))
         origin.serve("/loop", .redirect(status: 302, location: "/loop2"))
@@ -185,29 +197,29 @@ struct CLITests {
         let dir = try ScratchDirectory()
         let zeros = String(repeating: "0", count: 64)
 
-        let mismatch = try run(["get", origin.url("/f.bin"), "-o", dir.file("f.bin"), "--checksum", "sha256=\(zeros)"], in: dir)
+        let mismatch = try await run(["get", origin.url("/f.bin"), "-o", dir.file("f.bin"), "--checksum", "sha256=\(zeros)"], in: dir)
         #expect(mismatch.exitCode == 7)
         #expect(mismatch.output.contains("error:") && mismatch.output.contains("checksum mismatch"), "\(mismatch.output)")
 
-        let missing = try run(["get", origin.url("/nope"), "-o", dir.file("nope")], in: dir)
+        let missing = try await run(["get", origin.url("/nope"), "-o", dir.file("nope")], in: dir)
         #expect(missing.exitCode == 3)
         #expect(missing.output.contains("error:") && missing.output.contains("HTTP status 404"), "\(missing.output)")
 
-        let loop = try run(["get", origin.url("/loop"), "-o", dir.file("loop")], in: dir)
+        let loop = try await run(["get", origin.url("/loop"), "-o", dir.file("loop")], in: dir)
         #expect(loop.exitCode == 6)
         #expect(loop.output.contains("error:") && loop.output.contains("redirect loop"), "\(loop.output)")
 
-        let refused = try run(["get", "http://127.0.0.1:1/x", "-o", dir.file("x"), "--retries", "0"], in: dir)
+        let refused = try await run(["get", "http://127.0.0.1:1/x", "-o", dir.file("x"), "--retries", "0"], in: dir)
         #expect(refused.exitCode == 4)
         #expect(refused.output.contains("error:"), "\(refused.output)")
 
-        let usage = try run(["get", origin.url("/f.bin"), origin.url("/f.bin"), "-o", dir.file("two")], in: dir)
+        let usage = try await run(["get", origin.url("/f.bin"), origin.url("/f.bin"), "-o", dir.file("two")], in: dir)
         #expect(usage.exitCode == 64)
 
         #expect(dir.contents.isEmpty, "nothing is left under any destination name: \(dir.contents)")
     }
 
-    @Test func severalURLsWithMaxConcurrentAndHostileNamesStayInTheDirectory() throws {
+    @Test func severalURLsWithMaxConcurrentAndHostileNamesStayInTheDirectory() async throws {
         let origin = try FaultOrigin()
         for i in 0..<5 { origin.serve("/m\(i).bin", .resource(Resource(size: 300_000, seed: UInt64(40 + i)))) }
         origin.serve("/evil", .resource(Resource(size: 1234, seed: 50, contentDisposition: "attachment; filename=\"../../../tmp/evil.sh\"")))
@@ -216,23 +228,23 @@ struct CLITests {
         defer { try? FileManager.default.removeItem(atPath: list) }
         try ((0..<5).map { origin.url("/m\($0).bin") } + ["# a comment", ""]).joined(separator: "\n")
             .write(toFile: list, atomically: true, encoding: .utf8)
-        let result = try run(["get", "-i", list, origin.url("/evil"), "-d", dir.path, "--max-concurrent", "2", "--progress", "none"], in: dir)
+        let result = try await run(["get", "-i", list, origin.url("/evil"), "-d", dir.path, "--max-concurrent", "2", "--progress", "none"], in: dir)
         #expect(result.exitCode == 0, "\(result.output)")
         #expect(dir.contents == ["evil.sh", "m0.bin", "m1.bin", "m2.bin", "m3.bin", "m4.bin"])
         for i in 0..<5 { #expect(fileMatchesPattern(dir.file("m\(i).bin"), size: 300_000, seed: UInt64(40 + i))) }
         #expect(origin.connectionCount <= 6)
     }
 
-    @Test func resumeInfoPrintsThePartialDownload() throws {
+    @Test func resumeInfoPrintsThePartialDownload() async throws {
         let origin = try FaultOrigin()
         origin.serve("/p.bin", .resource(Resource(size: 4 << 20, seed: 36, faults: [.closeAfter(bytes: 1 << 20, times: 1)])))
         let dir = try ScratchDirectory()
-        _ = try run(["get", origin.url("/p.bin"), "-o", dir.file("p.bin"), "--retries", "0", "--progress", "none"], in: dir)
-        let text = try run(["resume-info", dir.file("p.bin")], in: dir)
+        _ = try await run(["get", origin.url("/p.bin"), "-o", dir.file("p.bin"), "--retries", "0", "--progress", "none"], in: dir)
+        let text = try await run(["resume-info", dir.file("p.bin")], in: dir)
         #expect(text.exitCode == 0)
         #expect(text.output.contains("bytes received: 1048576 of 4194304"), "\(text.output)")
         #expect(text.output.contains(origin.url("/p.bin")))
-        let json = try run(["resume-info", dir.file("p.bin.dkresume"), "--json"], in: dir)
+        let json = try await run(["resume-info", dir.file("p.bin.dkresume"), "--json"], in: dir)
         let object = try #require((try? JSONSerialization.jsonObject(with: Data(json.output.utf8))) as? [String: Any])
         #expect(object["bytesReceived"] as? Int == 1 << 20)
         #expect(object["tempFileSize"] as? Int == 1 << 20)

@@ -81,3 +81,36 @@ import Testing
         #expect(!FileNaming.isContained("file.bin", in: base + "/missing"))
     }
 }
+
+/// Regressions found by Fuzz/FuzzFileNames.swift (inputs in Fuzz/regressions/filenames/): separators
+/// and dots hidden inside grapheme clusters.
+@Suite struct FileNamingGraphemeRegressionTests {
+    @Test(arguments: [
+        "\u{0600}/../\u{0301}x",
+        "/\u{06DA}",
+        ".\u{0329}in.ini",
+        "a/\u{0301}b",
+        "..\u{0301}/x",
+    ])
+    func sanitisedNamesNeverHoldSeparatorsOrLeadingDotsAtTheScalarLevel(_ proposed: String) throws {
+        let name = try #require(FileNaming.sanitizedFileName(proposed))
+        #expect(!name.unicodeScalars.contains("/"))
+        #expect(!name.unicodeScalars.contains("\\"))
+        #expect(name.unicodeScalars.first != ".")
+        #expect(!name.utf8.elementsEqual("..".utf8))
+        #expect(FileNaming.sanitizedFileName(name) == name)
+    }
+
+    @Test func containmentComparesBytesNotCharacters() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("dk-naming-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        #expect(FileNaming.isContained(directory + "/\u{06DA}x", in: directory))
+        #expect(FileNaming.isContained(directory + "//\u{06DA}x", in: directory))
+        #expect(!FileNaming.isContained(directory + "/../x", in: directory))
+        // A sibling whose name is the NFD spelling of the directory's NFC name is not inside it.
+        let nfc = directory + "/caf\u{E9}"
+        try FileManager.default.createDirectory(atPath: nfc, withIntermediateDirectories: true)
+        #expect(!FileNaming.isContained(directory + "/cafe\u{301}/x", in: nfc))
+    }
+}

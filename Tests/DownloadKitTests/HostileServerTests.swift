@@ -262,8 +262,12 @@ struct HostileServerTests {
             try connection.write("HTTP/1.0 200 OK\r\nContent-Type: application/octet-stream\r\n\r\n")
             var offset: Int64 = 0
             while offset < 8 << 30 {  // until the client goes away; 8 GiB as a safety net
-                try connection.writePattern(offset: offset, count: 1 << 20, seed: 7)
-                offset += 1 << 20
+                // Past what the test needs, trickle (a byte every 10 ms keeps it above the low-speed
+                // limit) so a test task starved by a busy pool still sees a running download.
+                let count: Int64 = offset < 600 << 20 ? 1 << 20 : 1
+                try connection.writePattern(offset: offset, count: count, seed: 7)
+                offset += count
+                if count == 1 { connection.sleep(seconds: 0.01) }
             }
         })
         let dir = try ScratchDirectory()
