@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
-# The project's test command (README "Run the tests"; .ci/run calls exactly this).
-# Installs what the tests need (nginx, openssl CLI, libssl-dev) when missing, then runs the suite.
+# The project's test command (README "The two commands"; .ci/run calls exactly this).
+#
+# 1. installs what the tests need when missing (nginx, openssl CLI, libssl-dev, curl);
+# 2. builds and runs the whole suite (unit, nginx conformance, fault origin, CLI end to end);
+# 3. runs every libFuzzer target for a short bounded time (FUZZ_SECONDS, default 15 s each;
+#    longer runs: `bash Scripts/fuzz.sh 600`);
+# 4. runs the engine, manager and HTTP client suites under ThreadSanitizer.
+# Set DOWNLOADKIT_QUICK_TESTS=1 to stop after step 2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash Scripts/install-deps.sh
 swift build --build-tests
 swift test --skip-build
+if [ "${DOWNLOADKIT_QUICK_TESTS:-0}" = 1 ]; then exit 0; fi
+bash Scripts/fuzz.sh "${FUZZ_SECONDS:-15}"
+bash Scripts/sanitizers.sh tsan
