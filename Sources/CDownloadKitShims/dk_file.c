@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <linux/falloc.h>
+#include <unistd.h>
 
 int dk_fallocate_keep_size(int fd, off_t offset, off_t length) {
     return fallocate(fd, FALLOC_FL_KEEP_SIZE, offset, length);
@@ -11,3 +12,14 @@ int dk_fallocate_keep_size(int fd, off_t offset, off_t length) {
 ssize_t dk_splice(int fd_in, off_t *offset_in, int fd_out, off_t *offset_out, size_t length, unsigned int flags) {
     return splice(fd_in, offset_in, fd_out, offset_out, length, flags);
 }
+
+int dk_splice_pipe(int fds[2], int size) {
+    if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
+    int capacity = fcntl(fds[1], F_SETPIPE_SZ, size);
+    if (capacity < 0) capacity = fcntl(fds[1], F_GETPIPE_SZ);
+    return capacity < 0 ? 65536 : capacity;
+}
+
+unsigned int dk_splice_flags_nonblocking(void) { return SPLICE_F_MOVE | SPLICE_F_NONBLOCK; }
+
+unsigned int dk_splice_flags_move(void) { return SPLICE_F_MOVE; }

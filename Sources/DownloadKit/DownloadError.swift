@@ -123,6 +123,11 @@ public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible 
             return DownloadError(
                 .protocolViolation, "the server sent an invalid response: \(error.detail)",
                 underlying: error.description)
+        case let error as BodyFileWriteError:
+            if error.errno == ENOSPC {
+                return DownloadError(.diskFull, "the disk is full: \(error.description)", underlying: error.description)
+            }
+            return DownloadError(.fileSystem, error.description, underlying: error.description)
         case let error as FileSystemError:
             if error.errno == ENOSPC {
                 return DownloadError(.diskFull, "the disk is full: \(error.description)", underlying: error.description)

@@ -458,11 +458,19 @@ final class TransferEngine {
                     partDigest = (Digest(.md5), md5.digest)
                 }
                 self.control.setState(.downloading, self.offset > 0 ? .resumed(offset: self.offset) : .started)
+                // Nothing needs to see the bytes (no digest, no Content-MD5, no rate limit): let the
+                // kernel move them from the socket to the file (plain HTTP, Content-Length bodies).
+                if self.digest == nil, partDigest == nil, self.rateLimiters.isEmpty {
+                    return .spliceToFile(fileDescriptor: file.fd, offset: self.offset)
+                }
                 return .stream
             },
             onBody: { bytes in
                 try self.write(bytes, to: file)
                 partDigest?.digest.update(bytes)
+            },
+            onSpliced: { count in
+                try self.didWrite(count)
             })
 
         if case .bodyReceived = outcome {
@@ -859,17 +867,22 @@ final class TransferEngine {
             if written > 0 { digest?.update(UnsafeRawBufferPointer(rebasing: bytes[0..<written])) }
             throw error
         }
-        offset += Int64(bytes.count)
-        bytesThisRun += Int64(bytes.count)
         digest?.update(bytes)
+        try didWrite(bytes.count)
+    }
 
+    /// Accounts for `count` bytes now in the temp file at `offset` (written here or spliced there by
+    /// the kernel): progress, checkpoints, the low-speed limit and rate limits.
+    private func didWrite(_ count: Int) throws {
+        offset += Int64(count)
+        bytesThisRun += Int64(count)
         let now = monotonicNow()
         if now - lastProgressTime >= configuration.progressInterval { publishProgress(force: false, now: now) }
         if now - lastCheckpointTime >= configuration.checkpointInterval { try checkpoint(force: false) }
-        try checkLowSpeed(now: now, received: bytes.count)
+        try checkLowSpeed(now: now, received: count)
         if !rateLimiters.isEmpty {
             var delay = 0.0
-            for limiter in rateLimiters { delay = max(delay, limiter.delay(afterConsuming: bytes.count)) }
+            for limiter in rateLimiters { delay = max(delay, limiter.delay(afterConsuming: count)) }
             if delay > 0, !interruptibleSleep(delay, shouldStop: { control.stopRequest != .none }) {
                 throw DownloadError(.cancelled, "stopped")
             }

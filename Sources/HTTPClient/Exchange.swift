@@ -1,3 +1,4 @@
+internal import CDownloadKitShims
 import Glibc
 import HTTPWire
 import Synchronization
@@ -27,6 +28,23 @@ public enum BodyDisposition: Sendable, Hashable {
     /// Do not deliver it. A short body (≤ 64 KiB) is read and dropped so the connection can be
     /// reused; a longer one closes the connection.
     case discard
+    /// Move the body with `splice(2)` from the socket through a pipe straight into `fileDescriptor`
+    /// at `offset` onwards, without copying it through user space. Spliced bytes are reported to the
+    /// `onSpliced` callback (never to the body callback). Bytes that arrived together with the head,
+    /// and bodies that cannot be spliced (TLS, chunked or close-delimited framing, a file system
+    /// without splice support), go to the body callback exactly as with ``stream``; the caller writes
+    /// them at the same running position (`offset` plus the body bytes seen so far).
+    case spliceToFile(fileDescriptor: Int32, offset: Int64)
+}
+
+/// A failed write of a spliced body into the destination file (for example `ENOSPC`).
+public struct BodyFileWriteError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// `errno` from `splice(2)` into the file.
+    public var errno: Int32
+
+    public var description: String {
+        "splice into the file failed: \(String(cString: strerror(errno))) (errno \(errno))"
+    }
 }
 
 /// What an exchange did, returned once the response is complete.
@@ -90,6 +108,8 @@ public final class CancellationToken: Sendable {
 /// Not `Sendable`: it belongs to the thread that runs the exchanges.
 public final class ReceiveBuffer {
     let storage: UnsafeMutableRawBufferPointer
+    /// The pipe used to splice bodies into files, created on first use and kept (empty) between uses.
+    private var pipe: (read: Int32, write: Int32, capacity: Int)?
 
     /// Allocates `capacity` bytes (at least 64 KiB, so one TLS record always fits).
     public init(capacity: Int = 1 << 20) {
@@ -99,7 +119,32 @@ public final class ReceiveBuffer {
     /// The buffer size in bytes.
     public var capacity: Int { storage.count }
 
-    deinit { storage.deallocate() }
+    deinit {
+        storage.deallocate()
+        discardPipe()
+    }
+
+    /// The splice pipe, sized like the buffer (best effort).
+    func splicePipe() throws(TransportError) -> (read: Int32, write: Int32, capacity: Int) {
+        if let pipe { return pipe }
+        var fds: [Int32] = [-1, -1]
+        let capacity = dk_splice_pipe(&fds, Int32(min(storage.count, 1 << 20)))
+        guard capacity > 0 else {
+            throw TransportError(.systemCall, errno: errno, operation: "pipe2", detail: "could not create a splice pipe")
+        }
+        let created = (read: fds[0], write: fds[1], capacity: Int(capacity))
+        pipe = created
+        return created
+    }
+
+    /// Closes the pipe (after a failure that may have left bytes in it).
+    func discardPipe() {
+        if let pipe {
+            close(pipe.read)
+            close(pipe.write)
+        }
+        pipe = nil
+    }
 }
 
 /// An HTTP/1.1 client: a connection pool plus the request/response exchange.
@@ -158,7 +203,8 @@ public final class HTTPClient: Sendable {
         cancellation: CancellationToken? = nil,
         buffer: ReceiveBuffer? = nil,
         onHead: (ResponseHead) throws -> BodyDisposition,
-        onBody: (UnsafeRawBufferPointer) throws -> Void
+        onBody: (UnsafeRawBufferPointer) throws -> Void,
+        onSpliced: (Int) throws -> Void = { _ in }
     ) throws -> ExchangeSummary {
         let buffer = buffer ?? ReceiveBuffer(capacity: configuration.receiveBufferSize)
         let head = try encodeHead(request)
@@ -168,7 +214,7 @@ public final class HTTPClient: Sendable {
             do {
                 return try exchange(
                     head: head, method: request.method, on: lease, cancellation: cancellation, buffer: buffer,
-                    onHead: onHead, onBody: onBody)
+                    onHead: onHead, onBody: onBody, onSpliced: onSpliced)
             } catch let failure as StaleConnection {
                 // The server closed the kept-alive connection before answering: retry once, fresh.
                 pool.release(lease, reusable: false)
@@ -187,6 +233,95 @@ public final class HTTPClient: Sendable {
             let built = try TLSContext(configuration: configuration.tls)
             context = built
             return built
+        }
+    }
+
+    /// Splices up to `count` body bytes from the socket into the file at `position`, reporting each
+    /// chunk to `onSpliced`. Returns the body bytes taken past the parser (fewer than `count` when the
+    /// peer closed early; the parser then reports the truncation). When the file system refuses splice
+    /// (`EINVAL`), the bytes already in the pipe go to `onBody` and `unsupported` is set so the rest of
+    /// the body is streamed normally.
+    private func splice(
+        _ count: Int64, from connection: Connection, into fileDescriptor: Int32, at position: Int64,
+        buffer: ReceiveBuffer, idleTimeout: Double, onBody: (UnsafeRawBufferPointer) throws -> Void,
+        onSpliced: (Int) throws -> Void, unsupported: inout Bool
+    ) throws -> Int64 {
+        let pipe = try buffer.splicePipe()
+        var fileOffset = off_t(position)
+        var moved: Int64 = 0
+        var inPipe = 0
+        do {
+            while moved < count {
+                let want = Int(min(count - moved, Int64(pipe.capacity)))
+                let received = dk_splice(
+                    connection.fileDescriptor, nil, pipe.write, nil, want, dk_splice_flags_nonblocking())
+                if received < 0 {
+                    let code = errno
+                    if code == EINTR { continue }
+                    if code == EAGAIN {
+                        guard try connection.waitForReadable(deadline: .after(seconds: idleTimeout)) else {
+                            throw TransportError(
+                                .readTimeout, operation: "splice",
+                                detail: "no data from \(connection.remoteAddress) for \(idleTimeout) s")
+                        }
+                        continue
+                    }
+                    if connection.canceller.isCancelled {
+                        throw TransportError(.cancelled, operation: "splice", detail: "the request was cancelled")
+                    }
+                    throw TransportError(
+                        code == ECONNRESET ? .connectionReset : .systemCall, errno: code, operation: "splice",
+                        detail: "reading the body from \(connection.remoteAddress) failed: \(String(cString: strerror(code)))")
+                }
+                if received == 0 {
+                    if connection.canceller.isCancelled {
+                        throw TransportError(.cancelled, operation: "splice", detail: "the request was cancelled")
+                    }
+                    return moved  // EOF before the announced length: the caller's parser reports it
+                }
+                inPipe = received
+                while inPipe > 0 {
+                    let written = dk_splice(pipe.read, nil, fileDescriptor, &fileOffset, inPipe, dk_splice_flags_move())
+                    if written < 0 {
+                        let code = errno
+                        if code == EINTR { continue }
+                        if code == EINVAL && moved == 0 && inPipe == received {
+                            // This file system cannot take spliced pages: hand these bytes over normally.
+                            try drain(pipe: pipe.read, count: inPipe, into: buffer, onBody: onBody)
+                            inPipe = 0
+                            unsupported = true
+                            return Int64(received)  // past the parser, though delivered through onBody
+                        }
+                        throw BodyFileWriteError(errno: code)
+                    }
+                    inPipe -= written
+                }
+                moved += Int64(received)
+                try onSpliced(received)
+            }
+        } catch {
+            // Bytes left in the pipe belong to this failed body; never let them reach another one.
+            if inPipe > 0 { buffer.discardPipe() }
+            throw error
+        }
+        return moved
+    }
+
+    /// Reads `count` bytes out of the splice pipe into the receive buffer and delivers them to `onBody`.
+    private func drain(
+        pipe: Int32, count: Int, into buffer: ReceiveBuffer, onBody: (UnsafeRawBufferPointer) throws -> Void
+    ) throws {
+        var left = count
+        while left > 0 {
+            let chunk = min(left, buffer.storage.count)
+            let n = read(pipe, buffer.storage.baseAddress, chunk)
+            if n < 0 {
+                if errno == EINTR { continue }
+                buffer.discardPipe()
+                throw TransportError(.systemCall, errno: errno, operation: "read", detail: "draining the splice pipe failed")
+            }
+            try onBody(UnsafeRawBufferPointer(rebasing: buffer.storage[0..<n]))
+            left -= n
         }
     }
 
@@ -253,7 +388,8 @@ public final class HTTPClient: Sendable {
         cancellation: CancellationToken?,
         buffer: ReceiveBuffer,
         onHead: (ResponseHead) throws -> BodyDisposition,
-        onBody: (UnsafeRawBufferPointer) throws -> Void
+        onBody: (UnsafeRawBufferPointer) throws -> Void,
+        onSpliced: (Int) throws -> Void
     ) throws -> ExchangeSummary {
         let connection = lease.connection
         if let cancellation {
@@ -282,6 +418,7 @@ public final class HTTPClient: Sendable {
         var discarded: Int64 = 0
         var receivedAnything = false
         var reusable = false
+        var spliceUnsupported = false
         let storage = buffer.storage
 
         receive: while true {
@@ -327,7 +464,7 @@ public final class HTTPClient: Sendable {
                     responseHead = head
                     disposition = try onHead(head)
                 case .body(let range):
-                    if disposition == .stream {
+                    if disposition != .discard {
                         bodyBytes += Int64(range.count)
                         try onBody(UnsafeRawBufferPointer(rebasing: window[range]))
                     } else {
@@ -344,6 +481,26 @@ public final class HTTPClient: Sendable {
                     break receive
                 }
                 offset += step.consumed
+            }
+            // A Content-Length body on a plain connection can skip user space from here on.
+            if case .spliceToFile(let fileDescriptor, let start) = disposition, !connection.isTLS, !spliceUnsupported,
+                let remaining = parser.remainingFixedBodyBytes, remaining > 0
+            {
+                let moved = try splice(
+                    remaining, from: connection, into: fileDescriptor, at: start + bodyBytes, buffer: buffer,
+                    idleTimeout: idleTimeout, onBody: onBody, onSpliced: onSpliced, unsupported: &spliceUnsupported)
+                if moved > 0 {
+                    try parser.consumeBodyOutOfBand(moved)
+                    bodyBytes += moved
+                }
+                if parser.remainingFixedBodyBytes == 0 {
+                    // The message is complete; the parser confirms it without more input.
+                    let step = try parser.next(UnsafeRawBufferPointer(start: nil, count: 0))
+                    if step.event == .end {
+                        reusable = parser.isReusable
+                        break receive
+                    }
+                }
             }
         }
 

@@ -140,6 +140,30 @@ public struct ResponseParser: Sendable {
         return framing != .untilClose
     }
 
+    /// Body bytes still expected in a `Content-Length` body, or nil when no such body is in progress.
+    /// A caller may move up to this many bytes past the parser (``consumeBodyOutOfBand(_:)``).
+    public var remainingFixedBodyBytes: Int64? {
+        if case .fixedBody(let remaining) = state { return remaining }
+        return nil
+    }
+
+    /// Accounts for `count` bytes of a `Content-Length` body that the caller moved without passing them
+    /// through ``next(_:)`` — for example with `splice(2)` straight from the socket into a file.
+    /// - Throws: ``WireError/Code/invalidOutOfBandBody`` when no `Content-Length` body is in progress
+    ///   or `count` is negative or exceeds ``remainingFixedBodyBytes``; the parser then stays failed.
+    public mutating func consumeBodyOutOfBand(_ count: Int64) throws(WireError) {
+        guard case .fixedBody(let remaining) = state, count >= 0, count <= remaining else {
+            let error = WireError(
+                .invalidOutOfBandBody, offset: messageBytesConsumed,
+                "\(count) body bytes moved out of band, but \(remainingFixedBodyBytes.map(String.init) ?? "no") Content-Length bytes remain")
+            state = .failed(error)
+            throw error
+        }
+        state = .fixedBody(remaining: remaining - count)
+        bodyBytesReceived += count
+        messageBytesConsumed += Int(count)
+    }
+
     /// Prepares for the next response on a kept-alive connection, keeping the head buffer's storage.
     /// - Parameter requestMethod: The method of the next request.
     public mutating func reset(requestMethod: HTTPMethod) {
@@ -340,4 +364,10 @@ public struct ResponseParser: Sendable {
         case .untilClose: state = .untilClose
         }
     }
+}
+
+extension WireError.Code {
+    /// ``ResponseParser/consumeBodyOutOfBand(_:)`` was called without a `Content-Length` body in progress,
+    /// or for more bytes than remain.
+    public static let invalidOutOfBandBody = WireError.Code("invalidOutOfBandBody")
 }

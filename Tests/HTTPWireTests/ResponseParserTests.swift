@@ -561,3 +561,42 @@ let responseCases: [ResponseCase] = [
         #expect(try ResponseHead(version: .http1_1, status: 200, reason: "").contentLength() == nil)
     }
 }
+
+/// Bodies moved past the parser (splice from socket to file) keep the framing exact.
+@Suite struct OutOfBandBodyTests {
+    @Test func contentLengthBodyConsumedOutOfBandEndsTheMessageExactly() throws {
+        var parser = ResponseParser(requestMethod: .GET)
+        let head = Array("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc".utf8)
+        var events: [ParseEvent] = []
+        try head.withUnsafeBytes { bytes in
+            var offset = 0
+            while true {
+                let step = try parser.next(UnsafeRawBufferPointer(rebasing: bytes[offset...]))
+                offset += step.consumed
+                if step.event == .needMore { break }
+                events.append(step.event)
+            }
+        }
+        #expect(events.count == 2)  // head, then "abc"
+        #expect(parser.remainingFixedBodyBytes == 7)
+        try parser.consumeBodyOutOfBand(7)
+        #expect(parser.bodyBytesReceived == 10)
+        let end = try parser.next(UnsafeRawBufferPointer(start: nil, count: 0))
+        #expect(end.event == .end)
+        #expect(parser.isReusable)
+    }
+
+    @Test func consumingMoreThanRemainsOrWithoutAFixedBodyFails() throws {
+        var chunked = ResponseParser(requestMethod: .GET)
+        let head = Array("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".utf8)
+        _ = try head.withUnsafeBytes { try chunked.next($0) }
+        #expect(chunked.remainingFixedBodyBytes == nil)
+        #expect(throws: WireError.self) { try chunked.consumeBodyOutOfBand(1) }
+
+        var fixed = ResponseParser(requestMethod: .GET)
+        let fixedHead = Array("HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\n".utf8)
+        _ = try fixedHead.withUnsafeBytes { try fixed.next($0) }
+        #expect(throws: WireError.self) { try fixed.consumeBodyOutOfBand(5) }
+        #expect(throws: WireError.self) { _ = try fixed.next(UnsafeRawBufferPointer(start: nil, count: 0)) }
+    }
+}

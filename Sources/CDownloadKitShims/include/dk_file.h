@@ -12,4 +12,14 @@ int dk_fallocate_keep_size(int fd, off_t offset, off_t length);
 /// copying through user space. `offset_out` may be NULL. Returns the count, 0 at EOF, or -1 with errno.
 ssize_t dk_splice(int fd_in, off_t *offset_in, int fd_out, off_t *offset_out, size_t length, unsigned int flags);
 
+/// Creates a non-blocking, close-on-exec pipe for splicing (`pipe2`) and asks for `size` bytes of
+/// capacity (`F_SETPIPE_SZ`, best effort). Returns the capacity in bytes, or -1 with errno set.
+int dk_splice_pipe(int fds[2], int size);
+
+/// `SPLICE_F_MOVE | SPLICE_F_NONBLOCK`, for reading a socket into a pipe.
+unsigned int dk_splice_flags_nonblocking(void);
+
+/// `SPLICE_F_MOVE`, for draining a pipe into a file.
+unsigned int dk_splice_flags_move(void);
+
 #endif
