@@ -180,7 +180,7 @@ final class TLSSession {
     var hasPendingInputOrEOF: Bool {
         if pendingError != nil || receivedCloseNotify || hasFailed { return true }
         if SSL_pending(ssl) > 0 { return true }
-        guard Socket.isReadableNow(fd) else { return false }
+        guard Socket.isReadableNow(fd) || SSL_has_pending(ssl) == 1 else { return false }
         var byte: UInt8 = 0
         switch perform({ SSL_peek(ssl, &byte, 1) }) {
         case .done:
@@ -196,8 +196,9 @@ final class TLSSession {
         }
     }
 
-    /// Whether decrypted bytes are buffered inside OpenSSL (`SSL_pending`).
-    var hasBufferedPlaintext: Bool { SSL_pending(ssl) > 0 }
+    /// Whether bytes are buffered inside OpenSSL: decrypted ones, or (with read-ahead) records not yet
+    /// processed (`SSL_has_pending`). A reader must try `SSL_read` before waiting on the socket.
+    var hasBufferedPlaintext: Bool { SSL_has_pending(ssl) == 1 }
 
     /// Sends `close_notify` once, without waiting for the peer's (`SSL_shutdown`). Best effort:
     /// skipped after a fatal error or cancellation, and a full socket buffer is not waited for.
