@@ -141,7 +141,7 @@ public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible 
     private static func transportSentence(_ error: TransportError) -> String {
         switch error.code {
         case .certificateExpired, .certificateNotYetValid, .hostnameMismatch, .selfSignedCertificate, .unknownIssuer,
-            .certificateVerificationFailed:
+            .certificateVerificationFailed, .weakCertificateKey:
             return "TLS certificate verification failed: \(error.detail)"
         case .connectTimeout, .readTimeout, .writeTimeout:
             return "timeout: \(error.detail)"

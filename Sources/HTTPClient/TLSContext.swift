@@ -43,6 +43,9 @@ public final class TLSContext: @unchecked Sendable {
                 detail: "could not set the TLS protocol versions: \(OpenSSLErrors.drain())")
         }
         dk_SSL_CTX_set_nonblocking_client_modes(context)
+        // Security level 2 (112-bit security): RSA and DH keys below 2048 bits, ECC below 224 bits and
+        // SHA-1 certificate signatures are refused, whatever the system's openssl.cnf says.
+        SSL_CTX_set_security_level(context, 2)
         // Renegotiation is an attack surface a download client never needs (TLS 1.2 only).
         dk_SSL_CTX_disable_renegotiation(context)
 

@@ -39,6 +39,8 @@ public struct TransportError: Error, Hashable, Sendable, CustomStringConvertible
         public static let selfSignedCertificate = Code("selfSignedCertificate")
         /// The server's certificate was issued by a certificate authority that is not trusted.
         public static let unknownIssuer = Code("unknownIssuer")
+        /// The server's certificate key is too weak for the security level (e.g. RSA below 2048 bits).
+        public static let weakCertificateKey = Code("weakCertificateKey")
         /// Certificate verification failed for another reason; `detail` carries OpenSSL's message.
         public static let certificateVerificationFailed = Code("certificateVerificationFailed")
         /// A TLS operation other than the handshake failed, or the TLS context could not be built.

@@ -32,6 +32,8 @@ public struct TestCertificates: Sendable {
     public var notYetValid: CertificateFiles
     /// SAN `DNS:wrong.example` only, signed by the CA.
     public var wrongHost: CertificateFiles
+    /// Signed by the test CA and naming localhost, but with a 1024-bit RSA key (below security level 2).
+    public var weakKey: CertificateFiles
     /// Self-signed, with the SAN of ``valid``.
     public var selfSigned: CertificateFiles
     /// Signed by a second CA that is not given to the client, with the SAN of ``valid``.
@@ -108,6 +110,15 @@ public struct TestCertificates: Sendable {
             "-out", "unknown-ca.pem",
         ])
 
+        try runner.run(["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:1024", "-out", "weak.key"])
+        try runner.run([
+            "req", "-config", "openssl.cnf", "-new", "-key", "weak.key", "-subj", "/CN=localhost", "-out", "weak.csr",
+        ])
+        try runner.run([
+            "x509", "-req", "-in", "weak.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-set_serial", "4343", "-days",
+            "365", "-extfile", "openssl.cnf", "-extensions", "server_ext", "-out", "weak-key.pem",
+        ])
+
         func leaf(_ name: String) -> CertificateFiles {
             CertificateFiles(certificatePath: path(name), privateKeyPath: path("server.key"))
         }
@@ -117,6 +128,7 @@ public struct TestCertificates: Sendable {
             expired: leaf("expired.pem"),
             notYetValid: leaf("not-yet-valid.pem"),
             wrongHost: leaf("wrong-host.pem"),
+            weakKey: CertificateFiles(certificatePath: path("weak-key.pem"), privateKeyPath: path("weak.key")),
             selfSigned: leaf("self-signed.pem"),
             unknownCA: leaf("unknown-ca.pem"))
     }

@@ -34,7 +34,7 @@ enum Exit {
 
     static let tlsCodes: Set<String> = [
         "tlsHandshakeFailed", "certificateExpired", "certificateNotYetValid", "hostnameMismatch",
-        "selfSignedCertificate", "unknownIssuer", "certificateVerificationFailed", "tlsFailed",
+        "selfSignedCertificate", "unknownIssuer", "certificateVerificationFailed", "tlsFailed", "weakCertificateKey",
     ]
 }
 

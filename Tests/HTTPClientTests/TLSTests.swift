@@ -194,6 +194,16 @@ final class OpenSSLServer {
         #expect(Double(Deadline.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9 < 1)
     }
 
+    @Test func weakKeyIsRejectedWithItsOwnMessage() throws {
+        // s_server itself refuses a 1024-bit key at Debian's default level; let it offer one.
+        let server = try OpenSSLServer(certificate: certificates.weakKey, extraArguments: ["-cipher", "DEFAULT@SECLEVEL=0"])
+        defer { server.stop() }
+        let error = try #require(handshakeError(server, context: try trustingTestCA()))
+        #expect(error.code == .weakCertificateKey, "\(error)")
+        #expect(error.detail.contains("too small") || error.detail.contains("too weak"), "\(error.detail)")
+        #expect(!error.isTransient)
+    }
+
     @Test func expiredCertificateIsRejected() throws {
         let server = try OpenSSLServer(certificate: certificates.expired)
         defer { server.stop() }
