@@ -190,8 +190,7 @@ struct SegmentWorker: Sendable {
                         return
                     }
                     failures += 1
-                    let ceiling = min(maxRetryDelay, retryBaseDelay * pow(2, Double(failures - 1)))
-                    let delay = Double.random(in: (ceiling / 2)...max(ceiling / 2, ceiling))
+                    let delay = TransferEngine.backoffDelay(attempt: failures, base: retryBaseDelay, maximum: maxRetryDelay)
                     if !interruptibleSleep(delay, shouldStop: { board.stopReason != nil || control.stopRequest != .none }) {
                         return
                     }

@@ -810,16 +810,9 @@ final class TransferEngine {
 
     private func publishSegmentProgress(_ board: SegmentBoard, writtenAtStart: Int64, now: Double) {
         let written = board.written
-        let thisRun = bytesThisRun + written - writtenAtStart
-        speed.record(totalBytes: thisRun, at: now)
-        lastProgressTime = now
-        let rate = speed.bytesPerSecond
-        var remaining: Double?
-        if let total = totalLength, rate > 0 { remaining = Double(max(0, total - written)) / rate }
-        control.publish(
-            DownloadProgress(
-                bytesReceived: written, totalBytes: totalLength, bytesThisRun: thisRun, bytesPerSecond: rate,
-                secondsRemaining: remaining, activeConnections: board.activeConnections))
+        publishProgress(
+            received: written, thisRun: bytesThisRun + written - writtenAtStart,
+            connections: board.activeConnections, now: now)
     }
 
     /// Bytes contiguous from offset 0 in a segment map.
@@ -907,15 +900,20 @@ final class TransferEngine {
     }
 
     private func publishProgress(force: Bool, now: Double = monotonicNow()) {
-        speed.record(totalBytes: bytesThisRun, at: now)
+        publishProgress(received: offset, thisRun: bytesThisRun, connections: 1, now: now)
+    }
+
+    /// Publishes a snapshot: `received` bytes of the file present, `thisRun` of them fetched by this run.
+    private func publishProgress(received: Int64, thisRun: Int64, connections: Int, now: Double) {
+        speed.record(totalBytes: thisRun, at: now)
         lastProgressTime = now
         let rate = speed.bytesPerSecond
         var remaining: Double?
-        if let total = totalLength, rate > 0 { remaining = Double(max(0, total - offset)) / rate }
+        if let total = totalLength, rate > 0 { remaining = Double(max(0, total - received)) / rate }
         control.publish(
             DownloadProgress(
-                bytesReceived: offset, totalBytes: totalLength, bytesThisRun: bytesThisRun, bytesPerSecond: rate,
-                secondsRemaining: remaining, activeConnections: 1))
+                bytesReceived: received, totalBytes: totalLength, bytesThisRun: thisRun, bytesPerSecond: rate,
+                secondsRemaining: remaining, activeConnections: connections))
     }
 
     /// Makes the written bytes durable, then records them in the resume info (atomically).
@@ -1055,8 +1053,14 @@ final class TransferEngine {
 
     private func retryDelay(attempt: Int, retryAfter: Double?) -> Double {
         if let retryAfter { return min(max(0, retryAfter), 600) }
-        let ceiling = min(configuration.maxRetryDelay, configuration.retryBaseDelay * pow(2, Double(attempt - 1)))
-        // Full jitter (AWS architecture blog): spreads retries of many clients.
+        return Self.backoffDelay(attempt: attempt, base: configuration.retryBaseDelay, maximum: configuration.maxRetryDelay)
+    }
+
+    /// Exponential backoff with "equal jitter": a random delay between half and all of
+    /// `base · 2^(attempt-1)`, capped at `maximum` — never immediate, yet spreading the retries of many
+    /// clients (AWS Architecture Blog, "Exponential Backoff and Jitter").
+    static func backoffDelay(attempt: Int, base: Double, maximum: Double) -> Double {
+        let ceiling = min(maximum, base * pow(2, Double(max(1, attempt) - 1)))
         return Double.random(in: (ceiling / 2)...max(ceiling / 2, ceiling))
     }
 
