@@ -105,7 +105,8 @@ public struct DownloadConfiguration: Sendable {
     /// Retries after transient failures (reset, timeout, 408, 429, 5xx). Default 5. A retry that
     /// made progress (≥ 64 KiB) does not count against the limit.
     public var retries: Int
-    /// First backoff delay; doubles each retry, with full jitter, up to ``maxRetryDelay``. Default 0.5 s.
+    /// First backoff delay; doubles each retry, with equal jitter (a random delay between half and all
+    /// of it), up to ``maxRetryDelay``. Default 0.5 s.
     public var retryBaseDelay: Double
     /// Longest backoff delay (a server's `Retry-After` may ask for more, up to 10 minutes). Default 30 s.
     public var maxRetryDelay: Double
