@@ -98,6 +98,7 @@ struct QueueRunCommand: AsyncParsableCommand {
 
         session.network.update(NetworkStatus(isReachable: true, isMetered: false))
         var failures: [DownloadError] = []
+        var draining = false
         for await update in updates {
             switch update {
             case .event(.stateChanged(let id, .running)):
@@ -118,16 +119,21 @@ struct QueueRunCommand: AsyncParsableCommand {
                     await bridge.failed(completion.task.id, error)
                 }
             }
-            if signals.isStopping { continue }  // the signal handler closes the manager and ends the stream
-            if case .event(.progress) = update { continue }
+            // On a signal the handler closes the manager and ends the stream.
+            if signals.isStopping || draining { continue }
+            // Tasks leave the line only by completing or failing (the lock keeps other commands out), and a
+            // task's completion comes after its state change: look only once a completion has been handled.
+            guard case .completion = update else { continue }
             // One look at the manager (two could straddle a start): is anything still running or waiting?
             let pending = await manager.allTasks().contains { $0.state == .waiting || $0.state == .running }
-            if !pending { break }
+            if !pending {
+                // Done. Completions of tasks that ended meanwhile are already in the stream, which hands
+                // out what it buffered before it ends.
+                draining = true
+                continuation.finish()
+            }
         }
-        if !signals.isStopping {
-            await session.close()
-            continuation.finish()
-        }
+        if !signals.isStopping { await session.close() }
         await signals.stopped()
         await renderer.finish()
         if let code = signals.exitCode {

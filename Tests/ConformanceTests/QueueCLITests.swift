@@ -86,8 +86,14 @@ struct QueueCLITests {
         #expect(waiting.map { $0["state"] as? String } == Array(repeating: "waiting", count: 4))
         #expect(waiting.allSatisfy { $0["group"] as? String == "g1" })
 
-        let run = try await queue(["run", "--max-concurrent", "2", "--progress", "none"], q)
+        let run = try await queue(["run", "--max-concurrent", "2", "--progress", "json", "--on-complete", "echo completed:"], q)
         #expect(run.exitCode == 0, "\(run.output)")
+        let events = run.output.split(separator: "\n").compactMap { line in
+            (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
+        }
+        let finished = events.filter { $0["event"] as? String == "finished" }.compactMap { $0["path"] as? String }
+        #expect(finished.sorted() == names.map { q.downloads.file($0) }, "\(run.output)")
+        for name in names { #expect(run.output.contains("completed: " + q.downloads.file(name)), "\(run.output)") }
         #expect(q.downloads.contents == names)
         for (i, name) in names.enumerated() {
             #expect(fileMatchesPattern(q.downloads.file(name), size: Int64(1 << 20) + Int64(i) * 77_777, seed: UInt64(60 + i)))
@@ -181,7 +187,8 @@ struct QueueCLITests {
         #expect(ids.allSatisfy { final[$0]?["state"] as? String == "completed" })
     }
 
-    @Test func sigintCheckpointsExits130AndTheTasksResume() async throws {
+    @Test(arguments: [(SIGINT, Int32(130)), (SIGTERM, Int32(143))])
+    func signalCheckpointsExitsWithItsStatusAndTheTasksResume(signal: Int32, expected: Int32) async throws {
         let size: Int64 = 8 << 20
         let origin = try FaultOrigin()
         let names = ["i0.bin", "i1.bin"]
@@ -207,17 +214,17 @@ struct QueueCLITests {
         let busy = try await queue(["list"], q)
         #expect(busy.exitCode == 1 && busy.output.contains("in use"), "\(busy.output)")
 
-        kill(child.pid, SIGINT)
+        kill(child.pid, signal)
         let exited = try await offloaded { child.waitForExit(timeout: 20) }
-        let status = try #require(exited, "queue run did not exit promptly after SIGINT")
+        let status = try #require(exited, "queue run did not exit promptly after signal \(signal)")
         let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-        #expect((status >> 8) & 0xff == 130, "\(output)")
+        #expect((status >> 8) & 0xff == expected, "\(output)")
         #expect(output.contains("error: interrupted"), "\(output)")
 
         let stopped = Self.byID(try await list(q))
         var offsets: [String: Int] = [:]
         for (i, id) in ids.enumerated() {
-            #expect(stopped[id]?["state"] as? String == "waiting", "a Ctrl-C is not a user's pause: \(stopped[id] ?? [:])")
+            #expect(stopped[id]?["state"] as? String == "waiting", "a signal is not a user's pause: \(stopped[id] ?? [:])")
             let bytes = stopped[id]?["bytesReceived"] as? Int ?? 0
             #expect(bytes >= 1 << 20)
             offsets["/" + names[i]] = bytes
