@@ -1,0 +1,251 @@
+import ArgumentParser
+import DownloadKit
+import Foundation
+import Synchronization
+
+struct QueueRunCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "Download the queue's waiting tasks until nothing runs or waits.",
+        discussion: """
+            Tasks that were waiting or running when a previous `queue run` stopped (Ctrl-C, SIGTERM, \
+            SIGKILL, a crash) are restored into the waiting line and started: each continues from the bytes \
+            already on disk. Tasks paused with `queue pause` stay paused (unless --start-paused-tasks); \
+            failed and cancelled tasks stay as they are until `queue resume`. With nothing waiting, `run` \
+            returns at once.
+
+            Ctrl-C or SIGTERM stops the running transfers with their progress checkpointed (they stay in \
+            the waiting line for the next run) and exits 130 or 143. The exit status is 0 when every task \
+            of this run completed, else the status of the first failure (the others still run to the end).
+
+            \(ExitCode.table)
+            """
+    )
+
+    @ParentCommand var queue: QueueCommand
+
+    @Option(name: .customLong("max-concurrent"), help: "At most this many files at a time.")
+    var maxConcurrent: Int = 3
+
+    @Option(name: .customLong("limit-rate"), help: "Bytes per second for all transfers together, e.g. 500K, 10M.")
+    var limitRate: String?
+
+    @Option(name: .customLong("connections"), help: "Connections per file (segmented download) for every task of this run; falls back to one when the server has no range support.")
+    var connections: Int = 1
+
+    @Option(name: .customLong("progress"), help: "auto, bar, json or none (auto: bar on a terminal, none otherwise).")
+    var progress: ProgressMode = .auto
+
+    @Option(name: .customLong("on-complete"), help: "Command to run with the file's path as its last argument when each file completes.")
+    var onComplete: String?
+
+    @Flag(name: .customLong("start-paused-tasks"), help: "Also start the tasks paused with `queue pause`.")
+    var startPausedTasks = false
+
+    mutating func validate() throws {
+        if maxConcurrent < 1 { throw ValidationError("--max-concurrent must be at least 1") }
+        if connections < 1 || connections > 64 { throw ValidationError("--connections must be 1 to 64") }
+        if let limitRate, RateParser.parse(limitRate) == nil {
+            throw ValidationError("--limit-rate must be a number of bytes per second, optionally with K, M or G (e.g. 500K)")
+        }
+    }
+
+    func run() async throws {
+        var download = DownloadConfiguration()
+        download.connections = connections
+        download.client.maxConnectionsPerOrigin = max(8, connections)
+        let configuration = DownloadManagerConfiguration(
+            maxConcurrentDownloads: maxConcurrent, download: download,
+            globalRateLimit: limitRate.flatMap(RateParser.parse))
+        let session = try await QueueSession.open(queue.stateDirectory, configuration: configuration)
+        let manager = session.manager
+
+        if startPausedTasks {
+            do {
+                for task in await manager.allTasks() where task.state == .paused {
+                    try await manager.resume(taskID: task.id)
+                }
+            } catch {
+                await session.close()
+                throw QueueSession.failure(error)
+            }
+        }
+        // The network is still reported unreachable, so nothing has started: every waiting task is this
+        // run's work, and the handlers below see all of its events.
+        let work = await manager.allTasks().filter { $0.state == .waiting }
+        guard !work.isEmpty else {
+            let paused = await manager.allTasks().filter { $0.state == .paused }.count
+            await session.close()
+            if paused > 0 {
+                QueueOutput.error("nothing to do: \(paused) paused task(s); `queue resume` them or use --start-paused-tasks")
+            }
+            return
+        }
+
+        let (updates, continuation) = AsyncStream<QueueUpdate>.makeStream()
+        await manager.setEventHandler { event in
+            switch event {
+            case .progress, .stateChanged, .allFinished: continuation.yield(.event(event))
+            default: break
+            }
+        }
+        await manager.setCompletionHandler { completion in continuation.yield(.completion(completion)) }
+
+        let renderer = ProgressRenderer(mode: progress.resolved, count: work.count)
+        let signals = QueueSignals(session: session, renderer: renderer, updates: continuation)
+        signals.install()
+        let bridge = QueueProgressBridge(tasks: work, renderer: renderer)
+
+        session.network.update(NetworkStatus(isReachable: true, isMetered: false))
+        var failures: [DownloadError] = []
+        var draining = false
+        for await update in updates {
+            switch update {
+            case .event(.stateChanged(let id, .running)):
+                await bridge.started(id, bytesOnDisk: await manager.task(id)?.bytesReceived ?? 0)
+            case .event(.progress(let id, let progress)):
+                await bridge.progress(id, progress)
+            case .event:
+                break
+            case .completion(let completion):
+                switch completion.result {
+                case .success(let result):
+                    await bridge.finished(completion.task.id, result)
+                    if let onComplete, !signals.isStopping {
+                        await CompletionCommand.run(onComplete, path: result.path, renderer: renderer)
+                    }
+                case .failure(let error):
+                    failures.append(error)
+                    await bridge.failed(completion.task.id, error)
+                }
+            }
+            // On a signal the handler closes the manager and ends the stream.
+            if signals.isStopping || draining { continue }
+            // Tasks leave the line only by completing or failing (the lock keeps other commands out), and a
+            // task's completion comes after its state change: look only once a completion has been handled.
+            guard case .completion = update else { continue }
+            // One look at the manager (two could straddle a start): is anything still running or waiting?
+            let pending = await manager.allTasks().contains { $0.state == .waiting || $0.state == .running }
+            if !pending {
+                // Done. Completions of tasks that ended meanwhile are already in the stream, which hands
+                // out what it buffered before it ends.
+                draining = true
+                continuation.finish()
+            }
+        }
+        if !signals.isStopping { await session.close() }
+        await signals.stopped()
+        await renderer.finish()
+        if let code = signals.exitCode {
+            QueueOutput.error(signals.message)
+            throw ExitCode(code)
+        }
+        if let first = failures.first {
+            throw ExitCode(Exit.status(for: first))
+        }
+    }
+}
+
+/// What the run loop handles: the manager's events and its completion callbacks, in the manager's order.
+enum QueueUpdate: Sendable {
+    case event(ManagerEvent)
+    case completion(TaskCompletion)
+}
+
+/// Feeds the manager's per-task events to the `get` command's ``ProgressRenderer`` as download events.
+actor QueueProgressBridge {
+    private let renderer: ProgressRenderer
+    private var index: [String: Int] = [:]
+    private var url: [String: String] = [:]
+
+    init(tasks: [ManagedTask], renderer: ProgressRenderer) {
+        self.renderer = renderer
+        for (position, task) in tasks.enumerated() {
+            index[task.id] = position
+            url[task.id] = task.originalURL
+        }
+    }
+
+    private func row(_ id: String) -> (Int, String) {
+        if let position = index[id], let address = url[id] { return (position, address) }
+        let position = index.count
+        index[id] = position
+        url[id] = id
+        return (position, id)
+    }
+
+    func started(_ id: String, bytesOnDisk: Int64) async {
+        let (position, address) = row(id)
+        let reason: DownloadStateReason = bytesOnDisk > 0 ? .resumed(offset: bytesOnDisk) : .started
+        await renderer.handle(.stateChanged(.connecting, reason), index: position, url: address)
+    }
+
+    func progress(_ id: String, _ progress: DownloadProgress) async {
+        let (position, address) = row(id)
+        await renderer.handle(.progress(progress), index: position, url: address)
+    }
+
+    func finished(_ id: String, _ result: DownloadResult) async {
+        let (position, address) = row(id)
+        await renderer.handle(.finished(result), index: position, url: address)
+    }
+
+    func failed(_ id: String, _ error: DownloadError) async {
+        let (position, address) = row(id)
+        await renderer.handle(.failed(error), index: position, url: address)
+    }
+}
+
+/// Ctrl-C and SIGTERM during `queue run`: close the manager (every running transfer stops with its bytes
+/// checkpointed and stays in the waiting line), end the run loop, exit 130 or 143. A second signal exits at
+/// once (durable bytes are safe on disk either way).
+final class QueueSignals: Sendable {
+    private let session: QueueSession
+    private let renderer: ProgressRenderer
+    private let updates: AsyncStream<QueueUpdate>.Continuation
+    private let state = Mutex<(code: Int32?, closing: Task<Void, Never>?)>((nil, nil))
+    /// Kept alive for the process's lifetime; written once by `install()` on the main task.
+    nonisolated(unsafe) private static var sources: [any DispatchSourceSignal] = []
+
+    init(session: QueueSession, renderer: ProgressRenderer, updates: AsyncStream<QueueUpdate>.Continuation) {
+        self.session = session
+        self.renderer = renderer
+        self.updates = updates
+    }
+
+    var exitCode: Int32? { state.withLock { $0.code } }
+    var isStopping: Bool { exitCode != nil }
+
+    var message: String {
+        let name = exitCode == Exit.interrupted ? "Ctrl-C" : "SIGTERM"
+        return "error: interrupted by \(name); progress was checkpointed, run `downloadkit queue run` again to resume"
+    }
+
+    func install() {
+        for (signalNumber, status) in [(SIGINT, Exit.interrupted), (SIGTERM, Exit.terminated)] {
+            signal(signalNumber, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
+            source.setEventHandler { [self] in
+                let first: Bool = state.withLock { current in
+                    if current.code != nil { return false }
+                    current.code = status
+                    current.closing = Task { [session, renderer, updates] in
+                        await renderer.beginShutdown()
+                        await session.close()
+                        updates.finish()
+                    }
+                    return true
+                }
+                if !first { exit(status) }
+            }
+            source.resume()
+            Self.sources.append(source)
+        }
+    }
+
+    /// Waits until the shutdown a signal started has finished (returns at once without a signal).
+    func stopped() async {
+        let closing = state.withLock { $0.closing }
+        await closing?.value
+    }
+}
