@@ -505,6 +505,24 @@ public struct ResumeInfo: Sendable, Hashable {
         try Self.syncDirectory(containing: path)
     }
 
+    /// Removes temporary files that ``write(to:format:)`` left beside `path` when its process died between
+    /// writing them and renaming them into place (`<path>.tmp-<pid>` whose process no longer exists).
+    /// The engine calls it when it opens a download and after it finishes one.
+    public static func removeStaleTemporaryFiles(for path: String) {
+        let directory = (path as NSString).deletingLastPathComponent
+        let prefix = (path as NSString).lastPathComponent + ".tmp-"
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory.isEmpty ? "." : directory) else {
+            return
+        }
+        for name in names where name.hasPrefix(prefix) {
+            guard let pid = Int32(name.dropFirst(prefix.count)), pid > 0 else { continue }
+            // kill(pid, 0) fails with ESRCH only when no such process exists: a live writer keeps its file.
+            if pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH {
+                _ = unlink((directory.isEmpty ? "" : directory + "/") + name)
+            }
+        }
+    }
+
     /// Reads and decodes a resume-info file (ours or Apple resume data).
     /// - Parameter path: Path of the plist.
     /// - Returns: The validated resume info.

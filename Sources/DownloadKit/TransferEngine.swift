@@ -167,6 +167,7 @@ final class TransferEngine {
             infoPath = FileSystem.join(workingDirectory, stem + ".dkresume")
         }
         try FileSystem.createDirectories(workingDirectory)
+        ResumeInfo.removeStaleTemporaryFiles(for: infoPath)
 
         if resumeInfo == nil, FileSystem.exists(infoPath) {
             // A corrupt or foreign plist is not fatal: the temp file's length is the fallback truth.
@@ -1012,6 +1013,7 @@ final class TransferEngine {
         self.file = nil
         try FileSystem.moveDurably(from: tempPath, to: destination)
         try FileSystem.remove(infoPath)
+        ResumeInfo.removeStaleTemporaryFiles(for: infoPath)
         try? FileSystem.syncDirectory(workingDirectory)
         publishProgress(force: true)
         control.setState(.completed, .started)

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestOrigin
 
 @testable import DownloadKit
 
@@ -232,5 +233,18 @@ import Testing
         for fixture in ["apple-v1.xml.plist", "apple-v2.xml.plist", "apple-v2.binary.plist", "apple-v4.keyed.plist", "downloadkit-v1.plist"] {
             #expect(document.contains(fixture), "docs/RESUME-INFO.md does not describe \(fixture)")
         }
+    }
+}
+
+@Suite struct ResumeInfoStaleTemporaryFileTests {
+    @Test func temporaryFilesOfDeadWritersAreRemovedAndLiveOnesKept() throws {
+        let dir = try ScratchDirectory()
+        let path = dir.file("x.dkresume")
+        // A pid far above pid_max cannot exist; our own pid is alive.
+        #expect(FileManager.default.createFile(atPath: path + ".tmp-2147483000", contents: Data([1])))
+        #expect(FileManager.default.createFile(atPath: path + ".tmp-\(getpid())", contents: Data([2])))
+        #expect(FileManager.default.createFile(atPath: dir.file("other.dkresume.tmp-2147483000"), contents: Data([3])))
+        ResumeInfo.removeStaleTemporaryFiles(for: path)
+        #expect(dir.contents == ["other.dkresume.tmp-2147483000", "x.dkresume.tmp-\(getpid())"])
     }
 }
