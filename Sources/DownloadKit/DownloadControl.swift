@@ -1,6 +1,5 @@
 import Foundation
 import HTTPClient
-import Synchronization
 
 /// What the caller asked a running transfer to do.
 enum StopRequest: Sendable, Hashable {
@@ -24,7 +23,7 @@ final class DownloadControl: Sendable {
         var isResumable: Bool?
     }
 
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
     let cancellation = CancellationToken()
     let continuation: AsyncStream<DownloadEvent>.Continuation
     let events: AsyncStream<DownloadEvent>

@@ -2,7 +2,6 @@ import Foundation
 import Glibc
 import HTTPClient
 import HTTPWire
-import Synchronization
 
 /// The shared segment map of a segmented download: which byte ranges exist, how far each has been
 /// written, and which worker owns each. All access goes through one lock, taken once per received
@@ -32,11 +31,11 @@ final class SegmentBoard: Sendable {
         var active = 0
     }
 
-    private let state: Mutex<State>
+    private let state: LockedValue<State>
     let minimumSplit: Int64
 
     init(segments: [Segment], minimumSegmentSize: Int64) {
-        state = Mutex(State(segments: segments.sorted { $0.start < $1.start }))
+        state = LockedValue(State(segments: segments.sorted { $0.start < $1.start }))
         minimumSplit = max(64 << 10, minimumSegmentSize)
     }
 

@@ -1,5 +1,5 @@
+import HTTPClient
 import Glibc
-import Synchronization
 
 /// A token bucket for bandwidth limits, shared by the transfers it limits (one per download, one for a
 /// whole manager). Callers ask how long to wait before they may account for `n` bytes and sleep
@@ -11,13 +11,13 @@ public final class TokenBucket: Sendable {
         var last: Double
     }
 
-    private let state: Mutex<State>
+    private let state: LockedValue<State>
 
     /// Creates a bucket refilling at `bytesPerSecond`, holding at most a quarter second of tokens
     /// (so a limited transfer never bursts far above its rate).
     public init(bytesPerSecond: Int) {
         let rate = Double(max(1, bytesPerSecond))
-        state = Mutex(State(rate: rate, tokens: rate / 4, last: monotonicNow()))
+        state = LockedValue(State(rate: rate, tokens: rate / 4, last: monotonicNow()))
     }
 
     /// The current rate in bytes per second.

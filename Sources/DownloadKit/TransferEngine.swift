@@ -3,7 +3,6 @@ import Foundation
 import Glibc
 import HTTPClient
 import HTTPWire
-import Synchronization
 
 /// One download of one URL to one destination over a single connection at a time, run synchronously
 /// on a dedicated thread (see docs/ENGINE.md).
@@ -1105,7 +1104,7 @@ final class BackgroundCheckpointState: Sendable {
         var failure: (any Error)?
     }
 
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
 
     /// Claims the slot; false if a checkpoint is already running.
     func begin() -> Bool {

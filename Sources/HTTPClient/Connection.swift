@@ -1,5 +1,4 @@
 import Glibc
-import Synchronization
 
 /// A connected TCP socket, optionally with TLS on top, with deadline-bounded blocking I/O.
 ///
@@ -314,10 +313,10 @@ final class ConnectionControl: Sendable {
         var isCancelled = false
     }
 
-    private let state: Mutex<State>
+    private let state: LockedValue<State>
 
     init(fileDescriptor: Int32) {
-        state = Mutex(State(fileDescriptor: fileDescriptor))
+        state = LockedValue(State(fileDescriptor: fileDescriptor))
     }
 
     /// Whether the connection was cancelled. Read on error and wait paths only, not per read.

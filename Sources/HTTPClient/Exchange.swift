@@ -1,7 +1,6 @@
 internal import CDownloadKitShims
 import Glibc
 import HTTPWire
-import Synchronization
 
 /// One HTTP request: a method, an absolute URL and extra header fields.
 public struct HTTPRequest: Sendable, Hashable {
@@ -67,12 +66,12 @@ public struct ExchangeSummary: Sendable, Hashable {
 /// then throws a `TransportError` with code `.cancelled`. A token may be reused across exchanges until it
 /// is cancelled; once cancelled it stays cancelled.
 public final class CancellationToken: Sendable {
-    private struct State: ~Copyable {
+    private struct State {
         var isCancelled = false
         var canceller: ConnectionCanceller?
     }
 
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
 
     /// Creates a token that is not cancelled.
     public init() {}
@@ -156,7 +155,7 @@ public final class HTTPClient: Sendable {
     /// The configuration the client was created with.
     public let configuration: HTTPClientConfiguration
     /// Built on the first `https` connection, then shared: plain-HTTP clients never pay for it.
-    private let tlsContext = Mutex<TLSContext?>(nil)
+    private let tlsContext = LockedValue<TLSContext?>(nil)
     let pool: ConnectionPool
 
     /// Creates a client. The TLS context is built once, on the first `https` request.

@@ -1,7 +1,7 @@
 import ArgumentParser
 import DownloadKit
 import Foundation
-import Synchronization
+import HTTPClient
 
 struct QueueRunCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -203,7 +203,7 @@ final class QueueSignals: Sendable {
     private let session: QueueSession
     private let renderer: ProgressRenderer
     private let updates: AsyncStream<QueueUpdate>.Continuation
-    private let state = Mutex<(code: Int32?, closing: Task<Void, Never>?)>((nil, nil))
+    private let state = LockedValue<(code: Int32?, closing: Task<Void, Never>?)>((nil, nil))
     /// Kept alive for the process's lifetime; written once by `install()` on the main task.
     nonisolated(unsafe) private static var sources: [any DispatchSourceSignal] = []
 

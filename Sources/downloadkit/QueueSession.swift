@@ -1,7 +1,7 @@
 import ArgumentParser
 import DownloadKit
 import Foundation
-import Synchronization
+import HTTPClient
 
 /// One queue command's hold on a state directory: the exclusive lock and the manager opened on it.
 ///
@@ -85,7 +85,7 @@ final class QueueSession: Sendable {
 /// dies, kill -9 included. The file holds the holder's pid for the error message.
 final class QueueLock: Sendable {
     private let descriptor: Int32
-    private let released = Mutex(false)
+    private let released = LockedValue(false)
 
     private init(descriptor: Int32) { self.descriptor = descriptor }
 

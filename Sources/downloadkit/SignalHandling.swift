@@ -1,12 +1,12 @@
 import Dispatch
 import Foundation
-import Synchronization
+import HTTPClient
 
 /// Ctrl-C and SIGTERM: checkpoint every running download, then exit 130 or 143.
 final class SignalHandling: Sendable {
     private let active: ActiveDownloads
     private let renderer: ProgressRenderer
-    private let code = Mutex<Int32?>(nil)
+    private let code = LockedValue<Int32?>(nil)
     /// Kept alive for the process's lifetime; written once by `install()` on the main task.
     nonisolated(unsafe) private static var sources: [any DispatchSourceSignal] = []
 

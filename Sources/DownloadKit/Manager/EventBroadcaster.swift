@@ -1,4 +1,4 @@
-import Synchronization
+import HTTPClient
 
 /// Fans manager events out to any number of `AsyncStream` subscribers.
 final class EventBroadcaster: Sendable {
@@ -8,7 +8,7 @@ final class EventBroadcaster: Sendable {
         var isFinished = false
     }
 
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
     private let bufferSize: Int
 
     init(bufferSize: Int) {

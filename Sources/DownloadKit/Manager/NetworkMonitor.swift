@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import HTTPClient
 
 /// What the network allows right now.
 public struct NetworkStatus: Sendable, Hashable, CustomStringConvertible {
@@ -114,10 +114,10 @@ public final class ManualNetworkMonitor: NetworkMonitor {
         var nextID = 0
     }
 
-    private let state: Mutex<State>
+    private let state: LockedValue<State>
 
     public init(_ status: NetworkStatus = NetworkStatus(isReachable: true, isMetered: false)) {
-        state = Mutex(State(status: status))
+        state = LockedValue(State(status: status))
     }
 
     public var currentStatus: NetworkStatus { state.withLock { $0.status } }
