@@ -1,0 +1,75 @@
+import DownloadKit
+import Foundation
+import HTTPClient
+import Testing
+import TestOrigin
+
+/// README.md's library examples, run as written against the local origin (only the URLs, paths and
+/// the checksum differ), so the README cannot drift from the API.
+@Suite(.timeLimit(.minutes(1)))
+struct ReadmeExamplesTests {
+    @Test func singleDownloadExampleRunsAsDocumented() async throws {
+        let origin = try FaultOrigin()
+        origin.serve("/images/disk.iso", .resource(Resource(size: 2 << 20, seed: 81)))
+        let dir = try ScratchDirectory()
+        let sha256 = Digest.hex(Digest.hash(.sha256, TestPattern.bytes(offset: 0, count: 2 << 20, seed: 81)))
+
+        let request = DownloadRequest(
+            url: origin.url("/images/disk.iso"),
+            destination: .file(dir.file("disk.iso")),
+            checksum: Checksum(parsing: "sha256=\(sha256)"))
+        let download = Download(request)
+        download.start()
+        let watcher = Task {
+            var progressEvents = 0
+            for await event in download.events {
+                if case .progress = event { progressEvents += 1 }
+            }
+            return progressEvents
+        }
+        var path: String?
+        do {
+            let result = try await download.result()
+            path = result.path
+        } catch {
+            Issue.record("\(error.code) \(error.detail) \(error.isTransient)")
+        }
+        #expect(path == dir.file("disk.iso"))
+        #expect(await watcher.value > 0)
+
+        // Pause after completion returns no resume data; a new Download to the same destination works.
+        let resumeData = await download.pause()
+        #expect(resumeData == nil)
+        let again = Download(DownloadRequest(url: request.url, destination: request.destination, resumeData: resumeData))
+        again.start()
+        #expect(try await again.result().bytes == 2 << 20)
+    }
+
+    @Test func managerExampleRunsAsDocumented() async throws {
+        let origin = try FaultOrigin()
+        origin.serve("/ep1.mp4", .resource(Resource(size: 1 << 20, seed: 82)))
+        let state = try ScratchDirectory()
+        let videos = try ScratchDirectory()
+        let manager = try await DownloadManager(stateDirectory: state.path, networkMonitor: ManualNetworkMonitor())
+        try await manager.setMaxConcurrent(3)
+        let events = manager.events
+        let id = try await manager.enqueue(
+            url: origin.url("/ep1.mp4?sig=abc"), fileID: "ep1",
+            destination: .directory(videos.path, naming: .fileID("ep1")), group: "season-1")
+        var finishedPath: String?
+        loop: for await event in events {
+            switch event {
+            case .finished(let taskID, let path):
+                #expect(taskID == id)
+                finishedPath = path
+            case .failed(_, let error): Issue.record("\(error.detail)")
+            case .allFinished: break loop
+            default: break
+            }
+        }
+        #expect(finishedPath == videos.file("ep1.mp4"))
+        #expect(fileMatchesPattern(videos.file("ep1.mp4"), size: 1 << 20, seed: 82))
+        try await manager.refreshURL(taskID: id, newURL: origin.url("/ep1.mp4?sig=new"))
+        await manager.close()
+    }
+}
