@@ -125,6 +125,8 @@ actor ProgressRenderer {
         FileHandle.standardError.write(Data(output.utf8))
     }
 
+    /// Prints a line above the bars: moves to the top of the bar area, prints the text there, blanks
+    /// the rest of the old area and redraws the bars below the text.
     private func printAbove(_ text: String) {
         var output = ""
         if linesDrawn > 0 { output += "\u{1B}[\(linesDrawn)A" }
@@ -132,6 +134,8 @@ actor ProgressRenderer {
         for _ in 0..<linesDrawn { output += "\r\u{1B}[2K\n" }
         if linesDrawn > 0 { output += "\u{1B}[\(linesDrawn)A" }
         FileHandle.standardError.write(Data(output.utf8))
+        // The cursor is now where the bar area starts: nothing of it is on screen any more.
+        linesDrawn = 0
         draw()
     }
 
