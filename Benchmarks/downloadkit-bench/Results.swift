@@ -7,6 +7,24 @@ enum BenchMode: String, Codable, Sendable {
     /// The file size of the throughput scenarios.
     var mainBytes: Int64 { self == .quick ? 64 << 20 : 1 << 30 }
 
+    /// The file of the `segmented` scenario and nginx's per-connection cap on `/limited/`.
+    var segmented: (bytes: Int64, capBytesPerSecond: Int, connections: [Int]) {
+        self == .quick ? (32 << 20, 8_000_000, [1, 4, 8, 16]) : (256 << 20, 26_000_000, [1, 4, 8, 16])
+    }
+
+    /// The file size for `connections` in `segmented`: a quarter for one connection (it would otherwise
+    /// take 10 s per run at 26 MB/s and push the default run past 5 minutes).
+    func segmentedBytes(connections: Int) -> Int64 { connections == 1 ? segmented.bytes / 4 : segmented.bytes }
+
+    /// How many 64 KiB files the `small-files` scenario fetches.
+    var smallFileCount: Int { self == .quick ? 100 : 1000 }
+
+    /// The file each client downloads, is killed half-way through, and resumes in `resume`.
+    var resumeBytes: Int64 { self == .quick ? 128 << 20 : 1 << 30 }
+
+    /// Tasks enqueued in one batch (and restored) in `queue`.
+    var queueTaskCount: Int { 10_000 }
+
     /// The two sizes whose peak RSS the `rss` scenario compares.
     var rssBytes: (small: Int64, large: Int64) {
         switch self {
@@ -30,13 +48,21 @@ enum ScenarioName: String, CaseIterable, Codable, Sendable {
     case httpFile = "http-file"
     case httpsFile = "https-file"
     case rss
+    case segmented
+    case smallFiles = "small-files"
+    case resume
+    case queue
+    case allocations
+
+    /// Scenarios whose rows are single-file downloads measured as MB/s (one shared chart scale).
+    var isPlainThroughput: Bool { [.httpDevnull, .httpsDevnull, .httpFile, .httpsFile].contains(self) }
 
     var isTLS: Bool { self == .httpsDevnull || self == .httpsFile }
 
     var sink: Sink {
         switch self {
         case .httpDevnull, .httpsDevnull: return .devnull
-        case .httpFile, .httpsFile, .rss: return .file
+        case .httpFile, .httpsFile, .rss, .segmented, .smallFiles, .resume, .queue, .allocations: return .file
         }
     }
 
@@ -56,6 +82,26 @@ enum ScenarioName: String, CaseIterable, Codable, Sendable {
         case .rss:
             return "Peak RSS of the DownloadKit engine (file mode, HTTP) at a small and a large size: it must not "
                 + "grow with the file."
+        case .segmented:
+            return "One file over N connections from nginx's /limited/ location (limit_rate per connection): "
+                + "DownloadKit's segmented engine (DownloadConfiguration.connections = N) against aria2c "
+                + "-x N -s N -k 1M and axel -n N. The ideal is N × the cap."
+        case .smallFiles:
+            return "Many 64 KiB files, 16 at a time over reused connections. DownloadKit runs one Download per "
+                + "file sharing one HTTPClient (16 connections); every completed file is fsynced and renamed "
+                + "into place with its directory fsynced. The peers do not fsync."
+        case .resume:
+            return "Each client is killed with SIGKILL when the partial file reaches half the size, then rerun "
+                + "to completion. Wall time is both runs together; nginx's access log gives the bytes the "
+                + "second run fetched, and bytes fetched twice = second run − (size − bytes on disk at the kill)."
+        case .queue:
+            return "DownloadManager: enqueue 10,000 tasks in one batch call (one transaction), close, and restore "
+                + "them by opening a new manager on the same state directory. Timed inside the fetch child; "
+                + "the network is reported unreachable so no task starts."
+        case .allocations:
+            return "mallocs counted by an LD_PRELOAD interposer (built from Benchmarks/malloc-counter/malloc-counter.c at "
+                + "run time): the response parser over a head + 1 MiB body in 64 KiB pieces, and the "
+                + "HTTPClient.execute body loop of a 64 MiB body into a reused ReceiveBuffer."
         }
     }
 }
@@ -67,6 +113,9 @@ struct Sample: Codable, Sendable {
     var systemSeconds: Double
     var maxRSSKiB: Int
     var rssIsExact: Bool
+    /// Scenario-specific figures (resume: `secondRunBytes`, `bytesAtKill`; queue: `enqueueMs`,
+    /// `restoreMs`; allocations: `parserMallocsPerMiB`, …), nil for plain downloads.
+    var metrics: [String: Double]? = nil
     /// The TLS version nginx logged for the request (`$ssl_protocol`), nil over plain HTTP.
     var tlsProtocol: String?
 }
@@ -93,6 +142,10 @@ struct Row: Codable, Sendable {
     var label: String
     var client: ClientKind
     var bytes: Int64
+    /// Connections per file (segmented).
+    var connections: Int? = nil
+    /// Files per run (small-files); `bytes` is then their total.
+    var files: Int? = nil
     var samples: [Sample] = []
     /// Why the row has no result: the first failed run's reason. A failed row is never ranked.
     var failure: String?
@@ -105,6 +158,14 @@ struct Row: Codable, Sendable {
     }
     /// Peak resident set size, MiB.
     var peakRSSMiB: Spread? { Spread(samples.map { Double($0.maxRSSKiB) / 1024 }) }
+
+    /// Files per second of wall time (small-files).
+    var filesPerSecond: Spread? {
+        guard let files else { return nil }
+        return Spread(samples.map { Double(files) / $0.wallSeconds })
+    }
+    /// The spread of one named metric over the samples that carry it.
+    func metric(_ name: String) -> Spread? { Spread(samples.compactMap { $0.metrics?[name] }) }
 
     var isUsable: Bool { failure == nil && !samples.isEmpty }
 }
@@ -139,6 +200,8 @@ struct BenchResults: Codable, Sendable {
     var runs: Int
     var mainBytes: Int64
     var rssBytes: [Int64]
+    /// The segmented scenario's per-connection cap (bytes per second), when it ran.
+    var segmentedCap: Int? = nil
     var missingPeers: [String]
     var scenarios: [ScenarioResult]
     var targets: [TargetCheck]
