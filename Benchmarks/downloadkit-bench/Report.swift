@@ -316,7 +316,7 @@ enum Report {
                 }
                 let top = max(bars.compactMap { $0.spread?.max }.max() ?? 1, bars.compactMap(\.tick).max() ?? 1)
                 groups.append(Group(
-                    title: "segmented — \(sizeText(scenario.bytes)), \(format(cap, 0)) MB/s per connection, MB/s "
+                    title: "segmented — \(format(cap, 0)) MB/s per connection, MB/s "
                         + "(red tick: N × cap)", bars: bars, scale: top * 1.05))
             case .smallFiles:
                 let bars = scenario.rows.map { row in

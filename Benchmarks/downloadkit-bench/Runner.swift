@@ -57,16 +57,15 @@ struct BenchRunner {
             name: "localhost", certificatePath: certificates.valid.certificatePath,
             privateKeyPath: certificates.valid.privateKeyPath)
         let nginx = try NginxServer(
-            configuration: NginxConfiguration(
-                documentRoot: cacheDirectory, limitRate: settings.mode.segmented.capBytesPerSecond, tlsSites: [site]),
-            executable: nginxPath)
+            configuration: NginxConfiguration(documentRoot: cacheDirectory, tlsSites: [site]), executable: nginxPath)
         defer { nginx.stop() }
         log("nginx on 127.0.0.1:\(nginx.httpPort) (http) and :\(nginx.tlsPorts["localhost"] ?? 0) (https)")
 
         let machine = MachineInfo.collect(nginx: nginxPath, clients: clients, missing: missing)
         let context = ScenarioContext(
             nginx: nginx, caFile: certificates.caCertificatePath, clients: clients, settings: settings,
-            cacheDirectory: cacheDirectory, downloadDirectory: downloadDirectory, logDirectory: logDirectory)
+            nginxExecutable: nginxPath, cacheDirectory: cacheDirectory, downloadDirectory: downloadDirectory,
+            logDirectory: logDirectory)
         var scenarios: [ScenarioResult] = []
         for name in settings.scenarios {
             scenarios.append(try context.run(name))
@@ -143,6 +142,7 @@ struct ScenarioContext {
     let caFile: String
     let clients: [Client]
     let settings: BenchSettings
+    let nginxExecutable: String
     let cacheDirectory: String
     let downloadDirectory: String
     let logDirectory: String

@@ -7,19 +7,20 @@ enum ScenarioTables {
         switch scenario.name {
         case .segmented:
             let cap = Double(results.segmentedCap ?? 0) / 1e6
-            text += " — \(sizeText(scenario.bytes)), nginx limit_rate \(format(cap, 0)) MB/s per connection\n\n"
-            text += "\(scenario.summary) One connection fetches a quarter of the file "
-            text += "(\(sizeText(results.mode.segmentedBytes(connections: 1)))) to keep the run short.\n\n"
-            text += "| client | connections | MB/s median (min–max) | % of N × cap | CPU-s/GiB median | peak RSS MiB "
-            text += "| nginx sent / file size | TCP connections |\n|---|---:|---:|---:|---:|---:|---:|---:|\n"
+            text += " — nginx limit_rate \(format(cap, 0)) MB/s per connection\n\n"
+            text += "\(scenario.summary) The file is \(sizeText(results.mode.segmentedBytes(connections: 1))) per "
+            text += "connection (N = 16: \(sizeText(results.mode.segmentedBytes(connections: 16)))), so every run "
+            text += "lasts about as long at its ideal rate.\n\n"
+            text += "| client | connections | file | MB/s median (min–max) | % of N × cap | CPU-s/GiB median | peak RSS MiB "
+            text += "| nginx sent / file size | TCP connections |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n"
             for row in scenario.rows {
                 guard let rate = usable(row, row.megabytesPerSecond) else {
-                    text += failedRow(row, columns: 8)
+                    text += failedRow(row, columns: 9)
                     continue
                 }
                 let ideal = cap * Double(row.connections ?? 1)
                 let sent = row.metric("sentBytes").map { format($0.median / Double(row.bytes), 3) } ?? "?"
-                text += "| \(row.label) | \(row.connections ?? 1) | \(spreadText(rate)) "
+                text += "| \(row.label) | \(row.connections ?? 1) | \(sizeText(row.bytes)) | \(spreadText(rate)) "
                 text += "| \(ideal > 0 ? format(100 * rate.median / ideal, 1) + " %" : "—") "
                 text += "| \(format(row.cpuSecondsPerGiB?.median ?? 0, 3)) | \(format(row.peakRSSMiB?.median ?? 0, 1)) "
                 text += "| \(sent) | \(format(row.metric("tcpConnections")?.median ?? 0, 0)) |\n"

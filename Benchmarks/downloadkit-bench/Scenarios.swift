@@ -34,10 +34,13 @@ extension ScenarioContext {
     /// Waits until nginx has logged requests after `count` whose 200/206 bodies add up to `bytes`
     /// (aborted requests are logged when their connection closes, a moment after the client exits).
     /// - Returns: The new entries.
-    func logEntries(after count: Int, atLeastBytes bytes: Int64, timeout: Double = 5) throws -> [NginxAccessLogEntry] {
+    func logEntries(
+        after count: Int, atLeastBytes bytes: Int64, timeout: Double = 5, origin: NginxServer? = nil
+    ) throws -> [NginxAccessLogEntry] {
+        let origin = origin ?? nginx
         let deadline = monotonicNow() + timeout
         while true {
-            let entries = Array(try nginx.accessLog().dropFirst(count))
+            let entries = Array(try origin.accessLog().dropFirst(count))
             let sent = entries.filter { $0.status == 200 || $0.status == 206 }.reduce(Int64(0)) { $0 + $1.bodyBytesSent }
             if sent >= bytes || monotonicNow() > deadline { return entries }
             usleep(10_000)
@@ -75,7 +78,15 @@ extension ScenarioContext {
     // MARK: segmented
 
     func runSegmented() throws -> ScenarioResult {
-        let counts = settings.mode.segmented.connections
+        let (cap, counts) = settings.mode.segmented
+        // Its own nginx: `limit_rate` on /limited/, and sendfile_max_chunk 256k so a request's head start
+        // is one 256 KiB chunk (nginx sends a chunk, then waits chunk / rate; with the default 2 MiB chunk
+        // every request, including each stolen range, starts with a 2 MiB burst above the cap).
+        let limited = try NginxServer(
+            configuration: NginxConfiguration(
+                documentRoot: cacheDirectory, limitRate: cap, extraServerDirectives: "        sendfile_max_chunk 256k;"),
+            executable: nginxExecutable)
+        defer { limited.stop() }
         var rows: [Row] = []
         var plans: [(client: Client, connections: Int)] = []
         for connections in counts {
@@ -91,7 +102,7 @@ extension ScenarioContext {
         rows = alternate(.segmented, rows: rows) { index, run in
             let (client, connections) = plans[index]
             let bytes = settings.mode.segmentedBytes(connections: connections)
-            let url = nginx.httpURL("/limited/" + BenchRunner.fileName(bytes: bytes))
+            let url = limited.httpURL("/limited/" + BenchRunner.fileName(bytes: bytes))
             let destination = downloadDirectory + "/segmented-\(client.kind.rawValue).bin"
             let invocation = try client.segmentedInvocation(url: url, destination: destination, connections: connections)
             let cleanup = [destination] + invocation.leftovers
@@ -101,11 +112,11 @@ extension ScenarioContext {
                 syncFileSystem()
             }
             let logBase = logDirectory + "/segmented-\(client.kind.rawValue)-\(connections)-\(run)"
-            let before = try nginx.accessLog().count
+            let before = try limited.accessLog().count
             let measurement = try measure(
                 invocation.executable, invocation.arguments, stdoutPath: logBase + ".out", stderrPath: logBase + ".err")
             try requireSuccess(measurement, logBase: logBase)
-            let entries = try logEntries(after: before, atLeastBytes: bytes)
+            let entries = try logEntries(after: before, atLeastBytes: bytes, origin: limited)
             let sent = bodyBytes(entries)
             guard sent >= bytes else { throw BenchError("nginx sent \(sent) of \(bytes) body bytes") }
             if let problem = spotCheck(path: destination, bytes: bytes, seed: BenchRunner.seed) {
@@ -122,7 +133,8 @@ extension ScenarioContext {
                 ])
         }
         return ScenarioResult(
-            name: .segmented, summary: ScenarioName.segmented.summary, bytes: settings.mode.segmented.bytes, rows: rows)
+            name: .segmented, summary: ScenarioName.segmented.summary,
+            bytes: settings.mode.segmentedBytes(connections: counts.max() ?? 1), rows: rows)
     }
 
     // MARK: small-files
