@@ -52,15 +52,17 @@ enum Targets {
     }
 
     /// ≥ 3× aria2c -j16 files per second, every file durable (the engine fsyncs; the peers do not).
+    /// aria2c's rate here swings between ~75 and ~1,400 files/s from run to run, so the check also
+    /// asks for 3× DESIGN.md's measured 733 files/s (2,199 files/s): a slow aria2c cannot pass it alone.
     private static func smallFiles(_ scenario: ScenarioResult) -> TargetCheck {
-        let target = "≥ 3× aria2c -j16 files/s, every completed file durable"
+        let target = "≥ 3× aria2c -j16 files/s in this run and ≥ 3 × 733 files/s (DESIGN.md's aria2c), every completed file durable"
         guard let engine = scenario.row(.downloadkit)?.filesPerSecond?.median,
             let aria = scenario.row(.aria2c)?.filesPerSecond?.median
         else { return TargetCheck(scenario: "small-files", target: target, measured: "not measured", met: nil) }
         return TargetCheck(
             scenario: "small-files", target: target,
             measured: "\(format(engine / aria, 2))× aria2c (\(Report.grouped(engine)) vs \(Report.grouped(aria)) files/s)",
-            met: engine >= 3 * aria)
+            met: engine >= 3 * aria && engine >= 3 * 733)
     }
 
     /// No byte fetched twice after kill -9 (the bench's own target, from DESIGN.md's first sentence).
