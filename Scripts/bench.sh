@@ -4,6 +4,7 @@
 #   Scripts/bench.sh --quick         # 64 MiB smoke run (< 1 minute); --runs 1 is accepted
 #   Scripts/bench.sh --full          # also peak RSS at 8 GiB (needs ~10 GiB free under the output dir)
 #   Scripts/bench.sh --scenarios http-file,rss --runs 5 --output /tmp/bench
+#   Scripts/bench.sh --scenarios segmented,small-files,resume,queue,allocations --quick --runs 1
 # Results: bench-results/results.md, results.json, chart.svg (or under --output).
 # Peers (curl, wget, aria2c, axel) and nginx are installed with Scripts/install-deps.sh --bench when
 # this script runs as root (or with sudo available); otherwise missing peers are skipped and named.
@@ -18,5 +19,7 @@ if [ ! -x /usr/bin/time ]; then
         "bench's own address space" >&2
 fi
 
+# The resume scenario runs the CLI (downloadkit get), found next to downloadkit-bench.
+swift build -c release --product downloadkit
 swift build -c release --product downloadkit-bench
 exec "$(swift build -c release --show-bin-path)/downloadkit-bench" "$@"

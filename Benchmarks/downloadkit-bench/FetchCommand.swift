@@ -17,12 +17,34 @@ struct FetchCommand: AsyncParsableCommand {
     enum Mode: String, ExpressibleByArgument, CaseIterable, Sendable {
         /// `HTTPClient.execute` with a reused `ReceiveBuffer`, each body slice written to /dev/null.
         case devnull
-        /// The full `Download` engine to a file (temp file, checkpoints, fsync, rename).
+        /// The full `Download` engine to a file (temp file, checkpoints, fsync, rename); segmented
+        /// with `--connections N`.
         case file
+        /// Every URL of `--list` into `--dir`, `--concurrency` at a time, one shared HTTPClient.
+        case many
+        /// DownloadManager: enqueue `--count` tasks in one batch, close, restore; prints the timings.
+        case queue
+        /// mallocs of the response parser and the HTTPClient body loop (run under the malloc counter).
+        case allocs
     }
 
-    @Option(help: "devnull or file.")
+    @Option(help: "devnull, file, many, queue or allocs.")
     var mode: Mode
+
+    @Option(help: "File mode: connections per file (segmented download when above 1).")
+    var connections = 1
+
+    @Option(help: "Many mode: a file with one URL per line.")
+    var list: String?
+
+    @Option(help: "Many mode: the destination directory; queue mode: the manager's state directory.")
+    var dir: String?
+
+    @Option(help: "Many mode: downloads at a time (also the client's connections per origin).")
+    var concurrency = 16
+
+    @Option(help: "Queue mode: how many tasks to enqueue.")
+    var count = 10_000
 
     @Option(help: "Also trust the CA certificates in this PEM file.")
     var cacert: String?
@@ -30,24 +52,50 @@ struct FetchCommand: AsyncParsableCommand {
     @Option(help: "In devnull mode, the TestPattern seed of the body: spot-check bytes at 64 offsets.")
     var seed: UInt64?
 
-    @Argument(help: "The URL.")
-    var url: String
+    @Argument(help: "The URL (devnull, file, allocs; the base of the task URLs in queue mode).")
+    var url: String?
 
-    @Argument(help: "The destination file (file mode; ignored in devnull mode).")
-    var destination: String
+    @Argument(help: "The destination file (file mode; ignored otherwise).")
+    var destination: String?
+
+    func validate() throws {
+        if connections < 1 { throw ValidationError("--connections must be at least 1") }
+        if concurrency < 1 { throw ValidationError("--concurrency must be at least 1") }
+        switch mode {
+        case .devnull, .allocs, .queue:
+            if url == nil { throw ValidationError("\(mode.rawValue) mode needs a URL") }
+        case .file:
+            if url == nil || destination == nil { throw ValidationError("file mode needs a URL and a destination") }
+        case .many:
+            if list == nil || dir == nil { throw ValidationError("many mode needs --list and --dir") }
+        }
+        if mode == .queue && dir == nil { throw ValidationError("queue mode needs --dir (the state directory)") }
+    }
 
     func run() async throws {
         var clientConfiguration = HTTPClientConfiguration()
         if let cacert { clientConfiguration.tls.additionalTrustRootFiles.append(cacert) }
         switch mode {
         case .devnull:
-            let bytes = try fetchToDevNull(configuration: clientConfiguration)
+            let bytes = try fetchToDevNull(url: url ?? "", configuration: clientConfiguration)
             print("bytes=\(bytes)")
         case .file:
+            clientConfiguration.maxConnectionsPerOrigin = max(clientConfiguration.maxConnectionsPerOrigin, connections)
+            var configuration = DownloadConfiguration(client: clientConfiguration)
+            configuration.connections = connections
             let result = try await Download.run(
-                DownloadRequest(url: url, destination: .file(destination)),
-                configuration: DownloadConfiguration(client: clientConfiguration))
+                DownloadRequest(url: url ?? "", destination: .file(destination ?? "")), configuration: configuration)
             print("bytes=\(result.bytes)")
+        case .many:
+            clientConfiguration.maxConnectionsPerOrigin = concurrency
+            let (files, bytes) = try await fetchMany(
+                listPath: list ?? "", directory: dir ?? "", concurrency: concurrency, configuration: clientConfiguration)
+            print("bytes=\(bytes)")
+            print("files=\(files)")
+        case .queue:
+            try await measureQueue(baseURL: url ?? "", stateDirectory: dir ?? "", count: count)
+        case .allocs:
+            try measureAllocations(url: url ?? "", configuration: clientConfiguration)
         }
         // The kernel's high-water RSS of this address space, a cross-check of the launcher's ru_maxrss.
         if let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
@@ -59,7 +107,7 @@ struct FetchCommand: AsyncParsableCommand {
 
     /// One GET, body to /dev/null, like `curl -s -o /dev/null URL`. Returns the body length after
     /// checking it against Content-Length and spot-checking the pattern.
-    private func fetchToDevNull(configuration: HTTPClientConfiguration) throws -> Int64 {
+    private func fetchToDevNull(url: String, configuration: HTTPClientConfiguration) throws -> Int64 {
         let started = monotonicNow()
         let client = try HTTPClient(configuration: configuration)
         let clientReady = monotonicNow()

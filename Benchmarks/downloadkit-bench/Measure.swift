@@ -84,10 +84,71 @@ func measure(
     return result
 }
 
+/// Runs `executable` directly (no GNU time launcher, so its peak RSS is not exact) and sends it
+/// SIGKILL as soon as `shouldKill` returns true; `shouldKill` is polled every 2 ms while it runs.
+/// - Returns: The measurement (its `signal` is SIGKILL when it was killed).
+func measureKilling(
+    _ executable: String, _ arguments: [String], stdoutPath: String, stderrPath: String,
+    environment extra: [String: String] = [:], timeout: Double, shouldKill: () -> Bool
+) throws -> Measurement {
+    let (child, start) = try spawnChild(
+        executable, arguments, stdoutPath: stdoutPath, stderrPath: stderrPath, environment: extra)
+    var status: Int32 = 0
+    var usage = rusage()
+    var killed = false
+    while true {
+        let reaped = wait4(child, &status, killed ? 0 : WNOHANG, &usage)
+        if reaped == child { break }
+        if reaped < 0 && errno == EINTR { continue }
+        if reaped < 0 { throw MeasureError.wait(errno) }
+        if !killed && (shouldKill() || monotonicNow() - start > timeout) {
+            kill(child, SIGKILL)
+            killed = true
+            continue
+        }
+        usleep(2000)
+    }
+    var result = decode(status: status, usage: usage, start: start, end: monotonicNow())
+    result.rssIsExact = false
+    return result
+}
+
 private func spawnAndWait(
     _ executable: String, _ arguments: [String], stdoutPath: String, stderrPath: String,
     environment extra: [String: String]
 ) throws -> Measurement {
+    let (child, start) = try spawnChild(
+        executable, arguments, stdoutPath: stdoutPath, stderrPath: stderrPath, environment: extra)
+    var status: Int32 = 0
+    var usage = rusage()
+    while true {
+        let reaped = wait4(child, &status, 0, &usage)
+        if reaped == child { break }
+        if reaped < 0 && errno == EINTR { continue }
+        throw MeasureError.wait(errno)
+    }
+    return decode(status: status, usage: usage, start: start, end: monotonicNow())
+}
+
+private func decode(status: Int32, usage: rusage, start: Double, end: Double) -> Measurement {
+    func seconds(_ value: timeval) -> Double { Double(value.tv_sec) + Double(value.tv_usec) / 1e6 }
+    // WIFSIGNALED / WEXITSTATUS are macros Swift does not import; decode the status word by hand.
+    let terminatingSignal = status & 0x7f
+    return Measurement(
+        wallSeconds: end - start,
+        userSeconds: seconds(usage.ru_utime),
+        systemSeconds: seconds(usage.ru_stime),
+        maxRSSKiB: usage.ru_maxrss,
+        exitStatus: (status >> 8) & 0xff,
+        signal: terminatingSignal == 0 ? nil : terminatingSignal)
+}
+
+/// Spawns the child (empty signal mask, default dispositions, stdin /dev/null, stdout and stderr to
+/// files). Returns its pid and the monotonic time just before the spawn.
+private func spawnChild(
+    _ executable: String, _ arguments: [String], stdoutPath: String, stderrPath: String,
+    environment extra: [String: String]
+) throws -> (pid: pid_t, start: Double) {
     var attributes = posix_spawnattr_t()
     posix_spawnattr_init(&attributes)
     defer { posix_spawnattr_destroy(&attributes) }
@@ -121,23 +182,5 @@ private func spawnAndWait(
     let start = monotonicNow()
     let result = posix_spawn(&child, executable, &actions, &attributes, argv, envp)
     guard result == 0 else { throw MeasureError.spawn(executable, result) }
-    var status: Int32 = 0
-    var usage = rusage()
-    while true {
-        let reaped = wait4(child, &status, 0, &usage)
-        if reaped == child { break }
-        if reaped < 0 && errno == EINTR { continue }
-        throw MeasureError.wait(errno)
-    }
-    let end = monotonicNow()
-    func seconds(_ value: timeval) -> Double { Double(value.tv_sec) + Double(value.tv_usec) / 1e6 }
-    // WIFSIGNALED / WEXITSTATUS are macros Swift does not import; decode the status word by hand.
-    let terminatingSignal = status & 0x7f
-    return Measurement(
-        wallSeconds: end - start,
-        userSeconds: seconds(usage.ru_utime),
-        systemSeconds: seconds(usage.ru_stime),
-        maxRSSKiB: usage.ru_maxrss,
-        exitStatus: (status >> 8) & 0xff,
-        signal: terminatingSignal == 0 ? nil : terminatingSignal)
+    return (child, start)
 }

@@ -2,7 +2,8 @@ import Foundation
 
 /// DESIGN.md's "Targets to beat", evaluated on one run's results (always against curl in the same run).
 enum Targets {
-    static func evaluate(_ scenarios: [ScenarioResult]) -> [TargetCheck] {
+    /// - Parameter segmentedCap: nginx's per-connection cap in the segmented scenario, bytes per second.
+    static func evaluate(_ scenarios: [ScenarioResult], segmentedCap: Int?) -> [TargetCheck] {
         var checks: [TargetCheck] = []
         for scenario in scenarios {
             switch scenario.name {
@@ -14,9 +15,90 @@ enum Targets {
                 checks.append(versusCurl(scenario, minThroughput: 1.0, maxCPU: 0.8))
             case .rss:
                 checks.append(rss(scenario))
+            case .segmented:
+                checks += segmented(scenario, cap: Double(segmentedCap ?? 0) / 1e6)
+            case .smallFiles:
+                checks.append(smallFiles(scenario))
+            case .resume:
+                checks.append(resume(scenario))
+            case .queue:
+                checks.append(queue(scenario))
+            case .allocations:
+                checks.append(allocations(scenario))
             }
         }
         return checks
+    }
+
+    /// ≥ 97 % of N × cap at 8 and 16 connections (DownloadKit's median MB/s).
+    private static func segmented(_ scenario: ScenarioResult, cap: Double) -> [TargetCheck] {
+        [8, 16].map { connections in
+            let name = "segmented ×\(connections)"
+            let target = "≥ 97 % of \(connections) × \(format(cap, 0)) MB/s"
+            guard let row = scenario.rows.first(where: { $0.client == .downloadkit && $0.connections == connections }),
+                row.isUsable, let rate = row.megabytesPerSecond?.median, cap > 0
+            else { return TargetCheck(scenario: name, target: target, measured: "not measured", met: nil) }
+            let percent = 100 * rate / (cap * Double(connections))
+            var measured = "\(format(percent, 1)) % (\(Report.grouped(rate)) MB/s)"
+            for peer in [ClientKind.axel, .aria2c] {
+                if let peerRow = scenario.rows.first(where: { $0.client == peer && $0.connections == connections }),
+                    peerRow.isUsable, let peerRate = peerRow.megabytesPerSecond?.median
+                {
+                    measured += "; \(peer.rawValue) \(format(100 * peerRate / (cap * Double(connections)), 1)) %"
+                }
+            }
+            return TargetCheck(scenario: name, target: target, measured: measured, met: percent >= 97)
+        }
+    }
+
+    /// ≥ 3× aria2c -j16 files per second, every file durable (the engine fsyncs; the peers do not).
+    /// aria2c's rate here swings between ~75 and ~1,400 files/s from run to run, so the check also
+    /// asks for 3× DESIGN.md's measured 733 files/s (2,199 files/s): a slow aria2c cannot pass it alone.
+    private static func smallFiles(_ scenario: ScenarioResult) -> TargetCheck {
+        let target = "≥ 3× aria2c -j16 files/s in this run and ≥ 3 × 733 files/s (DESIGN.md's aria2c), every completed file durable"
+        guard let engine = scenario.row(.downloadkit)?.filesPerSecond?.median,
+            let aria = scenario.row(.aria2c)?.filesPerSecond?.median
+        else { return TargetCheck(scenario: "small-files", target: target, measured: "not measured", met: nil) }
+        return TargetCheck(
+            scenario: "small-files", target: target,
+            measured: "\(format(engine / aria, 2))× aria2c (\(Report.grouped(engine)) vs \(Report.grouped(aria)) files/s)",
+            met: engine >= 3 * aria && engine >= 3 * 733)
+    }
+
+    /// No byte fetched twice after kill -9 (the bench's own target, from DESIGN.md's first sentence).
+    private static func resume(_ scenario: ScenarioResult) -> TargetCheck {
+        let target = "no byte fetched twice after kill -9 (second run = size − bytes on disk)"
+        guard let row = scenario.row(.downloadkit), let twice = row.metric("fetchedTwice") else {
+            return TargetCheck(scenario: "resume", target: target, measured: "not measured", met: nil)
+        }
+        return TargetCheck(
+            scenario: "resume", target: target,
+            measured: "\(Report.grouped(twice.max)) bytes fetched twice at most, total \(format(Spread(row.samples.map(\.wallSeconds))?.median ?? 0, 2)) s",
+            met: twice.max <= 0)
+    }
+
+    /// The bench's own target (not in DESIGN.md): a 10,000-task batch enqueues in ≤ 1 s and restores in ≤ 0.5 s.
+    private static func queue(_ scenario: ScenarioResult) -> TargetCheck {
+        let target = "enqueue 10,000 ≤ 1,000 ms, restore ≤ 500 ms (bench's own)"
+        guard let row = scenario.rows.first, row.isUsable, let enqueue = row.metric("enqueueMs")?.median,
+            let restore = row.metric("restoreMs")?.median
+        else { return TargetCheck(scenario: "queue", target: target, measured: "not measured", met: nil) }
+        return TargetCheck(
+            scenario: "queue", target: target,
+            measured: "enqueue \(format(enqueue, 0)) ms, restore \(format(restore, 0)) ms",
+            met: enqueue <= 1000 && restore <= 500)
+    }
+
+    /// STYLE.md B11 asks for mallocs per MB; the bench's target: none in the body loop at steady state.
+    private static func allocations(_ scenario: ScenarioResult) -> TargetCheck {
+        let target = "0 mallocs per MiB in the parser's body path and the HTTPClient body loop (steady state)"
+        guard let row = scenario.rows.first, row.isUsable, let loop = row.metric("body_loop_mallocs_per_mib"),
+            let parser = row.metric("parser_body_mallocs_per_mib")
+        else { return TargetCheck(scenario: "allocations", target: target, measured: "not measured", met: nil) }
+        return TargetCheck(
+            scenario: "allocations", target: target,
+            measured: "parser \(format(parser.median, 2))/MiB, body loop \(format(loop.median, 3))/MiB",
+            met: parser.max == 0 && loop.median == 0)
     }
 
     private static func versusCurl(_ scenario: ScenarioResult, minThroughput: Double, maxCPU: Double?)
@@ -90,6 +172,10 @@ enum Report {
         text += "medians with the fastest peer of the scenario.\n"
 
         for scenario in results.scenarios {
+            if !scenario.name.isPlainThroughput && scenario.name != .rss {
+                text += ScenarioTables.markdown(scenario, results: results)
+                continue
+            }
             text += "\n## \(scenario.name.rawValue)"
             if scenario.name != .rss { text += " — \(sizeText(scenario.bytes))" }
             text += "\n\n\(scenario.summary)\n\n"
@@ -144,12 +230,13 @@ enum Report {
         return text
     }
 
-    private static func escapeTable(_ text: String) -> String {
+    static func escapeTable(_ text: String) -> String {
         text.replacingOccurrences(of: "|", with: "\\|").replacingOccurrences(of: "\n", with: " ")
     }
 
     /// 4812.3 → "4,812".
-    private static func grouped(_ value: Double) -> String {
+    static func grouped(_ value: Double) -> String {
+        if value < 0 { return "−" + grouped(-value) }
         let digits = String(Int(value.rounded()))
         var result = ""
         for (index, character) in digits.reversed().enumerated() {
@@ -161,7 +248,7 @@ enum Report {
 
     // MARK: SVG
 
-    private static func color(_ kind: ClientKind) -> String {
+    static func color(_ kind: ClientKind) -> String {
         switch kind {
         case .downloadkit: return "#e4572e"
         case .curl: return "#2e86de"
@@ -176,55 +263,161 @@ enum Report {
             .replacingOccurrences(of: ">", with: "&gt;")
     }
 
+    /// One bar of the chart.
+    private struct Bar {
+        var label: String
+        var client: ClientKind
+        /// nil: the row failed.
+        var spread: Spread?
+        var value: String
+        /// A per-bar mark (segmented: the ideal N × cap).
+        var tick: Double?
+    }
+
+    /// One group of bars with its own title and scale (nil scale: the shared MB/s scale).
+    private struct Group {
+        var title: String
+        var bars: [Bar]
+        var scale: Double?
+        /// A dashed target line across the group.
+        var target: Double?
+    }
+
+    private static func groups(_ results: BenchResults) -> [Group] {
+        var groups: [Group] = []
+        for scenario in results.scenarios {
+            switch scenario.name {
+            case .httpDevnull, .httpsDevnull, .httpFile, .httpsFile:
+                let bars = scenario.rows.map { row in
+                    var value = row.megabytesPerSecond.map { "\(grouped($0.median)) MB/s" } ?? ""
+                    if let cpu = row.cpuSecondsPerGiB?.median { value += " · \(format(cpu, 2)) CPU-s/GiB" }
+                    return Bar(label: row.label, client: row.client, spread: usable(row, row.megabytesPerSecond), value: value)
+                }
+                groups.append(Group(
+                    title: "\(scenario.name.rawValue) — \(sizeText(scenario.bytes)), MB/s (10^6 B/s), median with min–max",
+                    bars: bars, scale: nil))
+            case .rss:
+                let bars = scenario.rows.map { row in
+                    Bar(label: row.label, client: row.client, spread: usable(row, row.peakRSSMiB),
+                        value: row.peakRSSMiB.map { "\(format($0.median, 1)) MiB" } ?? "")
+                }
+                let top = max(48, bars.compactMap { $0.spread?.max }.max() ?? 1)
+                groups.append(Group(
+                    title: "rss — peak RSS, MiB (dashed line: 32 MiB target)", bars: bars, scale: top, target: 32))
+            case .segmented:
+                let cap = Double(results.segmentedCap ?? 0) / 1e6
+                let bars = scenario.rows.map { row in
+                    let ideal = cap * Double(row.connections ?? 1)
+                    var value = row.megabytesPerSecond.map { "\(grouped($0.median)) MB/s" } ?? ""
+                    if let rate = row.megabytesPerSecond?.median, ideal > 0 {
+                        value += " · \(format(100 * rate / ideal, 1)) % of N × cap"
+                    }
+                    return Bar(
+                        label: row.label, client: row.client, spread: usable(row, row.megabytesPerSecond), value: value,
+                        tick: ideal)
+                }
+                let top = max(bars.compactMap { $0.spread?.max }.max() ?? 1, bars.compactMap(\.tick).max() ?? 1)
+                groups.append(Group(
+                    title: "segmented — \(format(cap, 0)) MB/s per connection, MB/s "
+                        + "(red tick: N × cap)", bars: bars, scale: top * 1.05))
+            case .smallFiles:
+                let bars = scenario.rows.map { row in
+                    Bar(label: row.label, client: row.client, spread: usable(row, row.filesPerSecond),
+                        value: row.filesPerSecond.map { "\(grouped($0.median)) files/s" } ?? "")
+                }
+                groups.append(Group(
+                    title: "small-files — \(scenario.rows.first?.files ?? 0) × 64 KiB, files per second",
+                    bars: bars, scale: bars.compactMap { $0.spread?.max }.max() ?? 1))
+            case .resume:
+                let bars = scenario.rows.map { row in
+                    var value = Spread(row.samples.map(\.wallSeconds)).map { "\(format($0.median, 2)) s" } ?? ""
+                    if let twice = row.metric("fetchedTwice")?.median {
+                        value += " · \(format(twice / 1_048_576, 1)) MiB fetched twice"
+                    }
+                    return Bar(
+                        label: row.label, client: row.client,
+                        spread: usable(row, Spread(row.samples.map(\.wallSeconds))), value: value)
+                }
+                groups.append(Group(
+                    title: "resume — \(sizeText(scenario.bytes)), killed at half and rerun: total wall seconds (lower is better)",
+                    bars: bars, scale: bars.compactMap { $0.spread?.max }.max() ?? 1))
+            case .queue:
+                guard let row = scenario.rows.first else { continue }
+                let bars = [("enqueue 10,000", "enqueueMs"), ("restore 10,000", "restoreMs")].map { label, key in
+                    Bar(label: label, client: .downloadkit, spread: usable(row, row.metric(key)),
+                        value: row.metric(key).map { "\(format($0.median, 1)) ms" } ?? "")
+                }
+                groups.append(Group(
+                    title: "queue — DownloadManager, milliseconds (lower is better)", bars: bars,
+                    scale: bars.compactMap { $0.spread?.max }.max() ?? 1))
+            case .allocations:
+                guard let row = scenario.rows.first else { continue }
+                let bars = [
+                    ("parser: head", "parser_head_mallocs", "mallocs"),
+                    ("parser: body", "parser_body_mallocs_per_mib", "mallocs/MiB"),
+                    ("body loop", "body_loop_mallocs_per_mib", "mallocs/MiB"),
+                ].map { label, key, unit in
+                    Bar(label: label, client: .downloadkit, spread: usable(row, row.metric(key)),
+                        value: row.metric(key).map { "\(format($0.median, 2)) \(unit)" } ?? "")
+                }
+                groups.append(Group(
+                    title: "allocations — mallocs (head: per response; body: per MiB at steady state)", bars: bars,
+                    scale: max(1, bars.compactMap { $0.spread?.max }.max() ?? 1)))
+            }
+        }
+        return groups
+    }
+
+    private static func usable(_ row: Row, _ spread: Spread?) -> Spread? { row.isUsable ? spread : nil }
+
     /// A horizontal bar chart: one group per scenario, one bar per client (median, with a min–max
-    /// whisker). Throughput scenarios share one MB/s scale; the rss scenario shows peak RSS in MiB on
-    /// its own scale with the 32 MiB target marked.
+    /// whisker). The single-file throughput scenarios share one MB/s scale; every other scenario has
+    /// its own (peak RSS with the 32 MiB target, segmented MB/s with a tick at N × cap, files/s,
+    /// seconds, milliseconds, mallocs).
     static func svg(_ results: BenchResults) -> String {
         let width = 1000.0
         let labelWidth = 190.0
         let barArea = 540.0
         let barHeight = 20.0
         let gap = 6.0
-        let throughputMax = results.scenarios.filter { $0.name != .rss }.flatMap(\.rows)
-            .compactMap { $0.isUsable ? $0.megabytesPerSecond?.max : nil }.max() ?? 1
+        let groups = groups(results)
+        let sharedMax = groups.filter { $0.scale == nil }.flatMap(\.bars).compactMap { $0.spread?.max }.max() ?? 1
         var body = ""
         var y = 84.0
-        for scenario in results.scenarios {
-            let isRSS = scenario.name == .rss
-            let title =
-                isRSS
-                ? "rss — peak RSS, MiB (dashed line: 32 MiB target)"
-                : "\(scenario.name.rawValue) — \(sizeText(scenario.bytes)), MB/s (10^6 B/s), median with min–max"
-            body += "<text x=\"20\" y=\"\(y)\" class=\"title\">\(xml(title))</text>\n"
+        for group in groups {
+            body += "<text x=\"20\" y=\"\(y)\" class=\"title\">\(xml(group.title))</text>\n"
             y += 14
-            let scaleMax =
-                isRSS ? max(48, scenario.rows.compactMap { $0.isUsable ? $0.peakRSSMiB?.max : nil }.max() ?? 1) : throughputMax
+            let scaleMax = max(group.scale ?? sharedMax, 1e-9)
             let top = y
-            for row in scenario.rows {
+            for bar in group.bars {
                 body += "<text x=\"\(labelWidth - 10)\" y=\"\(y + barHeight * 0.72)\" class=\"label\" "
-                body += "text-anchor=\"end\">\(xml(row.label))</text>\n"
-                let spread = isRSS ? row.peakRSSMiB : row.megabytesPerSecond
-                if row.isUsable, let spread {
+                body += "text-anchor=\"end\">\(xml(bar.label))</text>\n"
+                if let spread = bar.spread {
                     let length = barArea * spread.median / scaleMax
                     body += "<rect x=\"\(labelWidth)\" y=\"\(y)\" width=\"\(format(length, 1))\" height=\"\(barHeight)\" "
-                    body += "fill=\"\(color(row.client))\"/>\n"
+                    body += "fill=\"\(color(bar.client))\"/>\n"
                     let low = labelWidth + barArea * spread.min / scaleMax
                     let high = labelWidth + barArea * spread.max / scaleMax
                     let middle = y + barHeight / 2
                     body += "<line x1=\"\(format(low, 1))\" y1=\"\(middle)\" x2=\"\(format(high, 1))\" y2=\"\(middle)\" "
                     body += "class=\"whisker\"/>\n"
-                    var value = isRSS ? "\(format(spread.median, 1)) MiB" : "\(grouped(spread.median)) MB/s"
-                    if !isRSS, let cpu = row.cpuSecondsPerGiB?.median { value += " · \(format(cpu, 2)) CPU-s/GiB" }
-                    let targetX = isRSS ? labelWidth + barArea * 32 / scaleMax : 0
-                    body += "<text x=\"\(format(max(labelWidth + length, high, targetX) + 8, 1))\" y=\"\(y + barHeight * 0.72)\" "
-                    body += "class=\"value\">\(xml(value))</text>\n"
+                    var right = max(labelWidth + length, high)
+                    if let tick = bar.tick {
+                        let x = labelWidth + barArea * tick / scaleMax
+                        body += "<line x1=\"\(format(x, 1))\" y1=\"\(y - 2)\" x2=\"\(format(x, 1))\" "
+                        body += "y2=\"\(y + barHeight + 2)\" class=\"target\"/>\n"
+                        right = max(right, x)
+                    }
+                    if let target = group.target { right = max(right, labelWidth + barArea * target / scaleMax) }
+                    body += "<text x=\"\(format(right + 8, 1))\" y=\"\(y + barHeight * 0.72)\" "
+                    body += "class=\"value\">\(xml(bar.value))</text>\n"
                 } else {
                     body += "<text x=\"\(labelWidth + 4)\" y=\"\(y + barHeight * 0.72)\" class=\"value\">failed</text>\n"
                 }
                 y += barHeight + gap
             }
-            if isRSS {
-                let x = labelWidth + barArea * 32 / scaleMax
+            if let target = group.target {
+                let x = labelWidth + barArea * target / scaleMax
                 body += "<line x1=\"\(format(x, 1))\" y1=\"\(top - 4)\" x2=\"\(format(x, 1))\" y2=\"\(y)\" class=\"target\"/>\n"
             }
             y += 22

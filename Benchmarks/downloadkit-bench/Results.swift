@@ -7,6 +7,25 @@ enum BenchMode: String, Codable, Sendable {
     /// The file size of the throughput scenarios.
     var mainBytes: Int64 { self == .quick ? 64 << 20 : 1 << 30 }
 
+    /// The `segmented` scenario: nginx's per-connection cap on `/limited/` and the connection counts.
+    var segmented: (capBytesPerSecond: Int, connections: [Int]) {
+        self == .quick ? (8_000_000, [1, 4, 8, 16]) : (26_000_000, [1, 4, 8, 16])
+    }
+
+    /// The file size for `connections` in `segmented`: 64 MiB per connection (4 MiB with `--quick`), so
+    /// every run lasts about 2.6 s at the ideal N × 26 MB/s (0.5 s at 8 MB/s) and process start-up weighs
+    /// the same (~3 %) at every N, while one connection's run stays short.
+    func segmentedBytes(connections: Int) -> Int64 { Int64(connections) * (self == .quick ? 4 << 20 : 64 << 20) }
+
+    /// How many 64 KiB files the `small-files` scenario fetches.
+    var smallFileCount: Int { self == .quick ? 100 : 1000 }
+
+    /// The file each client downloads, is killed half-way through, and resumes in `resume`.
+    var resumeBytes: Int64 { self == .quick ? 128 << 20 : 1 << 30 }
+
+    /// Tasks enqueued in one batch (and restored) in `queue`.
+    var queueTaskCount: Int { 10_000 }
+
     /// The two sizes whose peak RSS the `rss` scenario compares.
     var rssBytes: (small: Int64, large: Int64) {
         switch self {
@@ -30,13 +49,21 @@ enum ScenarioName: String, CaseIterable, Codable, Sendable {
     case httpFile = "http-file"
     case httpsFile = "https-file"
     case rss
+    case segmented
+    case smallFiles = "small-files"
+    case resume
+    case queue
+    case allocations
+
+    /// Scenarios whose rows are single-file downloads measured as MB/s (one shared chart scale).
+    var isPlainThroughput: Bool { [.httpDevnull, .httpsDevnull, .httpFile, .httpsFile].contains(self) }
 
     var isTLS: Bool { self == .httpsDevnull || self == .httpsFile }
 
     var sink: Sink {
         switch self {
         case .httpDevnull, .httpsDevnull: return .devnull
-        case .httpFile, .httpsFile, .rss: return .file
+        case .httpFile, .httpsFile, .rss, .segmented, .smallFiles, .resume, .queue, .allocations: return .file
         }
     }
 
@@ -56,6 +83,27 @@ enum ScenarioName: String, CaseIterable, Codable, Sendable {
         case .rss:
             return "Peak RSS of the DownloadKit engine (file mode, HTTP) at a small and a large size: it must not "
                 + "grow with the file."
+        case .segmented:
+            return "One file over N connections from a second nginx's /limited/ location (limit_rate per connection, "
+                + "sendfile_max_chunk 256k): "
+                + "DownloadKit's segmented engine (DownloadConfiguration.connections = N) against aria2c "
+                + "-x N -s N -k 1M and axel -n N. The ideal is N × the cap."
+        case .smallFiles:
+            return "Many 64 KiB files, 16 at a time over reused connections. DownloadKit runs one Download per "
+                + "file sharing one HTTPClient (16 connections); every completed file is fsynced and renamed "
+                + "into place with its directory fsynced. The peers do not fsync."
+        case .resume:
+            return "Each client is killed with SIGKILL when the partial file reaches half the size, then rerun "
+                + "to completion. Wall time is both runs together; nginx's access log gives the bytes the "
+                + "second run fetched, and bytes fetched twice = second run − (size − bytes on disk at the kill)."
+        case .queue:
+            return "DownloadManager: enqueue 10,000 tasks in one batch call (one transaction), close, and restore "
+                + "them by opening a new manager on the same state directory. Timed inside the fetch child; "
+                + "the network is reported unreachable so no task starts."
+        case .allocations:
+            return "mallocs counted by an LD_PRELOAD interposer (built from Benchmarks/malloc-counter/malloc-counter.c at "
+                + "run time): the response parser over a head + 1 MiB body in 64 KiB pieces, and the "
+                + "HTTPClient.execute body loop of a 64 MiB body into a reused ReceiveBuffer."
         }
     }
 }
@@ -67,6 +115,9 @@ struct Sample: Codable, Sendable {
     var systemSeconds: Double
     var maxRSSKiB: Int
     var rssIsExact: Bool
+    /// Scenario-specific figures (resume: `secondRunBytes`, `bytesAtKill`; queue: `enqueueMs`,
+    /// `restoreMs`; allocations: `parserMallocsPerMiB`, …), nil for plain downloads.
+    var metrics: [String: Double]? = nil
     /// The TLS version nginx logged for the request (`$ssl_protocol`), nil over plain HTTP.
     var tlsProtocol: String?
 }
@@ -93,6 +144,10 @@ struct Row: Codable, Sendable {
     var label: String
     var client: ClientKind
     var bytes: Int64
+    /// Connections per file (segmented).
+    var connections: Int? = nil
+    /// Files per run (small-files); `bytes` is then their total.
+    var files: Int? = nil
     var samples: [Sample] = []
     /// Why the row has no result: the first failed run's reason. A failed row is never ranked.
     var failure: String?
@@ -105,6 +160,14 @@ struct Row: Codable, Sendable {
     }
     /// Peak resident set size, MiB.
     var peakRSSMiB: Spread? { Spread(samples.map { Double($0.maxRSSKiB) / 1024 }) }
+
+    /// Files per second of wall time (small-files).
+    var filesPerSecond: Spread? {
+        guard let files else { return nil }
+        return Spread(samples.map { Double(files) / $0.wallSeconds })
+    }
+    /// The spread of one named metric over the samples that carry it.
+    func metric(_ name: String) -> Spread? { Spread(samples.compactMap { $0.metrics?[name] }) }
 
     var isUsable: Bool { failure == nil && !samples.isEmpty }
 }
@@ -139,6 +202,8 @@ struct BenchResults: Codable, Sendable {
     var runs: Int
     var mainBytes: Int64
     var rssBytes: [Int64]
+    /// The segmented scenario's per-connection cap (bytes per second), when it ran.
+    var segmentedCap: Int? = nil
     var missingPeers: [String]
     var scenarios: [ScenarioResult]
     var targets: [TargetCheck]

@@ -39,12 +39,18 @@ struct BenchRunner {
         let clients = [Client(kind: .downloadkit, executable: currentExecutablePath())] + peers
 
         // Files: written once into the cache, reused by later runs.
-        let needsMain = settings.scenarios.contains { $0 != .rss }
+        let needsMain = settings.scenarios.contains { $0.isPlainThroughput }
         var sizes: [Int64] = needsMain ? [settings.mode.mainBytes] : []
         if settings.scenarios.contains(.rss) {
             sizes += [settings.mode.rssBytes.small, settings.mode.rssBytes.large]
         }
+        if settings.scenarios.contains(.segmented) {
+            sizes += settings.mode.segmented.connections.map { settings.mode.segmentedBytes(connections: $0) }
+        }
+        if settings.scenarios.contains(.resume) { sizes.append(settings.mode.resumeBytes) }
+        if settings.scenarios.contains(.allocations) { sizes.append(ScenarioContext.allocationBodyBytes) }
         for size in Set(sizes).sorted() { try prepareFile(bytes: size) }
+        if settings.scenarios.contains(.smallFiles) { try prepareSmallFiles(count: settings.mode.smallFileCount) }
 
         let certificates = try TestCertificates.generate(in: settings.output + "/certs")
         let site = TLSSite(
@@ -58,7 +64,8 @@ struct BenchRunner {
         let machine = MachineInfo.collect(nginx: nginxPath, clients: clients, missing: missing)
         let context = ScenarioContext(
             nginx: nginx, caFile: certificates.caCertificatePath, clients: clients, settings: settings,
-            downloadDirectory: downloadDirectory, logDirectory: logDirectory)
+            nginxExecutable: nginxPath, cacheDirectory: cacheDirectory, downloadDirectory: downloadDirectory,
+            logDirectory: logDirectory)
         var scenarios: [ScenarioResult] = []
         for name in settings.scenarios {
             scenarios.append(try context.run(name))
@@ -88,9 +95,30 @@ struct BenchRunner {
         if settings.runs < 3 { notes.append("Fewer than 3 runs: the medians are not meaningful (smoke run).") }
         return BenchResults(
             machine: machine, mode: settings.mode, runs: settings.runs, mainBytes: settings.mode.mainBytes,
-            rssBytes: [settings.mode.rssBytes.small, settings.mode.rssBytes.large], missingPeers: missing,
-            scenarios: scenarios, targets: Targets.evaluate(scenarios), notes: notes,
+            rssBytes: [settings.mode.rssBytes.small, settings.mode.rssBytes.large],
+            segmentedCap: settings.scenarios.contains(.segmented) ? settings.mode.segmented.capBytesPerSecond : nil,
+            missingPeers: missing,
+            scenarios: scenarios, targets: Targets.evaluate(
+                scenarios, segmentedCap: settings.scenarios.contains(.segmented) ? settings.mode.segmented.capBytesPerSecond : nil), notes: notes,
             loadAverageAtEnd: MachineInfo.loadAverage())
+    }
+
+    /// `count` files of 64 KiB in `<cache>/small-<count>/`, file i with the pattern of seed `seed + i`
+    /// (so a client that mixes files up fails the check), each read once into the page cache.
+    private func prepareSmallFiles(count: Int) throws {
+        let directory = ScenarioContext.smallFileDirectory(cache: cacheDirectory, count: count)
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        var written = 0
+        for index in 0..<count {
+            let path = directory + "/" + ScenarioContext.smallFileName(index)
+            let seed = Self.seed &+ UInt64(index)
+            if spotCheck(path: path, bytes: ScenarioContext.smallFileBytes, seed: seed) != nil {
+                try writePatternFile(path: path, bytes: ScenarioContext.smallFileBytes, seed: seed)
+                written += 1
+            }
+            try warmPageCache(path: path)
+        }
+        if written > 0 { log("wrote \(written) small files into \(directory)") }
     }
 
     /// `<cache>/pattern-<bytes>.bin`, the served path.
@@ -114,6 +142,8 @@ struct ScenarioContext {
     let caFile: String
     let clients: [Client]
     let settings: BenchSettings
+    let nginxExecutable: String
+    let cacheDirectory: String
     let downloadDirectory: String
     let logDirectory: String
 
@@ -123,6 +153,17 @@ struct ScenarioContext {
     }
 
     func run(_ name: ScenarioName) throws -> ScenarioResult {
+        switch name {
+        case .segmented: return try runSegmented()
+        case .smallFiles: return try runSmallFiles()
+        case .resume: return try runResume()
+        case .queue: return try runQueue()
+        case .allocations: return try runAllocations()
+        case .httpDevnull, .httpsDevnull, .httpFile, .httpsFile, .rss: return try runSingleFile(name)
+        }
+    }
+
+    private func runSingleFile(_ name: ScenarioName) throws -> ScenarioResult {
         var cases: [Case] = []
         var rows: [Row] = []
         if name == .rss {
@@ -220,12 +261,6 @@ struct ScenarioContext {
             wallSeconds: measurement.wallSeconds, userSeconds: measurement.userSeconds,
             systemSeconds: measurement.systemSeconds, maxRSSKiB: measurement.maxRSSKiB,
             rssIsExact: measurement.rssIsExact, tlsProtocol: entries.last?.tlsProtocol)
-    }
-
-    private func tail(of path: String) -> String {
-        let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
-        let lines = text.split(whereSeparator: \.isNewline).suffix(3)
-        return lines.isEmpty ? "(no output)" : lines.joined(separator: " | ")
     }
 }
 

@@ -1,0 +1,461 @@
+import Foundation
+import Glibc
+import TestOrigin
+
+/// The scenarios beyond one-file-one-connection: segmented, small-files, resume, queue, allocations.
+extension ScenarioContext {
+    /// Runs `cases` alternating (A B C A B C …) for `settings.runs` rounds; a failed run marks its row.
+    func alternate(
+        _ name: ScenarioName, rows initial: [Row], measureOnce: (Int, Int) throws -> Sample
+    ) -> [Row] {
+        var rows = initial
+        log("\(name.rawValue): \(rows.map(\.label).joined(separator: ", ")) × \(settings.runs) runs")
+        for run in 1...settings.runs {
+            for index in rows.indices where rows[index].failure == nil {
+                do {
+                    let sample = try measureOnce(index, run)
+                    rows[index].samples.append(sample)
+                    var line = "  \(name.rawValue) run \(run)/\(settings.runs) \(rows[index].label): "
+                    line += "\(format(sample.wallSeconds, 3)) s"
+                    if let metrics = sample.metrics {
+                        line += " " + metrics.sorted { $0.key < $1.key }.map { "\($0.key)=\(format($0.value, 2))" }
+                            .joined(separator: " ")
+                    }
+                    log(line)
+                } catch {
+                    rows[index].failure = "run \(run): \(error)"
+                    log("  \(name.rawValue) run \(run) \(rows[index].label) FAILED: \(error)")
+                }
+            }
+        }
+        return rows
+    }
+
+    /// Waits until nginx has logged requests after `count` whose 200/206 bodies add up to `bytes`
+    /// (aborted requests are logged when their connection closes, a moment after the client exits).
+    /// - Returns: The new entries.
+    func logEntries(
+        after count: Int, atLeastBytes bytes: Int64, timeout: Double = 5, origin: NginxServer? = nil
+    ) throws -> [NginxAccessLogEntry] {
+        let origin = origin ?? nginx
+        let deadline = monotonicNow() + timeout
+        while true {
+            let entries = Array(try origin.accessLog().dropFirst(count))
+            let sent = entries.filter { $0.status == 200 || $0.status == 206 }.reduce(Int64(0)) { $0 + $1.bodyBytesSent }
+            if sent >= bytes || monotonicNow() > deadline { return entries }
+            usleep(10_000)
+        }
+    }
+
+    func bodyBytes(_ entries: [NginxAccessLogEntry]) -> Int64 {
+        entries.filter { $0.status == 200 || $0.status == 206 }.reduce(Int64(0)) { $0 + $1.bodyBytesSent }
+    }
+
+    func requireSuccess(_ measurement: Measurement, logBase: String) throws {
+        guard measurement.succeeded else {
+            let reason = measurement.signal.map { "killed by signal \($0)" } ?? "exit status \(measurement.exitStatus)"
+            throw BenchError("\(reason): \(tail(of: logBase + ".err"))")
+        }
+    }
+
+    func tail(of path: String) -> String {
+        let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+        let lines = text.split(whereSeparator: \.isNewline).suffix(3)
+        return lines.isEmpty ? "(no output)" : lines.joined(separator: " | ")
+    }
+
+    /// `key=value` pairs from a child's standard output (several per line allowed).
+    func keyValues(in path: String) -> [String: Double] {
+        let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+        var values: [String: Double] = [:]
+        for word in text.split(whereSeparator: { $0 == " " || $0.isNewline }) {
+            let parts = word.split(separator: "=", maxSplits: 1)
+            if parts.count == 2, let value = Double(parts[1]) { values[String(parts[0])] = value }
+        }
+        return values
+    }
+
+    // MARK: segmented
+
+    func runSegmented() throws -> ScenarioResult {
+        let (cap, counts) = settings.mode.segmented
+        // Its own nginx: `limit_rate` on /limited/, and sendfile_max_chunk 256k so a request's head start
+        // is one 256 KiB chunk (nginx sends a chunk, then waits chunk / rate; with the default 2 MiB chunk
+        // every request, including each stolen range, starts with a 2 MiB burst above the cap).
+        let limited = try NginxServer(
+            configuration: NginxConfiguration(
+                documentRoot: cacheDirectory, limitRate: cap, extraServerDirectives: "        sendfile_max_chunk 256k;"),
+            executable: nginxExecutable)
+        defer { limited.stop() }
+        var rows: [Row] = []
+        var plans: [(client: Client, connections: Int)] = []
+        for connections in counts {
+            for client in clients where [.downloadkit, .aria2c, .axel].contains(client.kind) {
+                plans.append((client, connections))
+                var row = Row(
+                    label: "\(client.kind.rawValue) ×\(connections)", client: client.kind,
+                    bytes: settings.mode.segmentedBytes(connections: connections))
+                row.connections = connections
+                rows.append(row)
+            }
+        }
+        rows = alternate(.segmented, rows: rows) { index, run in
+            let (client, connections) = plans[index]
+            let bytes = settings.mode.segmentedBytes(connections: connections)
+            let url = limited.httpURL("/limited/" + BenchRunner.fileName(bytes: bytes))
+            let destination = downloadDirectory + "/segmented-\(client.kind.rawValue).bin"
+            let invocation = try client.segmentedInvocation(url: url, destination: destination, connections: connections)
+            let cleanup = [destination] + invocation.leftovers
+            for file in cleanup { unlink(file) }
+            defer {
+                for file in cleanup { unlink(file) }
+                syncFileSystem()
+            }
+            let logBase = logDirectory + "/segmented-\(client.kind.rawValue)-\(connections)-\(run)"
+            let before = try limited.accessLog().count
+            let measurement = try measure(
+                invocation.executable, invocation.arguments, stdoutPath: logBase + ".out", stderrPath: logBase + ".err")
+            try requireSuccess(measurement, logBase: logBase)
+            let entries = try logEntries(after: before, atLeastBytes: bytes, origin: limited)
+            let sent = bodyBytes(entries)
+            guard sent >= bytes else { throw BenchError("nginx sent \(sent) of \(bytes) body bytes") }
+            if let problem = spotCheck(path: destination, bytes: bytes, seed: BenchRunner.seed) {
+                throw BenchError("downloaded file: \(problem)")
+            }
+            let connectionsUsed = Set(entries.map(\.connection)).count
+            return Sample(
+                wallSeconds: measurement.wallSeconds, userSeconds: measurement.userSeconds,
+                systemSeconds: measurement.systemSeconds, maxRSSKiB: measurement.maxRSSKiB,
+                rssIsExact: measurement.rssIsExact,
+                metrics: [
+                    "sentBytes": Double(sent), "requests": Double(entries.count),
+                    "tcpConnections": Double(connectionsUsed),
+                ])
+        }
+        return ScenarioResult(
+            name: .segmented, summary: ScenarioName.segmented.summary,
+            bytes: settings.mode.segmentedBytes(connections: counts.max() ?? 1), rows: rows)
+    }
+
+    // MARK: small-files
+
+    /// `<cache>/small-<count>/f-NNNN.bin`, each 64 KiB of the pattern with seed `BenchRunner.seed + index`.
+    static func smallFileDirectory(cache: String, count: Int) -> String { cache + "/small-\(count)" }
+    static let smallFileBytes: Int64 = 64 << 10
+    static func smallFileName(_ index: Int) -> String { String(format: "f-%04d.bin", index) }
+
+    func runSmallFiles() throws -> ScenarioResult {
+        let count = settings.mode.smallFileCount
+        let urls = (0..<count).map { nginx.httpURL("/small-\(count)/" + Self.smallFileName($0)) }
+        let listPath = downloadDirectory + "/small-files.list"
+        try (urls.joined(separator: "\n") + "\n").write(toFile: listPath, atomically: true, encoding: .utf8)
+        // curl: a config file naming every output (curl --parallel needs output names for each URL).
+        let total = Int64(count) * Self.smallFileBytes
+        var rows: [Row] = []
+        var plan: [Client] = []
+        for client in clients where client.kind != .axel {
+            plan.append(client)
+            var row = Row(label: client.kind == .wget ? "wget (sequential)" : client.kind.rawValue, client: client.kind, bytes: total)
+            row.files = count
+            rows.append(row)
+        }
+        rows = alternate(.smallFiles, rows: rows) { index, run in
+            let client = plan[index]
+            let directory = downloadDirectory + "/small-files-\(client.kind.rawValue)"
+            try? FileManager.default.removeItem(atPath: directory)
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            defer {
+                try? FileManager.default.removeItem(atPath: directory)
+                syncFileSystem()
+            }
+            let invocation = try client.manyInvocation(
+                urls: urls, listPath: listPath, directory: directory, configDirectory: downloadDirectory)
+            let logBase = logDirectory + "/small-files-\(client.kind.rawValue)-\(run)"
+            let before = try nginx.accessLog().count
+            let measurement = try measure(
+                invocation.executable, invocation.arguments, stdoutPath: logBase + ".out", stderrPath: logBase + ".err")
+            try requireSuccess(measurement, logBase: logBase)
+            let entries = try logEntries(after: before, atLeastBytes: total)
+            let sent = bodyBytes(entries)
+            guard sent >= total else { throw BenchError("nginx sent \(sent) of \(total) body bytes") }
+            for index in 0..<count {
+                let path = directory + "/" + Self.smallFileName(index)
+                if let problem = spotCheck(path: path, bytes: Self.smallFileBytes, seed: BenchRunner.seed &+ UInt64(index)) {
+                    throw BenchError("\(Self.smallFileName(index)): \(problem)")
+                }
+            }
+            let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory).count - count
+            guard leftovers == 0 else { throw BenchError("\(leftovers) extra files left in the directory") }
+            return Sample(
+                wallSeconds: measurement.wallSeconds, userSeconds: measurement.userSeconds,
+                systemSeconds: measurement.systemSeconds, maxRSSKiB: measurement.maxRSSKiB,
+                rssIsExact: measurement.rssIsExact,
+                metrics: ["tcpConnections": Double(Set(entries.map(\.connection)).count)])
+        }
+        return ScenarioResult(name: .smallFiles, summary: ScenarioName.smallFiles.summary, bytes: total, rows: rows)
+    }
+
+    // MARK: resume
+
+    func runResume() throws -> ScenarioResult {
+        let bytes = settings.mode.resumeBytes
+        let url = nginx.httpURL("/" + BenchRunner.fileName(bytes: bytes))
+        let cli = (currentExecutablePath() as NSString).deletingLastPathComponent + "/downloadkit"
+        var rows: [Row] = []
+        var plan: [Client] = []
+        for client in clients where client.kind != .axel {
+            plan.append(client)
+            rows.append(Row(label: client.kind == .downloadkit ? "downloadkit get" : client.kind.rawValue, client: client.kind, bytes: bytes))
+        }
+        if !FileManager.default.isExecutableFile(atPath: cli), let index = rows.firstIndex(where: { $0.client == .downloadkit }) {
+            rows[index].failure = "\(cli) is missing: swift build -c release --product downloadkit"
+        }
+        rows = alternate(.resume, rows: rows) { index, run in
+            let client = plan[index]
+            let destination = downloadDirectory + "/resume-\(client.kind.rawValue).bin"
+            let invocation = try client.resumeInvocation(url: url, destination: destination, cli: cli)
+            let cleanup = [destination] + invocation.leftovers
+            for file in cleanup { unlink(file) }
+            defer {
+                for file in cleanup { unlink(file) }
+                syncFileSystem()
+            }
+            let partial = client.kind == .downloadkit ? destination + ".dkpart" : destination
+            let logBase = logDirectory + "/resume-\(client.kind.rawValue)-\(run)"
+
+            // First run: SIGKILL once the partial file holds half the bytes.
+            let before = try nginx.accessLog().count
+            let first = try measureKilling(
+                invocation.executable, invocation.arguments, stdoutPath: logBase + "-1.out",
+                stderrPath: logBase + "-1.err", timeout: 120
+            ) { fileSize(partial) >= bytes / 2 }
+            guard first.signal == SIGKILL else {
+                throw BenchError("the first run ended before it was killed (exit status \(first.exitStatus))")
+            }
+            let atKill = fileSize(partial)
+            // The killed request is logged when nginx notices the closed connection.
+            let firstEntries = try nginx.accessLog(waitingFor: before + 1, timeout: 5).dropFirst(before)
+            let firstSent = bodyBytes(Array(firstEntries))
+
+            // Second run to completion, measured (with exact RSS).
+            let middle = try nginx.accessLog().count
+            let second = try measure(
+                invocation.executable, invocation.arguments, stdoutPath: logBase + "-2.out",
+                stderrPath: logBase + "-2.err")
+            try requireSuccess(second, logBase: logBase + "-2")
+            let entries = try logEntries(after: middle, atLeastBytes: bytes - atKill)
+            let secondSent = bodyBytes(entries)
+            if let problem = spotCheck(path: destination, bytes: bytes, seed: BenchRunner.seed) {
+                throw BenchError("downloaded file: \(problem)")
+            }
+            return Sample(
+                wallSeconds: first.wallSeconds + second.wallSeconds,
+                userSeconds: first.userSeconds + second.userSeconds,
+                systemSeconds: first.systemSeconds + second.systemSeconds, maxRSSKiB: second.maxRSSKiB,
+                rssIsExact: second.rssIsExact,
+                metrics: [
+                    "bytesAtKill": Double(atKill), "firstRunSentBytes": Double(firstSent),
+                    "secondRunBytes": Double(secondSent), "fetchedTwice": Double(secondSent - (bytes - atKill)),
+                    "firstRunSeconds": first.wallSeconds, "secondRunSeconds": second.wallSeconds,
+                    "secondRunRequests": Double(entries.count),
+                ])
+        }
+        return ScenarioResult(name: .resume, summary: ScenarioName.resume.summary, bytes: bytes, rows: rows)
+    }
+
+    // MARK: queue
+
+    func runQueue() throws -> ScenarioResult {
+        guard let engine = clients.first(where: { $0.kind == .downloadkit }) else {
+            throw BenchError("DownloadKit client missing")
+        }
+        let count = settings.mode.queueTaskCount
+        let row = Row(label: "DownloadManager, \(count) tasks", client: .downloadkit, bytes: 0)
+        let rows = alternate(.queue, rows: [row]) { _, run in
+            let state = downloadDirectory + "/queue-state"
+            try? FileManager.default.removeItem(atPath: state)
+            defer { try? FileManager.default.removeItem(atPath: state) }
+            let logBase = logDirectory + "/queue-\(run)"
+            let measurement = try measure(
+                engine.executable,
+                ["fetch", "--mode", "queue", "--count", String(count), "--dir", state, nginx.httpURL("/queue")],
+                stdoutPath: logBase + ".out", stderrPath: logBase + ".err")
+            try requireSuccess(measurement, logBase: logBase)
+            let values = keyValues(in: logBase + ".out")
+            guard values["restored"] == Double(count), let enqueue = values["enqueue_ms"],
+                let restore = values["restore_ms"]
+            else { throw BenchError("unexpected output: \(tail(of: logBase + ".out"))") }
+            return Sample(
+                wallSeconds: measurement.wallSeconds, userSeconds: measurement.userSeconds,
+                systemSeconds: measurement.systemSeconds, maxRSSKiB: measurement.maxRSSKiB,
+                rssIsExact: measurement.rssIsExact,
+                metrics: [
+                    "enqueueMs": enqueue, "restoreMs": restore, "openEmptyMs": values["open_ms"] ?? 0,
+                    "closeMs": values["close_ms"] ?? 0,
+                ])
+        }
+        return ScenarioResult(name: .queue, summary: ScenarioName.queue.summary, bytes: 0, rows: rows)
+    }
+
+    // MARK: allocations
+
+    /// The 64 MiB file the body-loop measurement fetches.
+    static let allocationBodyBytes: Int64 = 64 << 20
+
+    func runAllocations() throws -> ScenarioResult {
+        guard let engine = clients.first(where: { $0.kind == .downloadkit }) else {
+            throw BenchError("DownloadKit client missing")
+        }
+        var row = Row(label: "downloadkit", client: .downloadkit, bytes: Self.allocationBodyBytes)
+        let library: String
+        do {
+            library = try buildMallocCounter()
+        } catch {
+            row.failure = "\(error)"
+            log("allocations: \(error)")
+            return ScenarioResult(name: .allocations, summary: ScenarioName.allocations.summary, bytes: 0, rows: [row])
+        }
+        let url = nginx.httpURL("/" + BenchRunner.fileName(bytes: Self.allocationBodyBytes))
+        let rows = alternate(.allocations, rows: [row]) { _, run in
+            let logBase = logDirectory + "/allocations-\(run)"
+            let measurement = try measure(
+                engine.executable, ["fetch", "--mode", "allocs", url], stdoutPath: logBase + ".out",
+                stderrPath: logBase + ".err", environment: ["LD_PRELOAD": library])
+            try requireSuccess(measurement, logBase: logBase)
+            let values = keyValues(in: logBase + ".out")
+            guard values["bytes"] == Double(Self.allocationBodyBytes), values["body_loop_mallocs_per_mib"] != nil else {
+                throw BenchError("unexpected output: \(tail(of: logBase + ".out"))")
+            }
+            var metrics: [String: Double] = [:]
+            for key in [
+                "parser_head_mallocs", "parser_body_mallocs_per_mib", "exchange_mallocs", "body_loop_mallocs",
+                "body_loop_mib", "body_loop_mallocs_per_mib",
+            ] {
+                metrics[key] = values[key]
+            }
+            return Sample(
+                wallSeconds: measurement.wallSeconds, userSeconds: measurement.userSeconds,
+                systemSeconds: measurement.systemSeconds, maxRSSKiB: measurement.maxRSSKiB,
+                rssIsExact: measurement.rssIsExact, metrics: metrics)
+        }
+        return ScenarioResult(
+            name: .allocations, summary: ScenarioName.allocations.summary, bytes: Self.allocationBodyBytes, rows: rows)
+    }
+
+    /// Compiles Benchmarks/malloc-counter/malloc-counter.c (found next to this source file) into
+    /// `<output>/malloc-counter/libdkbench-malloc.so` with the system C compiler.
+    private func buildMallocCounter() throws -> String {
+        let source =
+            ((#filePath as NSString).deletingLastPathComponent as NSString).deletingLastPathComponent
+            + "/malloc-counter/malloc-counter.c"
+        guard FileManager.default.fileExists(atPath: source) else {
+            throw BenchError("\(source) not found (the allocations scenario runs from a source checkout)")
+        }
+        guard let compiler = ProcessRunner.findExecutable("cc") ?? ProcessRunner.findExecutable("clang") else {
+            throw BenchError("no C compiler (cc or clang) to build the malloc counter")
+        }
+        let directory = settings.output + "/malloc-counter"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let library = directory + "/libdkbench-malloc.so"
+        let measurement = try measure(
+            compiler, ["-O2", "-shared", "-fPIC", "-o", library, source], stdoutPath: directory + "/cc.out",
+            stderrPath: directory + "/cc.err")
+        guard measurement.succeeded else {
+            throw BenchError("building the malloc counter failed: \(tail(of: directory + "/cc.err"))")
+        }
+        return library
+    }
+}
+
+/// The size of a file, 0 if it does not exist.
+func fileSize(_ path: String) -> Int64 {
+    var status = stat()
+    return stat(path, &status) == 0 ? Int64(status.st_size) : 0
+}
+
+extension Client {
+    /// `segmented`: one file over `connections` connections.
+    func segmentedInvocation(url: String, destination: String, connections: Int) throws -> Invocation {
+        let directory = (destination as NSString).deletingLastPathComponent
+        let name = (destination as NSString).lastPathComponent
+        switch kind {
+        case .aria2c:
+            return Invocation(
+                executable: executable,
+                arguments: [
+                    "-q", "-x\(connections)", "-s\(connections)", "-k1M", "--allow-overwrite=true",
+                    "--file-allocation=none", "--auto-file-renaming=false", "-d", directory, "-o", name, url,
+                ],
+                leftovers: [destination + ".aria2"])
+        case .axel:
+            return Invocation(
+                executable: executable, arguments: ["-q", "-n", String(connections), "-o", destination, url],
+                leftovers: [destination + ".st"])
+        case .downloadkit:
+            return Invocation(
+                executable: executable,
+                arguments: ["fetch", "--mode", "file", "--connections", String(connections), url, destination],
+                leftovers: [destination + ".dkpart", destination + ".dkresume"])
+        case .curl, .wget:
+            throw BenchError("\(kind.rawValue) opens one connection per file: not part of the segmented scenario")
+        }
+    }
+
+    /// `small-files`: every URL into `directory`, 16 at a time where the client can.
+    func manyInvocation(urls: [String], listPath: String, directory: String, configDirectory: String) throws
+        -> Invocation
+    {
+        switch kind {
+        case .downloadkit:
+            return Invocation(
+                executable: executable,
+                arguments: ["fetch", "--mode", "many", "--list", listPath, "--dir", directory, "--concurrency", "16"])
+        case .aria2c:
+            return Invocation(
+                executable: executable,
+                arguments: [
+                    "-q", "-j16", "--allow-overwrite=true", "--auto-file-renaming=false", "-i", listPath, "-d", directory,
+                ])
+        case .curl:
+            let config = configDirectory + "/small-files.curlrc"
+            var text = ""
+            for url in urls {
+                let name = url.split(separator: "/").last.map(String.init) ?? ""
+                text += "url = \"\(url)\"\noutput = \"\(directory)/\(name)\"\n"
+            }
+            try text.write(toFile: config, atomically: true, encoding: .utf8)
+            return Invocation(
+                executable: executable, arguments: ["-s", "-f", "--parallel", "--parallel-max", "16", "-K", config])
+        case .wget:
+            return Invocation(executable: executable, arguments: ["-q", "-i", listPath, "-P", directory])
+        case .axel:
+            throw BenchError("axel takes one URL per file: not part of the small-files scenario")
+        }
+    }
+
+    /// `resume`: the same command for the killed first run and the completing second run.
+    func resumeInvocation(url: String, destination: String, cli: String) throws -> Invocation {
+        let directory = (destination as NSString).deletingLastPathComponent
+        let name = (destination as NSString).lastPathComponent
+        switch kind {
+        case .downloadkit:
+            return Invocation(
+                executable: cli, arguments: ["get", url, "-o", destination, "--progress", "none"],
+                leftovers: [destination + ".dkpart", destination + ".dkresume"])
+        case .curl:
+            return Invocation(executable: executable, arguments: ["-s", "-f", "-C", "-", "-o", destination, url])
+        case .wget:
+            return Invocation(executable: executable, arguments: ["-q", "-c", "-O", destination, url])
+        case .aria2c:
+            return Invocation(
+                executable: executable,
+                arguments: [
+                    "-q", "-c", "-x1", "-s1", "--file-allocation=none", "--auto-file-renaming=false", "-d", directory,
+                    "-o", name, url,
+                ],
+                leftovers: [destination + ".aria2"])
+        case .axel:
+            throw BenchError("axel keeps its own state file (.st); not part of the resume scenario")
+        }
+    }
+}
