@@ -469,9 +469,13 @@ public struct ResumeInfo: Sendable, Hashable {
     /// - Parameters:
     ///   - path: Destination path of the plist.
     ///   - format: Encoding; binary by default.
+    ///   - durable: When false, skips both `fsync`s: the rename is still atomic and survives a process
+    ///     crash (the page cache does), but not necessarily a power loss. For checkpoints that claim no
+    ///     new bytes (the engine records a response's validators this way), where losing the file only
+    ///     falls back to the temp file's length.
     /// - Throws: ``ResumeInfoError`` (``ResumeInfoError/Code/ioFailed`` with `errno` for file-system failures);
     ///   the temporary file is removed on failure.
-    public func write(to path: String, format: PropertyListFormat = .binary) throws(ResumeInfoError) {
+    public func write(to path: String, format: PropertyListFormat = .binary, durable: Bool = true) throws(ResumeInfoError) {
         let data = try encoded(format: format)
         let temporary = path + ".tmp-\(getpid())"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
@@ -493,7 +497,7 @@ public struct ResumeInfo: Sendable, Hashable {
                 return nil
             }
             if let writeErrno { throw Self.ioError("write", temporary, code: writeErrno) }
-            guard fsync(descriptor) == 0 else { throw Self.ioError("fsync", temporary) }
+            guard !durable || fsync(descriptor) == 0 else { throw Self.ioError("fsync", temporary) }
             isOpen = false
             guard close(descriptor) == 0 else { throw Self.ioError("close", temporary) }
             guard rename(temporary, path) == 0 else { throw Self.ioError("rename", path) }
@@ -502,7 +506,7 @@ public struct ResumeInfo: Sendable, Hashable {
             _ = unlink(temporary)
             throw error
         }
-        try Self.syncDirectory(containing: path)
+        if durable { try Self.syncDirectory(containing: path) }
     }
 
     /// Removes temporary files that ``write(to:format:)`` left beside `path` when its process died between
