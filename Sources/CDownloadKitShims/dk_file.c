@@ -23,3 +23,7 @@ int dk_splice_pipe(int fds[2], int size) {
 unsigned int dk_splice_flags_nonblocking(void) { return SPLICE_F_MOVE | SPLICE_F_NONBLOCK; }
 
 unsigned int dk_splice_flags_move(void) { return SPLICE_F_MOVE; }
+
+int dk_start_writeback(int fd, off_t offset, off_t length) {
+    return sync_file_range(fd, offset, length, SYNC_FILE_RANGE_WRITE);
+}

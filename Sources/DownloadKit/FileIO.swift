@@ -95,6 +95,13 @@ final class FileHandleFD {
         }
     }
 
+    /// Starts writing the file's dirty pages to disk without waiting (`sync_file_range` with
+    /// `SYNC_FILE_RANGE_WRITE`), so the durability `fdatasync` before the final rename mostly finds
+    /// them written already. Best effort: failures are ignored (the later sync reports real errors).
+    func startWriteback() {
+        _ = dk_start_writeback(fd, 0, 0)
+    }
+
     /// Flushes data and metadata to stable storage.
     func sync() throws(FileSystemError) {
         while fsync(fd) != 0 {

@@ -372,6 +372,10 @@ final class TransferEngine {
     }
 
     private var pendingRetryAfter: Double?
+    /// Bytes written since writeback was last started (see `didWrite`).
+    private var unflushedBytes = 0
+    /// Start writeback after this many bytes (8 MiB).
+    static let writebackInterval = 8 << 20
 
     private func receiveBufferSize(_ client: HTTPClient) -> Int {
         guard let rate = rateLimiters.map(\.bytesPerSecond).min() else { return client.configuration.receiveBufferSize }
@@ -761,6 +765,7 @@ final class TransferEngine {
         }
 
         let interval = min(configuration.checkpointInterval, 1)
+        var writtenAtLastWriteback = writtenAtStart
         var cancelled = false
         while group.wait(timeout: .now() + .milliseconds(50)) == .timedOut {
             if control.stopRequest != .none { board.stop(.stopped) }
@@ -771,6 +776,11 @@ final class TransferEngine {
             let now = monotonicNow()
             if now - lastProgressTime >= configuration.progressInterval {
                 publishSegmentProgress(board, writtenAtStart: writtenAtStart, now: now)
+            }
+            let written = board.written
+            if written - writtenAtLastWriteback >= Int64(Self.writebackInterval) {
+                file.startWriteback()
+                writtenAtLastWriteback = written
             }
             if now - lastCheckpointTime >= interval {
                 do {
@@ -869,6 +879,13 @@ final class TransferEngine {
     private func didWrite(_ count: Int) throws {
         offset += Int64(count)
         bytesThisRun += Int64(count)
+        unflushedBytes += count
+        if unflushedBytes >= Self.writebackInterval, let file {
+            // Keep the disk busy while the network is: the sync before the final rename then only
+            // waits for the last few MiB instead of the whole file.
+            file.startWriteback()
+            unflushedBytes = 0
+        }
         let now = monotonicNow()
         if now - lastProgressTime >= configuration.progressInterval { publishProgress(force: false, now: now) }
         if now - lastCheckpointTime >= configuration.checkpointInterval { try checkpoint(force: false) }

@@ -76,7 +76,9 @@ struct CLITests {
     }
 
     @Test func sigkillAtRandomMomentsThenRerunEndsByteIdentical() async throws {
-        let size: Int64 = 24 << 20
+        // 96 MiB at 8 MiB/s: no trial can finish before its kill, even when this test is scheduled
+        // late on a busy machine; the final run is served unthrottled.
+        let size: Int64 = 96 << 20
         let origin = try FaultOrigin()
         origin.serve("/k.bin", .resource(Resource(size: size, seed: 33, bytesPerSecond: 8 << 20)))
         let dir = try ScratchDirectory()
@@ -92,6 +94,7 @@ struct CLITests {
             killedAt.append(dir.size("k.bin.dkpart") ?? 0)
             try? FileManager.default.removeItem(atPath: dir.path + "/../kill-\(trial).log")
         }
+        origin.serve("/k.bin", .resource(Resource(size: size, seed: 33)))
         let final = try await run(arguments, in: dir)
         #expect(final.exitCode == 0, "\(final.output)")
         #expect(fileMatchesPattern(dir.file("k.bin"), size: size, seed: 33))

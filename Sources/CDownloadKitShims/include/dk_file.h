@@ -22,4 +22,9 @@ unsigned int dk_splice_flags_nonblocking(void);
 /// `SPLICE_F_MOVE`, for draining a pipe into a file.
 unsigned int dk_splice_flags_move(void);
 
+/// Wraps `sync_file_range(fd, offset, length, SYNC_FILE_RANGE_WRITE)`: starts writeback of the range's
+/// dirty pages without waiting for it, so a later `fdatasync` has little left to wait for.
+/// Returns 0 or -1 with errno set.
+int dk_start_writeback(int fd, off_t offset, off_t length);
+
 #endif
