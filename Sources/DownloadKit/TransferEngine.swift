@@ -181,8 +181,6 @@ final class TransferEngine {
             } catch {
                 throw DownloadError(.invalidURL, "invalid replacement URL \(replacement): \(error.detail)")
             }
-        } else if resumeInfo != nil, case .file = request.destination, currentURL != originalURL {
-            // Same destination, different URL given now: the caller's URL is the fresh one.
         }
 
         let handle = try FileHandleFD.openForUpdate(tempPath)
@@ -226,17 +224,11 @@ final class TransferEngine {
     }
 
     private func adopt(_ info: ResumeInfo) {
-        if let original = try? HTTPURL(info.originalURL) {
-            // A different URL for the same destination is a refreshed URL (seed 002): the identity stays.
-            if case .file = request.destination {
-                currentURL = originalURL
-                originalURL = original
-                if currentURL == originalURL, let current = try? HTTPURL(info.currentURL) {
-                    currentURL = current
-                }
-            } else if let current = try? HTTPURL(info.currentURL) {
-                currentURL = current
-            }
+        // The identity stays the recorded original URL (a different URL for the same file is a
+        // refreshed one, seed 002). Requests start from the URL given now and follow redirects again:
+        // a recorded redirect target (often a signed CDN URL) may have expired since.
+        if case .file = request.destination, let original = try? HTTPURL(info.originalURL) {
+            originalURL = original
         }
         entityTagText = info.entityTag
         entityTag = info.entityTag.flatMap { try? EntityTag(parsing: $0) }
@@ -478,7 +470,7 @@ final class TransferEngine {
             })
 
         if case .bodyReceived = outcome {
-            publishProgress(force: true)
+            publishProgress()
             if let part = partDigest, part.digest.finalize() != part.expected {
                 throw DownloadError(
                     .contentMD5Mismatch,
@@ -887,7 +879,7 @@ final class TransferEngine {
             unflushedBytes = 0
         }
         let now = monotonicNow()
-        if now - lastProgressTime >= configuration.progressInterval { publishProgress(force: false, now: now) }
+        if now - lastProgressTime >= configuration.progressInterval { publishProgress(now: now) }
         if now - lastCheckpointTime >= configuration.checkpointInterval { try checkpoint(force: false) }
         try checkLowSpeed(now: now, received: count)
         if !rateLimiters.isEmpty {
@@ -916,7 +908,7 @@ final class TransferEngine {
         }
     }
 
-    private func publishProgress(force: Bool, now: Double = monotonicNow()) {
+    private func publishProgress(now: Double = monotonicNow()) {
         publishProgress(received: offset, thisRun: bytesThisRun, connections: 1, now: now)
     }
 
@@ -1045,7 +1037,7 @@ final class TransferEngine {
         // temp file only makes a rerun download again.
         try FileSystem.remove(infoPath)
         ResumeInfo.removeStaleTemporaryFiles(for: infoPath)
-        publishProgress(force: true)
+        publishProgress()
         control.setState(.completed, .started)
         return DownloadResult(
             path: destination, bytes: offset, resumedFrom: resumedFrom, bytesTransferred: bytesThisRun,

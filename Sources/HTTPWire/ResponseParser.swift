@@ -152,16 +152,22 @@ public struct ResponseParser: Sendable {
     /// - Throws: ``WireError/Code/invalidOutOfBandBody`` when no `Content-Length` body is in progress
     ///   or `count` is negative or exceeds ``remainingFixedBodyBytes``; the parser then stays failed.
     public mutating func consumeBodyOutOfBand(_ count: Int64) throws(WireError) {
-        guard case .fixedBody(let remaining) = state, count >= 0, count <= remaining else {
-            let error = WireError(
-                .invalidOutOfBandBody, offset: messageBytesConsumed,
-                "\(count) body bytes moved out of band, but \(remainingFixedBodyBytes.map(String.init) ?? "no") Content-Length bytes remain")
-            state = .failed(error)
-            throw error
+        // Written without `guard case … else { throw }`: Swift 6.3.1's optimiser crashes ("Found
+        // ownership error") on that shape in a typed-throws mutating method.
+        var remaining: Int64 = -1
+        if case .fixedBody(let left) = state { remaining = left }
+        if remaining >= 0 && count >= 0 && count <= remaining {
+            state = .fixedBody(remaining: remaining - count)
+            bodyBytesReceived += count
+            messageBytesConsumed += Int(count)
+            return
         }
-        state = .fixedBody(remaining: remaining - count)
-        bodyBytesReceived += count
-        messageBytesConsumed += Int(count)
+        let expected = remaining >= 0 ? "\(remaining)" : "no"
+        let error = WireError(
+            .invalidOutOfBandBody, offset: messageBytesConsumed,
+            "\(count) body bytes moved out of band, but \(expected) Content-Length bytes remain")
+        state = .failed(error)
+        throw error
     }
 
     /// Prepares for the next response on a kept-alive connection, keeping the head buffer's storage.
