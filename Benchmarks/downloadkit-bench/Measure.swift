@@ -1,4 +1,5 @@
 import Foundation
+import TestOrigin
 import Glibc
 
 /// What one measured child process cost: wall time from spawn to reaping, and the kernel's own
@@ -144,43 +145,14 @@ private func decode(status: Int32, usage: rusage, start: Double, end: Double) ->
 }
 
 /// Spawns the child (empty signal mask, default dispositions, stdin /dev/null, stdout and stderr to
-/// files). Returns its pid and the monotonic time just before the spawn.
+/// files) with TestOrigin's `spawnProcess`. Returns its pid and the monotonic time just before the spawn.
 private func spawnChild(
     _ executable: String, _ arguments: [String], stdoutPath: String, stderrPath: String,
     environment extra: [String: String]
 ) throws -> (pid: pid_t, start: Double) {
-    var attributes = posix_spawnattr_t()
-    posix_spawnattr_init(&attributes)
-    defer { posix_spawnattr_destroy(&attributes) }
-    var emptyMask = sigset_t()
-    sigemptyset(&emptyMask)
-    posix_spawnattr_setsigmask(&attributes, &emptyMask)
-    var defaults = sigset_t()
-    sigfillset(&defaults)
-    sigdelset(&defaults, SIGKILL)
-    sigdelset(&defaults, SIGSTOP)
-    posix_spawnattr_setsigdefault(&attributes, &defaults)
-    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-    posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-    posix_spawn_file_actions_addopen(&actions, 2, stderrPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-
-    var environment = ProcessInfo.processInfo.environment
-    for (key, value) in extra { environment[key] = value }
-    let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
-    let envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-    defer {
-        for pointer in argv { free(pointer) }
-        for pointer in envp { free(pointer) }
-    }
-
-    var child = pid_t()
     let start = monotonicNow()
-    let result = posix_spawn(&child, executable, &actions, &attributes, argv, envp)
-    guard result == 0 else { throw MeasureError.spawn(executable, result) }
-    return (child, start)
+    let child = try spawnProcess(
+        executable, arguments, standardOutput: stdoutPath, standardError: stderrPath, environment: extra)
+    guard child.result == 0 else { throw MeasureError.spawn(executable, child.result) }
+    return (child.pid, start)
 }

@@ -84,34 +84,12 @@ public final class ChildProcess: @unchecked Sendable {
     ///
     /// - Throws: ``OriginError`` when `posix_spawn` fails (for example, a missing executable).
     public init(_ executable: String, _ arguments: [String], outputPath: String) throws {
-        var attributes = posix_spawnattr_t()
-        posix_spawnattr_init(&attributes)
-        defer { posix_spawnattr_destroy(&attributes) }
-        var emptyMask = sigset_t()
-        sigemptyset(&emptyMask)
-        posix_spawnattr_setsigmask(&attributes, &emptyMask)
-        var defaults = sigset_t()
-        sigfillset(&defaults)
-        sigdelset(&defaults, SIGKILL)
-        sigdelset(&defaults, SIGSTOP)
-        posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-
-        let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
-        defer { for pointer in argv { free(pointer) } }
-        var child = pid_t()
-        let result = posix_spawn(&child, executable, &actions, &attributes, argv, environ)
-        guard result == 0 else {
-            throw OriginError("posix_spawn \(executable)", errno: result, detail: String(cString: strerror(result)))
+        let child = try spawnProcess(executable, arguments, standardOutput: outputPath, standardError: nil)
+        guard child.result == 0 else {
+            throw OriginError(
+                "posix_spawn \(executable)", errno: child.result, detail: String(cString: strerror(child.result)))
         }
-        pid = child
+        pid = child.pid
     }
 
     deinit {
@@ -166,4 +144,51 @@ public final class ChildProcess: @unchecked Sendable {
         }
         return exitStatus
     }
+}
+
+/// Starts `executable` with `posix_spawn`, an empty signal mask and default signal dispositions — not
+/// `Foundation.Process`, whose children inherit the blocked SIGTERM of test and Dispatch threads and
+/// then ignore it. Standard input is `/dev/null`; standard output goes to `standardOutput` (created or
+/// truncated) and standard error to `standardError`, or to standard output when nil.
+/// - Parameter environment: Variables set on top of this process's environment.
+/// - Returns: The child's pid and `posix_spawn`'s result (0 on success, else an errno value).
+public func spawnProcess(
+    _ executable: String, _ arguments: [String], standardOutput: String, standardError: String?,
+    environment extra: [String: String] = [:]
+) throws -> (pid: pid_t, result: Int32) {
+    var attributes = posix_spawnattr_t()
+    posix_spawnattr_init(&attributes)
+    defer { posix_spawnattr_destroy(&attributes) }
+    var emptyMask = sigset_t()
+    sigemptyset(&emptyMask)
+    posix_spawnattr_setsigmask(&attributes, &emptyMask)
+    var defaults = sigset_t()
+    sigfillset(&defaults)
+    sigdelset(&defaults, SIGKILL)
+    sigdelset(&defaults, SIGSTOP)
+    posix_spawnattr_setsigdefault(&attributes, &defaults)
+    posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 1, standardOutput, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+    if let standardError {
+        posix_spawn_file_actions_addopen(&actions, 2, standardError, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+    } else {
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+    }
+
+    var environment = ProcessInfo.processInfo.environment
+    for (key, value) in extra { environment[key] = value }
+    let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
+    let envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+    defer {
+        for pointer in argv { free(pointer) }
+        for pointer in envp { free(pointer) }
+    }
+    var child = pid_t()
+    let result = posix_spawn(&child, executable, &actions, &attributes, argv, envp)
+    return (child, result)
 }
