@@ -61,6 +61,7 @@ enum PropertyListTree {
             throw ResumeInfoError(.tooLarge, "property list is \(data.count) bytes; the limit is \(limits.maxInputBytes)")
         }
         guard !data.isEmpty else { throw ResumeInfoError(.notAPropertyList, "input is empty") }
+        try BinaryPropertyListScreen.check(data)
         var format = PropertyListSerialization.PropertyListFormat.binary
         let object: Any
         do {
@@ -364,5 +365,55 @@ struct KeyedArchiveReader {
         var resolved: [String: ArchiveValue] = [:]
         for (key, item) in fields where key != "$class" { resolved[key] = try resolveField(item, depth: depth) }
         return .object(className: className, fields: resolved)
+    }
+}
+
+/// Screens a binary property list (`bplist00`) before Foundation parses it.
+///
+/// swift-corelibs-foundation crashes (SEGV while bridging an `NSSet` to `AnyHashable`) on some
+/// hostile binary plists that contain sets; found by Fuzz/FuzzResumeInfo.swift, input kept in
+/// Fuzz/regressions/resumeinfo/. Resume data never holds sets, so any object whose marker is a set
+/// or a reserved type is refused here, as are a trailer or offsets that point outside the data.
+/// XML plists cannot express sets and are passed through.
+enum BinaryPropertyListScreen {
+    static func check(_ data: Data) throws(ResumeInfoError) {
+        let bytes = [UInt8](data)
+        guard bytes.count >= 8, bytes[0..<6].elementsEqual("bplist".utf8) else { return }
+        guard bytes.count >= 8 + 32 else { throw refuse("the binary property list is too short for its trailer") }
+        let trailer = bytes.count - 32
+        let offsetSize = Int(bytes[trailer + 6])
+        let referenceSize = Int(bytes[trailer + 7])
+        let objectCount = bigEndian(bytes, at: trailer + 8, size: 8)
+        let tableOffset = bigEndian(bytes, at: trailer + 24, size: 8)
+        guard (1...8).contains(offsetSize), (1...8).contains(referenceSize) else {
+            throw refuse("the binary property list's trailer has invalid integer sizes")
+        }
+        guard objectCount > 0, objectCount <= UInt64(bytes.count),
+            tableOffset >= 8, tableOffset + objectCount * UInt64(offsetSize) <= UInt64(trailer)
+        else { throw refuse("the binary property list's offset table lies outside the data") }
+        for index in 0..<Int(objectCount) {
+            let offset = bigEndian(bytes, at: Int(tableOffset) + index * offsetSize, size: offsetSize)
+            guard offset >= 8, offset < UInt64(trailer) else {
+                throw refuse("object \(index) of the binary property list lies outside the data")
+            }
+            // High nibble: 0 null/bool/fill, 1 int, 2 real, 3 date, 4 data, 5/6 strings, 8 UID,
+            // A array, D dictionary. C (set) and the reserved 7, 9, B, E, F never appear in resume data.
+            switch bytes[Int(offset)] >> 4 {
+            case 0x0, 0x1, 0x2, 0x3, 0x4, 0x5, 0x6, 0x8, 0xA, 0xD:
+                continue
+            default:
+                throw refuse("object \(index) of the binary property list has an unsupported type (a set or a reserved marker)")
+            }
+        }
+    }
+
+    private static func bigEndian(_ bytes: [UInt8], at offset: Int, size: Int) -> UInt64 {
+        var value: UInt64 = 0
+        for index in 0..<size { value = value << 8 | UInt64(bytes[offset + index]) }
+        return value
+    }
+
+    private static func refuse(_ detail: String) -> ResumeInfoError {
+        ResumeInfoError(.notAPropertyList, detail)
     }
 }

@@ -263,3 +263,35 @@ enum HandmadeArchive {
         #expect(apple.bytesReceived == 10)
     }
 }
+
+/// Regression for a fuzzer finding (Fuzz/regressions/resumeinfo/nsset-bridging-segv.plist): Apple resume
+/// data whose archived request is a binary plist holding a set made swift-corelibs-foundation's
+/// PropertyListSerialization crash. It must be a typed error or a plain decode, never a crash.
+@Suite struct HostileBinaryPlistTests {
+    @Test func aSetInsideANestedBinaryPlistIsRefusedWithoutCrashing() throws {
+        let url = try #require(Bundle.module.url(forResource: "hostile-nsset-in-request-archive", withExtension: "plist", subdirectory: "Fixtures"))
+        let data = try Data(contentsOf: url)
+        // Either the outer data decodes (the request archive is only best-effort) or a typed error.
+        do {
+            let info = try ResumeInfo.decode(data)
+            #expect(info.origin != .downloadKit)
+        } catch {
+            #expect(!error.detail.isEmpty)
+        }
+    }
+
+    @Test func binaryPlistsWithSetsOrBrokenTrailersAreRefused() throws {
+        // A minimal bplist00 whose single object is an empty set (marker 0xC0).
+        var set: [UInt8] = Array("bplist00".utf8) + [0xC0, 0x08]
+        set += [0, 0, 0, 0, 0, 0, 1, 1] + [0, 0, 0, 0, 0, 0, 0, 1] + [0, 0, 0, 0, 0, 0, 0, 0] + [0, 0, 0, 0, 0, 0, 0, 9]
+        #expect(throws: ResumeInfoError.self) { _ = try ResumeInfo.decode(Data(set)) }
+        var truncated = set
+        truncated.removeLast(40)
+        #expect(throws: ResumeInfoError.self) { _ = try ResumeInfo.decode(Data(truncated)) }
+        // The same list holding an empty dictionary (0xD0) passes the screen (and then fails validation
+        // for missing keys, with a typed error).
+        var dictionary = set
+        dictionary[8] = 0xD0
+        #expect(throws: ResumeInfoError.self) { _ = try ResumeInfo.decode(Data(dictionary)) }
+    }
+}
