@@ -41,3 +41,11 @@ public func offloaded<T: Sendable>(_ body: @escaping @Sendable () throws -> T) a
         thread.start()
     }
 }
+
+/// This process's resident set size in bytes (`/proc/self/statm`), or 0 when unreadable.
+public func residentMemoryBytes() -> Int64 {
+    guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+    let fields = text.split(separator: " ")
+    guard fields.count > 1, let pages = Int64(fields[1]) else { return 0 }
+    return pages * Int64(sysconf(Int32(_SC_PAGESIZE)))
+}

@@ -244,12 +244,7 @@ struct HostileServerTests {
     // MARK: Bodies that never end or barely move
 
     /// Resident set size of this process in bytes (/proc/self/statm, second field).
-    static func residentBytes() -> Int64 {
-        guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
-        let fields = text.split(separator: " ")
-        guard fields.count > 1, let pages = Int64(fields[1]) else { return 0 }
-        return pages * Int64(sysconf(Int32(_SC_PAGESIZE)))
-    }
+    static func residentBytes() -> Int64 { residentMemoryBytes() }
 
     /// Expected: a close-delimited body that never ends streams to disk with bounded memory: between
     /// 16 MiB and 528 MiB received, the process's RSS grows by far less than the 512 MiB received.
