@@ -15,7 +15,8 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
-        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
     ],
     targets: [
@@ -37,6 +38,7 @@ let package = Package(
             dependencies: [
                 "HTTPClient", "HTTPWire", "CDownloadKitShims",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
@@ -61,7 +63,12 @@ let package = Package(
         .testTarget(name: "HTTPClientTests", dependencies: ["HTTPClient", "HTTPWire", "TestOrigin"]),
         .testTarget(
             name: "DownloadKitTests",
-            dependencies: ["DownloadKit", "HTTPClient", "HTTPWire", "TestOrigin"],
+            dependencies: [
+                "DownloadKit", "HTTPClient", "HTTPWire", "TestOrigin",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+            ],
             resources: [.copy("Fixtures")]
         ),
         .testTarget(name: "ConformanceTests", dependencies: ["DownloadKit", "HTTPClient", "HTTPWire", "TestOrigin"]),

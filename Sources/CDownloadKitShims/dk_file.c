@@ -2,6 +2,7 @@
 #include "dk_file.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <linux/falloc.h>
 #include <unistd.h>
 
@@ -26,4 +27,9 @@ unsigned int dk_splice_flags_move(void) { return SPLICE_F_MOVE; }
 
 int dk_start_writeback(int fd, off_t offset, off_t length) {
     return sync_file_range(fd, offset, length, SYNC_FILE_RANGE_WRITE);
+}
+
+int dk_set_current_thread_name(const char *name) {
+    /* The kernel keeps 15 bytes and a NUL; longer names are cut. Shown by ps, top and /proc. */
+    return pthread_setname_np(pthread_self(), name);
 }

@@ -1,4 +1,5 @@
 import Foundation
+import CDownloadKitShims
 import Synchronization
 import HTTPClient
 
@@ -22,7 +23,10 @@ public final class Download: Sendable {
     public let request: DownloadRequest
     /// Its configuration.
     public let configuration: DownloadConfiguration
-    private let control = DownloadControl()
+    /// A short random identifier (8 hexadecimal digits) for logs (`download.id` metadata) and the
+    /// transfer thread's name (`dk-<id>`).
+    public let id: String
+    private let control: DownloadControl
     private let client: HTTPClient?
     private let started = Atomic<Bool>(false)
 
@@ -36,12 +40,48 @@ public final class Download: Sendable {
         self.request = request
         self.configuration = configuration
         self.client = client
+        let id = String(UInt32.random(in: 0...UInt32.max), radix: 16)
+        self.id = String(repeating: "0", count: 8 - id.count) + id
+        self.control = DownloadControl(
+            observer: DownloadObserver(logger: configuration.logger, url: request.url, id: self.id))
+    }
+
+    /// Creates a download that continues from resume data alone: the URL, the destination and the
+    /// checksum come from the property list (``pause()``'s data, a failed download's
+    /// ``DownloadError/resumeData``, or the `.dkresume` file), as `URLSession.downloadTask(withResumeData:)`
+    /// does. Apple NSURLSession resume data carries no destination: pass one.
+    /// - Throws: ``DownloadError`` `.invalidResumeData` when the data cannot be read or names no
+    ///   destination and none is given.
+    public convenience init(
+        resumingWith resumeData: Data, destination: DownloadDestination? = nil,
+        configuration: DownloadConfiguration = DownloadConfiguration(), client: HTTPClient? = nil
+    ) throws(DownloadError) {
+        let info: ResumeInfo
+        do {
+            info = try ResumeInfo.decode(resumeData)
+        } catch {
+            throw DownloadError(.invalidResumeData, "the resume data cannot be used: \(error)")
+        }
+        guard let target = destination ?? info.destinationPath.map(DownloadDestination.file) else {
+            throw DownloadError(
+                .invalidResumeData,
+                "the resume data names no destination (Apple resume data never does): pass destination:")
+        }
+        let checksum = info.checksum.flatMap { Checksum(parsing: "\($0.algorithm)=\($0.expectedHex)") }
+        self.init(
+            DownloadRequest(url: info.originalURL, destination: target, checksum: checksum, resumeData: resumeData),
+            configuration: configuration, client: client)
     }
 
     /// Events in order: state changes with reasons, rate-limited progress, then `finished` or `failed`.
-    /// The stream ends after the last event. Meant for one consumer; slow consumers lose the oldest
-    /// progress events first (the newest 512 are kept).
-    public var events: AsyncStream<DownloadEvent> { control.events }
+    ///
+    /// Each access is a new subscription that sees every event from then on (the first one also gets
+    /// the events sent before it; a subscription made after the end sees the terminal event), so any
+    /// number of consumers can read. A consumer that falls
+    /// behind loses only progress snapshots (each waiting one is replaced by the newest), never a state
+    /// change or the terminal event. The sequence ends after the terminal event; leaving a `for await`
+    /// early ends the subscription, not the download.
+    public var events: EventSequence<DownloadEvent> { control.events }
 
     /// The latest progress snapshot.
     public var progress: DownloadProgress { control.progress }
@@ -62,7 +102,10 @@ public final class Download: Sendable {
         let request = self.request
         let configuration = self.configuration
         let client = self.client
+        let name = "dk-\(id)"
         let thread = Thread {
+            // Foundation's `Thread.name` does not reach the kernel on Linux; ps, top and /proc show this.
+            _ = dk_set_current_thread_name(name)
             let outcome: Result<DownloadResult, DownloadError>
             do throws(DownloadError) {
                 let engine = try TransferEngine(
@@ -73,16 +116,46 @@ public final class Download: Sendable {
             }
             control.finish(outcome)
         }
-        thread.name = "DownloadKit transfer"
+        thread.name = name
         thread.stackSize = 1 << 20
         thread.start()
     }
 
     /// Waits for the end.
+    ///
+    /// Cancelling the task that awaits this (a task group's timeout, a cancelled server request, a
+    /// SwiftUI `.task`) stops the transfer within one poll interval, keeps every durable byte and throws
+    /// `.cancelled` with ``DownloadError/resumeData`` attached — unless `onCancellation` is
+    /// ``TaskCancellationBehavior/continueTransfer``, in which case the transfer goes on detached and
+    /// only this wait ends (with `.cancelled`, no resume data).
     /// - Returns: The finished download.
-    /// - Throws: ``DownloadError``; `.paused` and `.cancelled` when stopped by the caller.
-    public func result() async throws(DownloadError) -> DownloadResult {
-        try await control.wait().get()
+    /// - Throws: ``DownloadError``; `.paused` and `.cancelled` when stopped by the caller. A failure that
+    ///   left resumable bytes carries ``DownloadError/resumeData``.
+    public func result(onCancellation: TaskCancellationBehavior = .stopTransfer) async throws(DownloadError)
+        -> DownloadResult
+    {
+        switch onCancellation {
+        case .stopTransfer:
+            return try await withTaskCancellationHandler {
+                await control.wait()
+            } onCancel: {
+                control.requestStop(.pause, byTaskCancellation: true)
+                if !self.started.load(ordering: .acquiring) {
+                    control.finish(.failure(DownloadError(.paused, "paused before it started")))
+                }
+            }.get()
+        case .continueTransfer:
+            let ticket = control.makeWaitTicket()
+            let outcome = await withTaskCancellationHandler {
+                await control.wait(ticket: ticket)
+            } onCancel: {
+                control.abandonWait(ticket: ticket)
+            }
+            guard let outcome else {
+                throw DownloadError(.cancelled, "the task awaiting the download was cancelled; the transfer goes on")
+            }
+            return try outcome.get()
+        }
     }
 
     /// Stops the transfer, makes every received byte durable, and returns the resume data (a property
@@ -117,4 +190,13 @@ public final class Download: Sendable {
         download.start()
         return try await download.result()
     }
+}
+
+/// What a cancelled task awaiting ``Download/result(onCancellation:)`` does to the transfer.
+public enum TaskCancellationBehavior: Sendable, Hashable {
+    /// Stop the transfer like ``Download/pause()`` (every durable byte kept) and throw `.cancelled`
+    /// carrying the resume data. The default: structured concurrency owns the transfer.
+    case stopTransfer
+    /// Leave the transfer running detached; only the wait ends.
+    case continueTransfer
 }

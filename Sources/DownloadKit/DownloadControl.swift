@@ -15,24 +15,34 @@ enum StopRequest: Sendable, Hashable {
 final class DownloadControl: Sendable {
     private struct State {
         var stop: StopRequest = .none
+        /// The pause was asked for by the cancellation of a task awaiting the result.
+        var stoppedByTaskCancellation = false
         var state: DownloadState = .waiting
         var progress = DownloadProgress()
         var outcome: Result<DownloadResult, DownloadError>?
         var resumeData: Data?
-        var waiters: [CheckedContinuation<Result<DownloadResult, DownloadError>, Never>] = []
+        var waiters: [Int: CheckedContinuation<Result<DownloadResult, DownloadError>?, Never>] = [:]
+        var nextTicket = 0
+        var abandoned: Set<Int> = []
         var isResumable: Bool?
     }
 
     private let state = LockedValue(State())
     let cancellation = CancellationToken()
-    let continuation: AsyncStream<DownloadEvent>.Continuation
-    let events: AsyncStream<DownloadEvent>
+    /// Every event goes out through here; progress coalesces for slow subscribers, nothing else is dropped.
+    let fanout = EventFanout<DownloadEvent>(isCoalescible: { event in
+        if case .progress = event { return true }
+        return false
+    })
+    /// Logs and metrics of this download's lifecycle, fed from the same events.
+    let observer: DownloadObserver
 
-    init() {
-        let (stream, continuation) = AsyncStream<DownloadEvent>.makeStream(bufferingPolicy: .bufferingNewest(512))
-        self.events = stream
-        self.continuation = continuation
+    init(observer: DownloadObserver = DownloadObserver(logger: nil, url: "", id: "")) {
+        self.observer = observer
     }
+
+    /// A new subscription to this download's events.
+    var events: EventSequence<DownloadEvent> { EventSequence(fanout) }
 
     var stopRequest: StopRequest { state.withLock { $0.stop } }
     var currentState: DownloadState { state.withLock { $0.state } }
@@ -45,10 +55,11 @@ final class DownloadControl: Sendable {
     }
 
     /// Asks the engine to stop; wakes a blocked read at once.
-    func requestStop(_ request: StopRequest) {
+    func requestStop(_ request: StopRequest, byTaskCancellation: Bool = false) {
         let changed: Bool = state.withLock { state in
             guard state.outcome == nil, state.stop == .none || request == .cancel else { return false }
             state.stop = request
+            state.stoppedByTaskCancellation = byTaskCancellation && request == .pause
             return true
         }
         if changed { cancellation.cancel() }
@@ -56,12 +67,18 @@ final class DownloadControl: Sendable {
 
     func setState(_ newState: DownloadState, _ reason: DownloadStateReason) {
         state.withLock { $0.state = newState }
-        continuation.yield(.stateChanged(newState, reason))
+        observer.stateChanged(newState, reason)
+        fanout.yield(.stateChanged(newState, reason))
     }
 
     func publish(_ progress: DownloadProgress) {
-        state.withLock { $0.progress = progress }
-        continuation.yield(.progress(progress))
+        let delta: Int64 = state.withLock { state in
+            let delta = progress.bytesThisRun - state.progress.bytesThisRun
+            state.progress = progress
+            return delta
+        }
+        observer.progressed(bytes: delta)
+        fanout.yield(.progress(progress))
     }
 
     func setResumeData(_ data: Data?) {
@@ -69,32 +86,74 @@ final class DownloadControl: Sendable {
     }
 
     /// Records the end and wakes every waiter. Only the first call counts.
+    ///
+    /// A failure carries the resume data when there is any (as `URLError.downloadTaskResumeData` does);
+    /// a pause caused by the cancellation of an awaiting task ends as `.cancelled`, bytes kept.
     func finish(_ outcome: Result<DownloadResult, DownloadError>) {
-        let waiters: [CheckedContinuation<Result<DownloadResult, DownloadError>, Never>]? = state.withLock { state in
-            guard state.outcome == nil else { return nil }
-            state.outcome = outcome
-            let waiters = state.waiters
-            state.waiters = []
-            return waiters
-        }
-        guard let waiters else { return }
+        let settled: (Result<DownloadResult, DownloadError>, [CheckedContinuation<Result<DownloadResult, DownloadError>?, Never>])? =
+            state.withLock { state in
+                guard state.outcome == nil else { return nil }
+                var outcome = outcome
+                if case .failure(var error) = outcome {
+                    if error.code == .paused, state.stoppedByTaskCancellation {
+                        error = DownloadError(
+                            .cancelled,
+                            "the task awaiting the download was cancelled; every durable byte was kept and the resume data is attached")
+                    }
+                    if error.resumeData == nil { error.resumeData = state.resumeData }
+                    outcome = .failure(error)
+                }
+                state.outcome = outcome
+                let waiters = Array(state.waiters.values)
+                state.waiters = [:]
+                return (outcome, waiters)
+            }
+        guard let (outcome, waiters) = settled else { return }
+        observer.finished(outcome)
         switch outcome {
-        case .success(let result): continuation.yield(.finished(result))
-        case .failure(let error): continuation.yield(.failed(error))
+        case .success(let result): fanout.finish(with: .finished(result))
+        case .failure(let error): fanout.finish(with: .failed(error))
         }
-        continuation.finish()
         for waiter in waiters { waiter.resume(returning: outcome) }
     }
 
     /// Waits for the end.
     func wait() async -> Result<DownloadResult, DownloadError> {
+        // Without an abandonWait call for its ticket, a wait ends only with the outcome.
+        await wait(ticket: makeWaitTicket())!
+    }
+
+    /// A ticket for one ``wait(ticket:)`` that ``abandonWait(ticket:)`` can end early.
+    func makeWaitTicket() -> Int {
+        state.withLock { state in
+            defer { state.nextTicket += 1 }
+            return state.nextTicket
+        }
+    }
+
+    /// Waits for the end; nil when the wait was abandoned first.
+    func wait(ticket: Int) async -> Result<DownloadResult, DownloadError>? {
         await withCheckedContinuation { continuation in
-            let ready: Result<DownloadResult, DownloadError>? = state.withLock { state in
-                if let outcome = state.outcome { return outcome }
-                state.waiters.append(continuation)
-                return nil
+            let ready: Result<DownloadResult, DownloadError>?? = state.withLock { state in
+                if let outcome = state.outcome { return .some(outcome) }
+                if state.abandoned.remove(ticket) != nil { return .some(nil) }
+                state.waiters[ticket] = continuation
+                return .none
             }
             if let ready { continuation.resume(returning: ready) }
         }
+    }
+
+    /// Ends one wait without the outcome (its task was cancelled); the transfer goes on.
+    func abandonWait(ticket: Int) {
+        let waiter = state.withLock { state in
+            guard state.outcome == nil else { return nil as CheckedContinuation<Result<DownloadResult, DownloadError>?, Never>? }
+            guard let waiter = state.waiters.removeValue(forKey: ticket) else {
+                state.abandoned.insert(ticket)
+                return nil
+            }
+            return waiter
+        }
+        waiter?.resume(returning: nil)
     }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 import HTTPClient
 import HTTPWire
@@ -71,6 +72,10 @@ public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible 
     public var transportCode: String?
     /// Set on internal signals that the partial data must be discarded and the download restarted.
     var restartReason: RestartReason?
+    /// Resume data for the bytes this download kept (the resume-info property list), when it can be
+    /// resumed: pass it to ``Download/init(resumingWith:destination:configuration:client:)`` or as
+    /// ``DownloadRequest/resumeData``. Like `URLError.downloadTaskResumeData`.
+    public var resumeData: Data?
 
     init(
         _ code: Code, _ detail: String, httpStatus: Int? = nil, underlying: String? = nil, isTransient: Bool = false,

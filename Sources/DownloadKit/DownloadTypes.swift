@@ -1,5 +1,6 @@
 import Foundation
 import HTTPClient
+import Logging
 import HTTPWire
 
 /// Where a download's file ends up.
@@ -40,8 +41,7 @@ public struct Checksum: Sendable, Hashable, CustomStringConvertible {
         guard let equals = text.firstIndex(of: "=") else { return nil }
         guard let algorithm = DigestAlgorithm(rawValue: text[..<equals].lowercased()) else { return nil }
         let hex = text[text.index(after: equals)...].lowercased()
-        let expectedLength = ["sha256": 64, "sha1": 40, "md5": 32][algorithm.rawValue] ?? 0
-        guard hex.count == expectedLength, hex.allSatisfy({ $0.isHexDigit }) else { return nil }
+        guard hex.count == algorithm.byteCount * 2, hex.allSatisfy({ $0.isHexDigit }) else { return nil }
         self.init(algorithm: algorithm, expectedHex: hex)
     }
 
@@ -81,6 +81,27 @@ public struct DownloadRequest: Sendable {
         self.checksum = checksum
         self.resumeData = resumeData
         self.replacementURL = replacementURL
+    }
+}
+
+extension DownloadRequest {
+    /// Creates a request from Foundation `URL`s: `url` must be http or https; `destination` a file URL.
+    public init(
+        url: URL, destination: URL, headers: HTTPHeaders = HTTPHeaders(), checksum: Checksum? = nil,
+        resumeData: Data? = nil
+    ) {
+        self.init(
+            url: url.absoluteString, destination: .file(destination.path), headers: headers, checksum: checksum,
+            resumeData: resumeData)
+    }
+}
+
+extension DownloadDestination {
+    /// The final file at a file `URL`.
+    public static func file(_ url: URL) -> DownloadDestination { .file(url.path) }
+    /// A directory given as a file `URL`, the name chosen by `naming`.
+    public static func directory(_ url: URL, naming: FileNamingRule) -> DownloadDestination {
+        .directory(url.path, naming: naming)
     }
 }
 
@@ -140,6 +161,10 @@ public struct DownloadConfiguration: Sendable {
     public var minimumSegmentSize: Int64 = 1 << 20
     /// Settings for the HTTP client when the download creates its own.
     public var client: HTTPClientConfiguration
+    /// Where the download logs what an operator needs (see docs/ENGINE.md, "Logging and metrics"):
+    /// start and resume offset, restarts and why, redirects, URL refreshes, retries with their delay,
+    /// the fall-back to one connection, the end. Nil logs nothing. Never logs per byte.
+    public var logger: Logger?
 
     /// Creates a configuration with the documented defaults.
     public init(
@@ -265,7 +290,7 @@ public enum DownloadStateReason: Sendable, Hashable {
 }
 
 /// An event from a running download.
-public enum DownloadEvent: Sendable {
+public enum DownloadEvent: Sendable, Hashable {
     /// The state changed, with its reason.
     case stateChanged(DownloadState, DownloadStateReason)
     /// A progress snapshot (rate-limited to ``DownloadConfiguration/progressInterval``).

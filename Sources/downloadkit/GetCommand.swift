@@ -46,7 +46,7 @@ struct GetCommand: AsyncParsableCommand {
     @Option(name: .customLong("header"), help: "Extra request header 'Name: value' (repeatable). Authorization, Cookie and Proxy-Authorization never follow a redirect to another origin.")
     var headers: [String] = []
 
-    @Option(name: .customLong("checksum"), help: "ALGO=HEX (sha256, sha1, md5), checked before the final rename.")
+    @Option(name: .customLong("checksum"), help: "ALGO=HEX (sha256, sha384, sha512, sha1, md5), checked before the final rename.")
     var checksum: String?
 
     @Option(name: .customLong("limit-rate"), help: "Bytes per second per file, e.g. 500K, 10M.")
@@ -76,7 +76,7 @@ struct GetCommand: AsyncParsableCommand {
         if retries < 0 { throw ValidationError("--retries must be 0 or more") }
         if !(timeout > 0) { throw ValidationError("--timeout must be a positive number of seconds") }
         if let checksum, Checksum(parsing: checksum) == nil {
-            throw ValidationError("--checksum must be ALGO=HEX with ALGO sha256, sha1 or md5 and a digest of the right length")
+            throw ValidationError("--checksum must be ALGO=HEX with ALGO sha256, sha384, sha512, sha1 or md5 and a digest of the right length")
         }
         if let limitRate, RateParser.parse(limitRate) == nil {
             throw ValidationError("--limit-rate must be a number of bytes per second, optionally with K, M or G (e.g. 500K)")

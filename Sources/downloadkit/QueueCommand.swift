@@ -69,7 +69,7 @@ struct QueueAddCommand: AsyncParsableCommand {
     @Option(name: .customLong("group"), help: "A group name, shown by `list`.")
     var group: String?
 
-    @Option(name: .customLong("checksum"), help: "ALGO=HEX (sha256, sha1, md5), checked before the final rename (a single URL only).")
+    @Option(name: .customLong("checksum"), help: "ALGO=HEX (sha256, sha384, sha512, sha1, md5), checked before the final rename (a single URL only).")
     var checksum: String?
 
     mutating func validate() throws {
@@ -82,7 +82,7 @@ struct QueueAddCommand: AsyncParsableCommand {
         }
         if let fileID, fileID.isEmpty { throw ValidationError("--file-id must not be empty") }
         if let checksum, Checksum(parsing: checksum) == nil {
-            throw ValidationError("--checksum must be ALGO=HEX with ALGO sha256, sha1 or md5 and a digest of the right length")
+            throw ValidationError("--checksum must be ALGO=HEX with ALGO sha256, sha384, sha512, sha1 or md5 and a digest of the right length")
         }
     }
 

@@ -45,6 +45,29 @@ struct ReadmeExamplesTests {
         #expect(try await again.result().bytes == 2 << 20)
     }
 
+    @Test func cancellationExampleRunsAsDocumented() async throws {
+        let origin = try FaultOrigin()
+        let size: Int64 = 4 << 20
+        origin.serve("/disk.iso", .resource(Resource(size: size, seed: 83, faults: [.stallAfter(bytes: 1 << 20, seconds: 120, times: 1)])))
+        let dir = try ScratchDirectory()
+        let download = Download(DownloadRequest(url: origin.url("/disk.iso"), destination: .file(dir.file("disk.iso"))))
+        download.start()
+        for _ in 0..<500 where download.progress.bytesReceived == 0 { try await Task.sleep(for: .milliseconds(20)) }
+        origin.serve("/disk.iso", .resource(Resource(size: size, seed: 83)))
+        var resumed: DownloadResult?
+
+        let work = Task { try await download.result() }
+        work.cancel()                                           // bytes kept on disk
+        if case .failure(let error as DownloadError) = await work.result, let data = error.resumeData {
+            let again = try Download(resumingWith: data)        // URL, destination and checksum from the plist
+            again.start()
+            resumed = try await again.result()
+        }
+
+        #expect(resumed?.resumedFrom ?? 0 > 0)
+        #expect(fileMatchesPattern(dir.file("disk.iso"), size: size, seed: 83))
+    }
+
     @Test func managerExampleRunsAsDocumented() async throws {
         let origin = try FaultOrigin()
         origin.serve("/ep1.mp4", .resource(Resource(size: 1 << 20, seed: 82)))

@@ -27,4 +27,7 @@ unsigned int dk_splice_flags_move(void);
 /// Returns 0 or -1 with errno set.
 int dk_start_writeback(int fd, off_t offset, off_t length);
 
+/// Names the calling thread for ps/top//proc (pthread_setname_np; at most 15 bytes are kept).
+int dk_set_current_thread_name(const char *name);
+
 #endif

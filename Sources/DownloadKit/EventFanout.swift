@@ -1,0 +1,190 @@
+import HTTPClient
+
+/// Delivers one producer's events to any number of subscribers, each with its own bounded queue.
+///
+/// The rule for slow consumers lives here, once: an event that ``isCoalescible`` (progress) replaces a
+/// coalescible event still waiting at the tail of a subscriber's queue, so a subscriber that never
+/// reads holds at most one progress snapshot between two state changes; every other event (state
+/// changes, the terminal event) is always delivered, in order. The first subscriber also receives what
+/// was sent before it subscribed (so `start()` then `for await … in events` misses nothing); later
+/// subscribers see every event from when they subscribe. A subscriber that arrives after the end
+/// receives the terminal event and then the end of the sequence.
+package final class EventFanout<Event: Sendable>: Sendable {
+    private struct Subscriber {
+        var queue: [Event] = []
+        var head = 0
+        var waiter: CheckedContinuation<Event?, Never>?
+        var ended = false
+
+        var isEmpty: Bool { head == queue.count }
+
+        mutating func popFirst() -> Event? {
+            guard head < queue.count else { return nil }
+            let event = queue[head]
+            head += 1
+            if head >= 64 && head * 2 >= queue.count {
+                queue.removeFirst(head)
+                head = 0
+            }
+            return event
+        }
+    }
+
+    private struct State {
+        var subscribers: [Int: Subscriber] = [:]
+        var nextID = 0
+        var finished = false
+        var terminal: Event?
+        /// What was sent before anyone subscribed; handed to the first subscriber.
+        var backlog: Subscriber? = Subscriber()
+    }
+
+    private let state = LockedValue(State())
+    private let isCoalescible: @Sendable (Event) -> Bool
+
+    /// - Parameter isCoalescible: Events that may replace an undelivered event of the same kind.
+    package init(isCoalescible: @escaping @Sendable (Event) -> Bool) {
+        self.isCoalescible = isCoalescible
+    }
+
+    /// Registers a subscriber that sees every event from now on (or only the terminal one after the end).
+    package func subscribe() -> Int {
+        state.withLock { state in
+            let id = state.nextID
+            state.nextID += 1
+            var subscriber = Subscriber()
+            if let backlog = state.backlog {
+                subscriber = backlog
+                state.backlog = nil
+            } else if state.finished {
+                if let terminal = state.terminal { subscriber.queue.append(terminal) }
+                subscriber.ended = true
+            }
+            state.subscribers[id] = subscriber
+            return id
+        }
+    }
+
+    /// Forgets a subscriber (its sequence was dropped or its task cancelled).
+    package func unsubscribe(_ id: Int) {
+        let waiter = state.withLock { state in state.subscribers.removeValue(forKey: id)?.waiter }
+        waiter?.resume(returning: nil)
+    }
+
+    /// Delivers `event` to every subscriber.
+    package func yield(_ event: Event) {
+        deliver(event, terminal: false)
+    }
+
+    /// Delivers the terminal event (when given) and ends every subscriber's sequence. Later calls and
+    /// later events are ignored.
+    package func finish(with terminal: Event?) {
+        if let terminal {
+            deliver(terminal, terminal: true)
+        } else {
+            deliver(nil, terminal: true)
+        }
+    }
+
+    private func deliver(_ event: Event?, terminal: Bool) {
+        let coalescible = event.map(isCoalescible) ?? false
+        let woken: [(CheckedContinuation<Event?, Never>, Event?)] = state.withLock { state in
+            guard !state.finished else { return [] }
+            if terminal {
+                state.finished = true
+                state.terminal = event
+            }
+            var woken: [(CheckedContinuation<Event?, Never>, Event?)] = []
+            func enqueue(_ subscriber: inout Subscriber) {
+                if terminal { subscriber.ended = true }
+                if let waiter = subscriber.waiter {
+                    // Waiting means the queue is empty: hand the event over directly.
+                    subscriber.waiter = nil
+                    woken.append((waiter, event))
+                } else if let event {
+                    if coalescible, !subscriber.isEmpty, let last = subscriber.queue.last, isCoalescible(last) {
+                        subscriber.queue[subscriber.queue.count - 1] = event
+                    } else {
+                        subscriber.queue.append(event)
+                    }
+                }
+            }
+            if state.backlog != nil { enqueue(&state.backlog!) }
+            for id in state.subscribers.keys { enqueue(&state.subscribers[id]!) }
+            return woken
+        }
+        for (waiter, event) in woken { waiter.resume(returning: event) }
+    }
+
+    /// The subscriber's next event, or nil once its sequence has ended.
+    package func next(_ id: Int) async -> Event? {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Event?, Never>) in
+                let ready: Event?? = state.withLock { state in
+                    guard var subscriber = state.subscribers[id] else { return .some(nil) }
+                    if let event = subscriber.popFirst() {
+                        state.subscribers[id] = subscriber
+                        return .some(event)
+                    }
+                    if subscriber.ended {
+                        state.subscribers[id] = nil
+                        return .some(nil)
+                    }
+                    subscriber.waiter = continuation
+                    state.subscribers[id] = subscriber
+                    return .none
+                }
+                if let ready { continuation.resume(returning: ready) }
+            }
+        } onCancel: {
+            unsubscribe(id)
+        }
+    }
+}
+
+/// An `AsyncSequence` over one subscription of an ``EventFanout``. The subscription starts when the
+/// sequence is created (each `events` access is a new subscriber that sees every event from then on,
+/// even those sent before iteration begins) and ends when the sequence and its iterator are gone
+/// (leaving a `for await` early unsubscribes). Iterate each sequence once.
+public struct EventSequence<Element: Sendable>: AsyncSequence, Sendable {
+    public typealias Failure = Never
+    private let subscription: Subscription
+
+    package init(_ fanout: EventFanout<Element>) {
+        subscription = Subscription(fanout: fanout)
+    }
+
+    public func makeAsyncIterator() -> Iterator {
+        Iterator(subscription)
+    }
+
+    /// Iterates the subscription.
+    public struct Iterator: AsyncIteratorProtocol {
+        private let subscription: Subscription
+
+        fileprivate init(_ subscription: Subscription) {
+            self.subscription = subscription
+        }
+
+        public mutating func next() async -> Element? {
+            await subscription.fanout.next(subscription.id)
+        }
+
+        public mutating func next(isolation actor: isolated (any Actor)?) async -> Element? {
+            await subscription.fanout.next(subscription.id)
+        }
+    }
+
+    /// Ends the subscription when the last reference to it goes away.
+    fileprivate final class Subscription: Sendable {
+        let fanout: EventFanout<Element>
+        let id: Int
+
+        init(fanout: EventFanout<Element>) {
+            self.fanout = fanout
+            self.id = fanout.subscribe()
+        }
+
+        deinit { fanout.unsubscribe(id) }
+    }
+}

@@ -1,0 +1,300 @@
+import DownloadKit
+import Foundation
+import HTTPClient
+import Logging
+import Metrics
+import MetricsTestKit
+import Testing
+import TestOrigin
+
+/// Names of this process's threads (`/proc/self/task/*/comm`), for leak checks.
+private func threadNames() -> [String] {
+    let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+    return tasks.compactMap { id in
+        (try? String(contentsOfFile: "/proc/self/task/\(id)/comm", encoding: .utf8))?
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}
+
+/// Whether the transfer thread of `download` (named `dk-<id>`) is alive.
+private func transferThreadAlive(_ download: Download) -> Bool {
+    threadNames().contains("dk-\(download.id)")
+}
+
+/// Waits (bounded) until `condition` holds; the waits run off the cooperative pool's critical path.
+private func eventually(_ condition: () -> Bool) async -> Bool {
+    for _ in 0..<500 {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    return condition()
+}
+
+/// A log handler that keeps every message (for the injected-logger test).
+private final class CapturingLogHandler: LogHandler, @unchecked Sendable {
+    let lines = LockedValue<[(Logger.Level, String, Logger.Metadata)]>([])
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        let merged = self.metadata.merging(event.metadata ?? [:]) { $1 }
+        lines.withLock { $0.append((event.level, event.message.description, merged)) }
+    }
+}
+
+/// swift-metrics can be bootstrapped once per process: this suite owns it.
+private let testMetrics: TestMetrics = {
+    let metrics = TestMetrics()
+    MetricsSystem.bootstrap(metrics)
+    return metrics
+}()
+
+@Suite("The library as Swift programs use it")
+struct DownloadAPITests {
+    @Test func cancellingTheAwaitingTaskKeepsTheBytesAndAttachesResumeData() async throws {
+        let origin = try FaultOrigin()
+        let size: Int64 = 8 << 20
+        origin.serve("/slow", .resource(Resource(size: size, seed: 71, faults: [.stallAfter(bytes: 1 << 20, seconds: 120, times: 1)])))
+        let dir = try ScratchDirectory()
+        let download = Download(
+            DownloadRequest(url: origin.url("/slow"), destination: .file(dir.file("slow"))),
+            configuration: testConfiguration())
+        download.start()
+        let waiter = Task { () -> Result<DownloadResult, DownloadError> in
+            do throws(DownloadError) { return .success(try await download.result()) } catch { return .failure(error) }
+        }
+        // Cancel once bytes arrive (the origin stalls after 1 MiB, so the cancel lands mid-body).
+        #expect(await eventually { download.progress.bytesReceived > 0 }, "progress: \(download.progress), state: \(download.state)")
+        #expect(transferThreadAlive(download))
+        waiter.cancel()
+        let outcome = await waiter.value
+        guard case .failure(let error) = outcome else {
+            Issue.record("a cancelled wait must throw, got \(outcome)")
+            return
+        }
+        #expect(error.code == .cancelled)
+        let data = try #require(error.resumeData)
+        let info = try ResumeInfo.decode(data)
+        #expect(info.bytesReceived > 0)
+        #expect(dir.size("slow.dkpart") == info.bytesReceived)
+        #expect(await eventually { !transferThreadAlive(download) })
+
+        // The resume data alone rebuilds the request and fetches only the rest.
+        origin.serve("/slow", .resource(Resource(size: size, seed: 71)))
+        let resumed = try Download(resumingWith: data, configuration: testConfiguration())
+        #expect(resumed.request.url == origin.url("/slow"))
+        resumed.start()
+        let done = try await resumed.result()
+        #expect(done.resumedFrom == info.bytesReceived)
+        #expect(done.bytesTransferred == size - info.bytesReceived)
+        #expect(fileMatchesPattern(dir.file("slow"), size: size, seed: 71))
+    }
+
+    @Test func aDetachedWaitLeavesTheTransferRunning() async throws {
+        let origin = try FaultOrigin()
+        let size: Int64 = 4 << 20
+        // Stalls after 1 MiB for longer than the test: the transfer is still running when checked.
+        origin.serve("/file", .resource(Resource(size: size, seed: 72, faults: [.stallAfter(bytes: 1 << 20, seconds: 120, times: 1)])))
+        let dir = try ScratchDirectory()
+        let download = Download(
+            DownloadRequest(url: origin.url("/file"), destination: .file(dir.file("f"))), configuration: testConfiguration())
+        download.start()
+        let waiter = Task { () -> DownloadError? in
+            do throws(DownloadError) {
+                _ = try await download.result(onCancellation: .continueTransfer)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        #expect(await eventually { download.progress.bytesReceived > 0 })
+        waiter.cancel()
+        let error = await waiter.value
+        #expect(error?.code == .cancelled)
+        #expect(error?.resumeData == nil)
+        // Only the wait ended: the transfer thread still runs and nothing was stopped.
+        #expect(transferThreadAlive(download), "threads: \(threadNames())")
+        #expect(download.state == .downloading)
+        await download.cancel()
+        #expect(download.state == .cancelled)
+    }
+
+    @Test func aFailedDownloadCarriesItsResumeData() async throws {
+        let origin = try FaultOrigin()
+        let size: Int64 = 4 << 20
+        // 2 MiB then the connection resets, every time: retries run out with bytes on disk.
+        origin.serve("/flaky", .resource(Resource(size: size, seed: 73, faults: [.resetAfter(bytes: 2 << 20, times: 100)])))
+        let dir = try ScratchDirectory()
+        let (result, _) = await runDownload(
+            DownloadRequest(url: origin.url("/flaky"), destination: .file(dir.file("flaky"))),
+            configuration: testConfiguration(retries: 0))
+        guard case .failure(let error) = result else {
+            Issue.record("expected a failure, got \(result)")
+            return
+        }
+        let data = try #require(error.resumeData)
+        #expect(try ResumeInfo.decode(data).bytesReceived == 2 << 20)
+
+        origin.serve("/flaky", .resource(Resource(size: size, seed: 73)))
+        let download = try Download(resumingWith: data, configuration: testConfiguration())
+        download.start()
+        let done = try await download.result()
+        #expect(done.resumedFrom == 2 << 20)
+        #expect(fileMatchesPattern(dir.file("flaky"), size: size, seed: 73))
+    }
+
+    @Test func appleResumeDataNeedsADestination() async throws {
+        let plist: [String: Any] = [
+            "NSURLSessionDownloadURL": "http://127.0.0.1:9/x", "NSURLSessionResumeBytesReceived": 10,
+            "NSURLSessionResumeInfoLocalPath": "/tmp/CFNetworkDownload_x.tmp", "NSURLSessionResumeInfoVersion": 1,
+        ]
+        let data = try PropertyListSerialization.data(fromPropertyList: plist, format: .xml, options: 0)
+        #expect(throws: DownloadError.self) { try Download(resumingWith: data) }
+        let download = try Download(resumingWith: data, destination: .file("/tmp/x"))
+        #expect(download.request.url == "http://127.0.0.1:9/x")
+        #expect(throws: DownloadError.self) { try Download(resumingWith: Data("not a plist".utf8)) }
+    }
+
+    @Test func everyConsumerSeesEveryStateChangeAndTheEnd() async throws {
+        let origin = try FaultOrigin()
+        origin.serve("/two", .resource(Resource(size: 2 << 20, seed: 74)))
+        let dir = try ScratchDirectory()
+        let download = Download(
+            DownloadRequest(url: origin.url("/two"), destination: .file(dir.file("two"))), configuration: testConfiguration())
+        let first = download.events
+        download.start()
+        let second = download.events
+        async let a = collect(first)
+        async let b = collect(second)
+        let (eventsA, eventsB) = await (a, b)
+        let statesA = eventsA.filter { if case .progress = $0 { return false } else { return true } }
+        let statesB = eventsB.filter { if case .progress = $0 { return false } else { return true } }
+        // The first subscriber also got what came before it; the second sees the same from its start on.
+        #expect(Array(statesA.suffix(statesB.count)) == statesB)
+        #expect(statesB.count >= 1)
+        guard case .finished(let result)? = statesA.last else {
+            Issue.record("the last event must be the terminal one: \(statesA)")
+            return
+        }
+        #expect(result.bytes == 2 << 20)
+        // A subscriber that arrives after the end still gets the terminal event.
+        let late = await collect(download.events)
+        #expect(late == [.finished(result)])
+    }
+
+    @Test func aConsumerThatNeverReadsKeepsOnlyTheNewestProgress() async throws {
+        let origin = try FaultOrigin()
+        origin.serve("/many", .resource(Resource(size: 16 << 20, seed: 75, bytesPerSecond: 64 << 20)))
+        let dir = try ScratchDirectory()
+        let download = Download(
+            DownloadRequest(url: origin.url("/many"), destination: .file(dir.file("many"))), configuration: testConfiguration())
+        let idle = download.events
+        download.start()
+        _ = try await download.result()
+        let events = await collect(idle)
+        // Never two progress events in a row: each waiting one was replaced by the next.
+        for (left, right) in zip(events, events.dropFirst()) {
+            if case .progress = left, case .progress = right { Issue.record("two progress events in a row were kept") }
+        }
+        #expect(events.contains { if case .stateChanged(.downloading, _) = $0 { return true } else { return false } })
+        #expect(events.last.map { if case .finished = $0 { return true } else { return false } } == true)
+    }
+
+    @Test func leavingAForAwaitEarlyEndsTheSubscriptionNotTheDownload() async throws {
+        let origin = try FaultOrigin()
+        origin.serve("/early", .resource(Resource(size: 2 << 20, seed: 76)))
+        let dir = try ScratchDirectory()
+        let download = Download(
+            DownloadRequest(url: origin.url("/early"), destination: .file(dir.file("early"))), configuration: testConfiguration())
+        download.start()
+        #expect(await eventually { transferThreadAlive(download) || download.state == .completed })
+        for await event in download.events {
+            if case .stateChanged = event { break }
+        }
+        let result = try await download.result()
+        #expect(result.bytes == 2 << 20)
+        #expect(await eventually { !transferThreadAlive(download) })
+    }
+
+    @Test func anInjectedLoggerSeesTheLifecycleWithRequestMetadata() async throws {
+        let origin = try FaultOrigin()
+        origin.serve("/logged", .resource(Resource(size: 1 << 20, seed: 77)))
+        let dir = try ScratchDirectory()
+        let handler = CapturingLogHandler()
+        var configuration = testConfiguration()
+        configuration.logger = Logger(label: "test") { _ in handler }
+        let download = Download(
+            DownloadRequest(url: origin.url("/logged") + "?sig=secret", destination: .file(dir.file("logged"))),
+            configuration: configuration)
+        download.start()
+        _ = try await download.result()
+        let lines = handler.lines.withLock { $0 }
+        #expect(lines.contains { $0.0 == .info && $0.1 == "starting" })
+        #expect(lines.contains { $0.0 == .info && $0.1.hasPrefix("finished: 1048576 bytes") })
+        #expect(lines.allSatisfy { $0.2["download.id"] != nil })
+        // Signed query strings never reach the log.
+        #expect(lines.allSatisfy { "\($0.2["download.url"] ?? "")".contains("secret") == false })
+        #expect(lines.allSatisfy { $0.0 < .info || !$0.1.contains("progress") })
+    }
+
+    @Test func metricsCountBytesRequestsAndOutcomes() async throws {
+        let metrics = testMetrics
+        let origin = try FaultOrigin()
+        let size: Int64 = 3 << 20
+        origin.serve("/counted", .resource(Resource(size: size, seed: 78, faults: [.resetAfter(bytes: 1 << 20, times: 1)])))
+        let dir = try ScratchDirectory()
+        func counter(_ label: String, _ dimensions: [(String, String)] = []) -> Int64 {
+            (try? metrics.expectCounter(label, dimensions))?.totalValue ?? 0
+        }
+        let bytesBefore = counter(DownloadMetrics.bytes)
+        let retriesBefore = counter(DownloadMetrics.retries)
+        let finishedBefore = counter(DownloadMetrics.finished)
+        let (result, _) = await runDownload(
+            DownloadRequest(url: origin.url("/counted"), destination: .file(dir.file("counted"))))
+        _ = try result.get()
+        // Other suites' downloads run in parallel and count too: at least ours is there.
+        #expect(counter(DownloadMetrics.bytes) - bytesBefore >= size)
+        #expect(counter(DownloadMetrics.retries) - retriesBefore >= 1)
+        #expect(counter(DownloadMetrics.finished) - finishedBefore >= 1)
+        #expect(try metrics.expectTimer(DownloadMetrics.timeToFirstByte).values.isEmpty == false)
+    }
+
+    @Test func sha384AndSha512Checksums() async throws {
+        let origin = try FaultOrigin()
+        let size: Int64 = 1 << 20
+        origin.serve("/sum", .resource(Resource(size: size, seed: 79)))
+        let bytes = TestPattern.bytes(offset: 0, count: Int(size), seed: 79)
+        for algorithm in [DigestAlgorithm.sha384, .sha512] {
+            let hex = Digest.hex(Digest.hash(algorithm, bytes))
+            let checksum = try #require(Checksum(parsing: "\(algorithm.rawValue)=\(hex.uppercased())"))
+            let dir = try ScratchDirectory()
+            let (result, _) = await runDownload(
+                DownloadRequest(url: origin.url("/sum"), destination: .file(dir.file("sum")), checksum: checksum))
+            #expect(try result.get().checksumHex == hex)
+            let wrong = Checksum(algorithm: algorithm, expectedHex: String(repeating: "0", count: algorithm.byteCount * 2))
+            let (bad, _) = await runDownload(
+                DownloadRequest(url: origin.url("/sum"), destination: .file(dir.file("bad")), checksum: wrong))
+            if case .failure(let error) = bad { #expect(error.code == .checksumMismatch) } else { Issue.record("accepted a wrong \(algorithm)") }
+        }
+        #expect(Checksum(parsing: "sha512=abcd") == nil)
+    }
+
+    @Test func foundationURLOverloads() throws {
+        let request = DownloadRequest(
+            url: URL(string: "https://example.com/a.iso")!, destination: URL(fileURLWithPath: "/data/a.iso"))
+        #expect(request.url == "https://example.com/a.iso")
+        #expect(request.destination == .file("/data/a.iso"))
+        #expect(DownloadDestination.directory(URL(fileURLWithPath: "/data"), naming: .md5OfURL) == .directory("/data", naming: .md5OfURL))
+    }
+
+    private func collect(_ events: EventSequence<DownloadEvent>) async -> [DownloadEvent] {
+        var all: [DownloadEvent] = []
+        for await event in events { all.append(event) }
+        return all
+    }
+}
