@@ -75,6 +75,9 @@ public final class FaultOrigin: @unchecked Sendable {
     /// The number of connections currently open.
     public var openConnectionCount: Int { state.activeCount }
 
+    /// The most connections that were open at the same time.
+    public var peakConnectionCount: Int { state.peakCount }
+
     /// Stops the origin: closes the listener, interrupts and closes every connection (waking blocked reads,
     /// writes and fault sleeps), and waits for the threads to finish. Idempotent; also run on deinit.
     ///
@@ -154,6 +157,7 @@ final class OriginState: @unchecked Sendable {
     private var connections: [Int: ConnectionRecord] = [:]
     private var accepted = 0
     private var active = 0
+    private var peak = 0
     private var isShutDown = false
     private var acceptThread: pthread_t?
 
@@ -193,6 +197,12 @@ final class OriginState: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         return active
+    }
+
+    var peakCount: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return peak
     }
 
     /// A route matched for one request, with the counters its faults need.
@@ -283,6 +293,7 @@ final class OriginState: @unchecked Sendable {
             }
             accepted += 1
             active += 1
+            peak = max(peak, active)
             let id = accepted
             connections[id] = ConnectionRecord(handle: handle, thread: nil)
             lock.unlock()

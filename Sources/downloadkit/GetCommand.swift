@@ -31,8 +31,11 @@ struct GetCommand: AsyncParsableCommand {
     @Option(name: .customShort("i"), help: "Read URLs from a file, one per line (# starts a comment).")
     var inputFile: String?
 
-    @Option(name: .customLong("max-concurrent"), help: "At most this many files at a time.")
+    @Option(name: .customLong("max-concurrent"), help: "At most this many files at a time, whatever their hosts.")
     var maxConcurrent: Int = 3
+
+    @Option(name: .customLong("max-per-host"), help: "At most this many connections to one host (a file's --connections count too). Default: 8, or --max-concurrent × --connections when that is more; when set lower, the other transfers to that host wait for a free connection.")
+    var maxPerHost: Int?
 
     @Option(name: .customLong("connections"), help: "Connections per file (segmented download); falls back to one when the server has no range support, and says so.")
     var connections: Int = 1
@@ -71,6 +74,7 @@ struct GetCommand: AsyncParsableCommand {
         if urls.isEmpty && inputFile == nil { throw ValidationError("give at least one URL (or -i FILE)") }
         if output != nil && directory != nil { throw ValidationError("-o and -d cannot be used together") }
         if maxConcurrent < 1 { throw ValidationError("--max-concurrent must be at least 1") }
+        if let maxPerHost, maxPerHost < 1 { throw ValidationError("--max-per-host must be at least 1") }
         if connections < 1 || connections > 64 { throw ValidationError("--connections must be 1 to 64") }
         if maxRedirects < 0 { throw ValidationError("--max-redirects must be 0 or more") }
         if retries < 0 { throw ValidationError("--retries must be 0 or more") }
@@ -99,8 +103,16 @@ struct GetCommand: AsyncParsableCommand {
             throw ValidationError("-o FILE takes a single URL; use -d DIR for several")
         }
 
+        let perHost = PerHostConnections.cap(
+            maxConcurrent: min(maxConcurrent, allURLs.count), connectionsPerFile: connections, explicit: maxPerHost)
+        if PerHostConnections.waitsForConnections(
+            maxConcurrent: min(maxConcurrent, allURLs.count), connectionsPerFile: connections, cap: perHost)
+        {
+            FileHandle.standardError.write(Data(
+                "note: at most \(perHost) connections to one host (--max-per-host); transfers beyond that to the same host wait for a free connection\n".utf8))
+        }
         var clientConfiguration = HTTPClientConfiguration(
-            connectTimeout: timeout, idleTimeout: timeout, maxConnectionsPerOrigin: max(8, connections))
+            connectTimeout: timeout, idleTimeout: timeout, maxConnectionsPerOrigin: perHost)
         if insecure { clientConfiguration.tls.certificateVerification = .none }
         if let caCertificate { clientConfiguration.tls.additionalTrustRootFiles.append(caCertificate) }
         let client: HTTPClient

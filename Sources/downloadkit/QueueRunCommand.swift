@@ -24,8 +24,11 @@ struct QueueRunCommand: AsyncParsableCommand {
 
     @ParentCommand var queue: QueueCommand
 
-    @Option(name: .customLong("max-concurrent"), help: "At most this many files at a time.")
+    @Option(name: .customLong("max-concurrent"), help: "At most this many files at a time, whatever their hosts.")
     var maxConcurrent: Int = 3
+
+    @Option(name: .customLong("max-per-host"), help: "At most this many connections to one host (a file's --connections count too). Default: 8, or --max-concurrent × --connections when that is more; when set lower, the other transfers to that host wait for a free connection.")
+    var maxPerHost: Int?
 
     @Option(name: .customLong("limit-rate"), help: "Bytes per second for all transfers together, e.g. 500K, 10M.")
     var limitRate: String?
@@ -44,6 +47,7 @@ struct QueueRunCommand: AsyncParsableCommand {
 
     mutating func validate() throws {
         if maxConcurrent < 1 { throw ValidationError("--max-concurrent must be at least 1") }
+        if let maxPerHost, maxPerHost < 1 { throw ValidationError("--max-per-host must be at least 1") }
         if connections < 1 || connections > 64 { throw ValidationError("--connections must be 1 to 64") }
         if let limitRate, RateParser.parse(limitRate) == nil {
             throw ValidationError("--limit-rate must be a number of bytes per second, optionally with K, M or G (e.g. 500K)")
@@ -53,7 +57,14 @@ struct QueueRunCommand: AsyncParsableCommand {
     func run() async throws {
         var download = DownloadConfiguration()
         download.connections = connections
-        download.client.maxConnectionsPerOrigin = max(8, connections)
+        download.client.maxConnectionsPerOrigin = PerHostConnections.cap(
+            maxConcurrent: maxConcurrent, connectionsPerFile: connections, explicit: maxPerHost)
+        if PerHostConnections.waitsForConnections(
+            maxConcurrent: maxConcurrent, connectionsPerFile: connections, cap: download.client.maxConnectionsPerOrigin)
+        {
+            FileHandle.standardError.write(Data(
+                "note: at most \(download.client.maxConnectionsPerOrigin) connections to one host (--max-per-host); transfers beyond that to the same host wait for a free connection\n".utf8))
+        }
         let configuration = DownloadManagerConfiguration(
             maxConcurrentDownloads: maxConcurrent, download: download,
             globalRateLimit: limitRate.flatMap(RateParser.parse))
