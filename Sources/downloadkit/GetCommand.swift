@@ -70,6 +70,8 @@ struct GetCommand: AsyncParsableCommand {
     @Option(name: .customLong("progress"), help: "auto, bar, json or none (auto: bar on a terminal, none otherwise).")
     var progress: ProgressMode = .auto
 
+    @OptionGroup var logging: LoggingOptions
+
     mutating func validate() throws {
         if urls.isEmpty && inputFile == nil { throw ValidationError("give at least one URL (or -i FILE)") }
         if output != nil && directory != nil { throw ValidationError("-o and -d cannot be used together") }
@@ -108,8 +110,8 @@ struct GetCommand: AsyncParsableCommand {
         if PerHostConnections.waitsForConnections(
             maxConcurrent: min(maxConcurrent, allURLs.count), connectionsPerFile: connections, cap: perHost)
         {
-            FileHandle.standardError.write(Data(
-                "note: at most \(perHost) connections to one host (--max-per-host); transfers beyond that to the same host wait for a free connection\n".utf8))
+            logging.note(
+                "at most \(perHost) connections to one host (--max-per-host); transfers beyond that to the same host wait for a free connection")
         }
         var clientConfiguration = HTTPClientConfiguration(
             connectTimeout: timeout, idleTimeout: timeout, maxConnectionsPerOrigin: perHost)
@@ -127,6 +129,7 @@ struct GetCommand: AsyncParsableCommand {
             maxRedirects: maxRedirects, retries: retries, lowSpeedTime: max(30, timeout),
             rateLimit: limitRate.flatMap(RateParser.parse), client: clientConfiguration)
         configuration.connections = connections
+        configuration.logger = try logging.makeLogger(label: "downloadkit")
         var extraHeaders = HTTPHeaders()
         for header in headers {
             if let (name, value) = HeaderParser.parse(header) { extraHeaders.add(name: name, value: value) }
@@ -139,7 +142,7 @@ struct GetCommand: AsyncParsableCommand {
                 headers: extraHeaders, checksum: checksum)
         }
 
-        let renderer = ProgressRenderer(mode: progress.resolved, count: requests.count)
+        let renderer = ProgressRenderer(mode: logging.progressMode(progress), count: requests.count)
         let active = ActiveDownloads()
         let signals = SignalHandling(active: active, renderer: renderer)
         signals.install()

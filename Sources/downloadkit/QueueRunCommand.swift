@@ -39,6 +39,8 @@ struct QueueRunCommand: AsyncParsableCommand {
     @Option(name: .customLong("progress"), help: "auto, bar, json or none (auto: bar on a terminal, none otherwise).")
     var progress: ProgressMode = .auto
 
+    @OptionGroup var logging: LoggingOptions
+
     @Option(name: .customLong("on-complete"), help: "Command to run with the file's path as its last argument when each file completes.")
     var onComplete: String?
 
@@ -57,13 +59,14 @@ struct QueueRunCommand: AsyncParsableCommand {
     func run() async throws {
         var download = DownloadConfiguration()
         download.connections = connections
+        download.logger = try logging.makeLogger(label: "downloadkit")
         download.client.maxConnectionsPerOrigin = PerHostConnections.cap(
             maxConcurrent: maxConcurrent, connectionsPerFile: connections, explicit: maxPerHost)
         if PerHostConnections.waitsForConnections(
             maxConcurrent: maxConcurrent, connectionsPerFile: connections, cap: download.client.maxConnectionsPerOrigin)
         {
-            FileHandle.standardError.write(Data(
-                "note: at most \(download.client.maxConnectionsPerOrigin) connections to one host (--max-per-host); transfers beyond that to the same host wait for a free connection\n".utf8))
+            logging.note(
+                "at most \(download.client.maxConnectionsPerOrigin) connections to one host (--max-per-host); transfers beyond that to the same host wait for a free connection")
         }
         let configuration = DownloadManagerConfiguration(
             maxConcurrentDownloads: maxConcurrent, download: download,
@@ -102,7 +105,7 @@ struct QueueRunCommand: AsyncParsableCommand {
         }
         await manager.setCompletionHandler { completion in continuation.yield(.completion(completion)) }
 
-        let renderer = ProgressRenderer(mode: progress.resolved, count: work.count)
+        let renderer = ProgressRenderer(mode: logging.progressMode(progress), count: work.count)
         let signals = QueueSignals(session: session, renderer: renderer, updates: continuation)
         signals.install()
         let bridge = QueueProgressBridge(tasks: work, renderer: renderer)
