@@ -30,10 +30,13 @@ final class DownloadControl: Sendable {
     private let state = LockedValue(State())
     let cancellation = CancellationToken()
     /// Every event goes out through here; progress coalesces for slow subscribers, nothing else is dropped.
-    let fanout = EventFanout<DownloadEvent>(isCoalescible: { event in
-        if case .progress = event { return true }
-        return false
-    })
+    let fanout = EventFanout<DownloadEvent>(
+        keepsBacklog: true,
+        isDroppable: { event in
+            if case .progress = event { return true }
+            return false
+        },
+        canReplace: { _, _ in true })
     /// Logs and metrics of this download's lifecycle, fed from the same events.
     let observer: DownloadObserver
 

@@ -2,11 +2,12 @@ import HTTPClient
 
 /// Delivers one producer's events to any number of subscribers, each with its own bounded queue.
 ///
-/// The rule for slow consumers lives here, once: an event that ``isCoalescible`` (progress) replaces a
-/// coalescible event still waiting at the tail of a subscriber's queue, so a subscriber that never
-/// reads holds at most one progress snapshot between two state changes; every other event (state
-/// changes, the terminal event) is always delivered, in order. The first subscriber also receives what
-/// was sent before it subscribed (so `start()` then `for await … in events` misses nothing); later
+/// The rule for slow consumers lives here, once: a droppable event (progress) replaces the event still
+/// waiting at the tail of a subscriber's queue when ``canReplace`` says it supersedes it (the same
+/// download's progress), and when a queue holds more than `capacity` events its oldest droppable one is
+/// dropped; every other event (state changes, the terminal event) is always delivered, in order. The first subscriber also receives what
+/// was sent before it subscribed when `keepsBacklog` (so `start()` then `for await … in events` misses
+/// nothing); later
 /// subscribers see every event from when they subscribe. A subscriber that arrives after the end
 /// receives the terminal event and then the end of the sequence.
 package final class EventFanout<Event: Sendable>: Sendable {
@@ -17,6 +18,12 @@ package final class EventFanout<Event: Sendable>: Sendable {
         var ended = false
 
         var isEmpty: Bool { head == queue.count }
+
+        /// Removes the oldest waiting event that `isDroppable` accepts, if any.
+        mutating func dropOldest(where isDroppable: (Event) -> Bool) {
+            guard let index = queue[head...].firstIndex(where: isDroppable) else { return }
+            queue.remove(at: index)
+        }
 
         mutating func popFirst() -> Event? {
             guard head < queue.count else { return nil }
@@ -35,16 +42,29 @@ package final class EventFanout<Event: Sendable>: Sendable {
         var nextID = 0
         var finished = false
         var terminal: Event?
-        /// What was sent before anyone subscribed; handed to the first subscriber.
-        var backlog: Subscriber? = Subscriber()
+        /// What was sent before anyone subscribed; handed to the first subscriber (when kept at all).
+        var backlog: Subscriber?
     }
 
     private let state = LockedValue(State())
-    private let isCoalescible: @Sendable (Event) -> Bool
+    private let capacity: Int
+    private let isDroppable: @Sendable (Event) -> Bool
+    private let canReplace: @Sendable (_ queued: Event, _ new: Event) -> Bool
 
-    /// - Parameter isCoalescible: Events that may replace an undelivered event of the same kind.
-    package init(isCoalescible: @escaping @Sendable (Event) -> Bool) {
-        self.isCoalescible = isCoalescible
+    /// - Parameters:
+    ///   - capacity: Events a subscriber may have waiting before droppable ones are dropped.
+    ///   - isDroppable: Events a slow subscriber may lose (progress).
+    ///   - canReplace: Whether a new droppable event supersedes the droppable one waiting at the tail.
+    ///   - keepsBacklog: Whether events sent before the first subscription are kept for it (a
+    ///     download's short life: yes; a long-lived manager: no).
+    package init(
+        capacity: Int = 1024, keepsBacklog: Bool, isDroppable: @escaping @Sendable (Event) -> Bool,
+        canReplace: @escaping @Sendable (_ queued: Event, _ new: Event) -> Bool
+    ) {
+        if keepsBacklog { state.withLock { $0.backlog = Subscriber() } }
+        self.capacity = max(2, capacity)
+        self.isDroppable = isDroppable
+        self.canReplace = canReplace
     }
 
     /// Registers a subscriber that sees every event from now on (or only the terminal one after the end).
@@ -87,7 +107,10 @@ package final class EventFanout<Event: Sendable>: Sendable {
     }
 
     private func deliver(_ event: Event?, terminal: Bool) {
-        let coalescible = event.map(isCoalescible) ?? false
+        let droppable = event.map(isDroppable) ?? false
+        let capacity = self.capacity
+        let isDroppable = self.isDroppable
+        let canReplace = self.canReplace
         let woken: [(CheckedContinuation<Event?, Never>, Event?)] = state.withLock { state in
             guard !state.finished else { return [] }
             if terminal {
@@ -102,10 +125,15 @@ package final class EventFanout<Event: Sendable>: Sendable {
                     subscriber.waiter = nil
                     woken.append((waiter, event))
                 } else if let event {
-                    if coalescible, !subscriber.isEmpty, let last = subscriber.queue.last, isCoalescible(last) {
+                    if droppable, !subscriber.isEmpty, let last = subscriber.queue.last, isDroppable(last),
+                        canReplace(last, event)
+                    {
                         subscriber.queue[subscriber.queue.count - 1] = event
                     } else {
                         subscriber.queue.append(event)
+                        if subscriber.queue.count - subscriber.head > capacity {
+                            subscriber.dropOldest(where: isDroppable)
+                        }
                     }
                 }
             }

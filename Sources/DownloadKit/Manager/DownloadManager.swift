@@ -149,7 +149,7 @@ public actor DownloadManager {
     // MARK: - Events and hooks
 
     /// A new stream of every later event (each access makes a new subscriber; ends on ``close()``).
-    public nonisolated var events: AsyncStream<ManagerEvent> { broadcaster.subscribe() }
+    public nonisolated var events: EventSequence<ManagerEvent> { broadcaster.subscribe() }
 
     /// A closure called with every event, on the manager (keep it quick); nil removes it.
     public func setEventHandler(_ handler: (@Sendable (ManagerEvent) -> Void)?) {
@@ -254,6 +254,7 @@ public actor DownloadManager {
         for request in requests {
             if let existing = idByURL[request.url] ?? request.fileID.flatMap({ idByFileID[$0] }) {
                 ids.append(existing)
+                actions += requeueIfFileGone(existing)
                 continue
             }
             let id = UUID().uuidString.lowercased()
@@ -465,6 +466,24 @@ public actor DownloadManager {
             setState(task.id, .paused)
             apply(actions)
         }
+    }
+
+    /// A completed task enqueued again whose file was deleted is downloaded again (never reported as
+    /// "already done" without its file). Returns the scheduler's actions.
+    private func requeueIfFileGone(_ id: String) -> [Scheduler.Action] {
+        guard var task = tasks[id], task.state == .completed else { return [] }
+        if let path = task.path, FileManager.default.fileExists(atPath: path) { return [] }
+        let (order, actions) = scheduler.resume(
+            task.id, priority: task.priority.rawValue, requiresUnmeteredNetwork: task.requiresUnmeteredNetwork)
+        task.queueOrder = order
+        task.state = .waiting
+        task.bytesReceived = 0
+        task.finishedAt = nil
+        task.error = nil
+        if case .directory = task.destination { task.path = nil }
+        store(task)
+        emit(.stateChanged(taskID: task.id, state: .waiting))
+        return actions
     }
 
     private func resume(_ selected: [ManagedTask]) throws {

@@ -1,53 +1,36 @@
 import HTTPClient
 
-/// Fans manager events out to any number of `AsyncStream` subscribers.
+/// Fans manager events out to any number of subscribers through the one ``EventFanout`` rule: a slow
+/// subscriber loses only progress (a task's newer progress replaces its waiting one, and the oldest
+/// progress goes when more than `bufferSize` events wait), never a state change, `finished`, `failed`,
+/// `removed` or `allFinished`.
 final class EventBroadcaster: Sendable {
-    private struct State {
-        var subscribers: [Int: AsyncStream<ManagerEvent>.Continuation] = [:]
-        var nextID = 0
-        var isFinished = false
-    }
-
-    private let state = LockedValue(State())
-    private let bufferSize: Int
+    private let fanout: EventFanout<ManagerEvent>
 
     init(bufferSize: Int) {
-        self.bufferSize = bufferSize
+        fanout = EventFanout(
+            capacity: bufferSize, keepsBacklog: false,
+            isDroppable: { event in
+                if case .progress = event { return true }
+                return false
+            },
+            canReplace: { queued, new in
+                if case .progress(let queuedID, _) = queued, case .progress(let newID, _) = new { return queuedID == newID }
+                return false
+            })
     }
 
-    /// A new stream that receives every later event. Slow consumers lose the oldest events first.
-    func subscribe() -> AsyncStream<ManagerEvent> {
-        let (stream, continuation) = AsyncStream<ManagerEvent>.makeStream(bufferingPolicy: .bufferingNewest(bufferSize))
-        let id: Int? = state.withLock { state in
-            guard !state.isFinished else { return nil }
-            let id = state.nextID
-            state.nextID += 1
-            state.subscribers[id] = continuation
-            return id
-        }
-        guard let id else {
-            continuation.finish()
-            return stream
-        }
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.state.withLock { $0.subscribers.removeValue(forKey: id) }
-        }
-        return stream
+    /// A new subscription that receives every later event.
+    func subscribe() -> EventSequence<ManagerEvent> {
+        EventSequence(fanout)
     }
 
     func yield(_ event: ManagerEvent) {
-        let subscribers = state.withLock { Array($0.subscribers.values) }
-        for subscriber in subscribers { subscriber.yield(event) }
+        fanout.yield(event)
     }
 
-    /// Ends every stream (the manager closed).
+    /// Ends every subscription (the manager closed).
     func finish() {
-        let subscribers = state.withLock { state in
-            state.isFinished = true
-            let subscribers = Array(state.subscribers.values)
-            state.subscribers = [:]
-            return subscribers
-        }
-        for subscriber in subscribers { subscriber.finish() }
+        fanout.finish(with: nil)
     }
 }

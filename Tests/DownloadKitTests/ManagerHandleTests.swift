@@ -1,0 +1,103 @@
+import DownloadKit
+import Foundation
+import HTTPClient
+import TestOrigin
+import Testing
+
+/// Issue #16 (manager handle, re-download of a deleted file) and #12 (manager events never dropped).
+@Suite("Manager task handles", .serialized)
+struct ManagerHandleTests {
+    @Test func aHandleAwaitsItsTaskAndSeesOnlyItsEvents() async throws {
+        let origin = try FaultOrigin()
+        defer { origin.shutdown() }
+        origin.serve("/a.bin", .resource(Resource(size: 1 << 20, seed: 101)))
+        origin.serve("/b.bin", .resource(Resource(size: 1 << 20, seed: 102)))
+        let scratch = try ScratchDirectory()
+        let manager = try await DownloadManager(
+            stateDirectory: scratch.file("state"), configuration: managerConfiguration(startsRestoredTasks: true))
+        let a = try await manager.enqueueTask(url: origin.url("/a.bin"), destination: .file(scratch.file("a.bin")))
+        let events = a.events
+        let b = try await manager.enqueueTask(url: origin.url("/b.bin"), destination: .file(scratch.file("b.bin")))
+        let doneA = try await a.result()
+        let doneB = try await b.result()
+        #expect(doneA.path == scratch.file("a.bin"))
+        #expect(doneB.path == scratch.file("b.bin"))
+        #expect(fileMatchesPattern(scratch.file("a.bin"), size: 1 << 20, seed: 101))
+        // A result asked for after the end is answered from the task's state.
+        #expect(try await a.result().id == a.id)
+        await manager.close()
+        var seen: [ManagerEvent] = []
+        for await event in events { seen.append(event) }
+        #expect(!seen.isEmpty)
+        #expect(seen.allSatisfy { $0.taskID == a.id })
+        #expect(seen.contains { if case .finished = $0 { return true } else { return false } })
+    }
+
+    @Test func aFailedTaskThrowsItsErrorThroughTheHandle() async throws {
+        let origin = try FaultOrigin()
+        defer { origin.shutdown() }
+        let scratch = try ScratchDirectory()
+        let manager = try await DownloadManager(stateDirectory: scratch.file("state"), configuration: managerConfiguration())
+        let missing = try await manager.enqueueTask(url: origin.url("/missing"), destination: .file(scratch.file("m")))
+        do {
+            _ = try await missing.result()
+            Issue.record("a 404 task must throw")
+        } catch {
+            #expect(error.code == .httpStatus)
+        }
+        await manager.close()
+    }
+
+    @Test func aCompletedTaskWhoseFileWasDeletedIsDownloadedAgain() async throws {
+        let origin = try FaultOrigin()
+        defer { origin.shutdown() }
+        origin.serve("/again.bin", .resource(Resource(size: 1 << 20, seed: 103)))
+        let scratch = try ScratchDirectory()
+        let manager = try await DownloadManager(stateDirectory: scratch.file("state"), configuration: managerConfiguration())
+        let first = try await manager.enqueueTask(url: origin.url("/again.bin"), destination: .file(scratch.file("again.bin")))
+        _ = try await first.result()
+        #expect(origin.requests("/again.bin").count == 1)
+
+        // Still there: enqueuing again is "already done", nothing is fetched.
+        let same = try await manager.enqueueTask(url: origin.url("/again.bin"), destination: .file(scratch.file("again.bin")))
+        #expect(same.id == first.id)
+        #expect(await manager.task(first.id)?.state == .completed)
+
+        // Deleted: enqueuing again downloads it again.
+        try FileManager.default.removeItem(atPath: scratch.file("again.bin"))
+        let again = try await manager.enqueueTask(url: origin.url("/again.bin"), destination: .file(scratch.file("again.bin")))
+        #expect(again.id == first.id)
+        _ = try await again.result()
+        #expect(origin.requests("/again.bin").count == 2)
+        #expect(fileMatchesPattern(scratch.file("again.bin"), size: 1 << 20, seed: 103))
+        await manager.close()
+    }
+
+    @Test func aSubscriberThatNeverReadsLosesOnlyProgress() async throws {
+        let origin = try FaultOrigin()
+        defer { origin.shutdown() }
+        let count = 40
+        for index in 0..<count {
+            origin.serve("/s\(index)", .resource(Resource(size: 256 << 10, seed: UInt64(300 + index), bytesPerSecond: 4 << 20)))
+        }
+        let scratch = try ScratchDirectory()
+        var configuration = managerConfiguration(maxConcurrent: 8)
+        configuration.progressEventInterval = 0.001
+        let manager = try await DownloadManager(stateDirectory: scratch.file("state"), configuration: configuration)
+        let idle = manager.events
+        var handles: [ManagedTaskHandle] = []
+        for index in 0..<count {
+            handles.append(try await manager.enqueueTask(url: origin.url("/s\(index)"), destination: .file(scratch.file("s\(index)"))))
+        }
+        for handle in handles { _ = try await handle.result() }
+        await manager.close()
+        var finished = Set<String>()
+        var waiting = Set<String>()
+        for await event in idle {
+            if case .finished(let id, _) = event { finished.insert(id) }
+            if case .stateChanged(let id, .waiting) = event { waiting.insert(id) }
+        }
+        #expect(finished.count == count)
+        #expect(waiting.count == count)
+    }
+}
