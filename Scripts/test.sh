@@ -5,7 +5,9 @@
 # 2. builds and runs the whole suite (unit, nginx conformance, fault origin, CLI end to end);
 # 3. runs every libFuzzer target for a short bounded time (FUZZ_SECONDS, default 15 s each;
 #    longer runs: `bash Scripts/fuzz.sh 600`);
-# 4. runs the engine, manager and HTTP client suites under ThreadSanitizer.
+# 4. kills and reruns real `downloadkit get` processes at random moments against nginx (Scripts/chaos.sh,
+#    CHAOS_SECONDS, default 40 s of trials, single and segmented);
+# 5. runs the engine, manager and HTTP client suites under ThreadSanitizer.
 # Set DOWNLOADKIT_QUICK_TESTS=1 to stop after step 2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,4 +16,5 @@ swift build --build-tests
 swift test --skip-build
 if [ "${DOWNLOADKIT_QUICK_TESTS:-0}" = 1 ]; then exit 0; fi
 bash Scripts/fuzz.sh "${FUZZ_SECONDS:-15}"
+DOWNLOADKIT="$(swift build --show-bin-path)/downloadkit" bash Scripts/chaos.sh "${CHAOS_SECONDS:-40}"
 bash Scripts/sanitizers.sh tsan
