@@ -5,7 +5,9 @@
 # 2. builds and runs the whole suite (unit, nginx conformance, fault origin, CLI end to end);
 # 3. runs every libFuzzer target for a short bounded time (FUZZ_SECONDS, default 15 s each;
 #    longer runs: `bash Scripts/fuzz.sh 600`);
-# 4. runs the engine, manager and HTTP client suites under ThreadSanitizer.
+# 4. runs the engine, manager and HTTP client suites under ThreadSanitizer;
+# 5. runs the segmented suites 3 times pinned to one CPU beside two busy loops
+#    (Scripts/stress-segments.sh; longer: `bash Scripts/stress-segments.sh 50 --asan`).
 # Set DOWNLOADKIT_QUICK_TESTS=1 to stop after step 2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,3 +17,4 @@ swift test --skip-build
 if [ "${DOWNLOADKIT_QUICK_TESTS:-0}" = 1 ]; then exit 0; fi
 bash Scripts/fuzz.sh "${FUZZ_SECONDS:-15}"
 bash Scripts/sanitizers.sh tsan
+bash Scripts/stress-segments.sh 3 --filter 'SegmentedTests|SegmentDefectTests|SegmentKillTests'

@@ -15,8 +15,8 @@ struct SegmentKillTests {
         let root = try ScratchDirectory()
         let content = TestPattern.bytes(offset: 0, count: size, seed: 91)
         try Data(content).write(to: URL(fileURLWithPath: root.file("k.bin")))
-        // 8 MiB/s per connection: a run takes about 2 s, so the kills land mid-transfer.
-        let nginx = try NginxServer(configuration: NginxConfiguration(documentRoot: root.path, limitRate: 8 << 20))
+        // 4 MiB/s per connection: a run takes about 4 s, so the kills land mid-transfer.
+        let nginx = try NginxServer(configuration: NginxConfiguration(documentRoot: root.path, limitRate: 4 << 20))
         defer { nginx.stop() }
         let executable = try #require(CLITests.executable)
         let dir = try ScratchDirectory()
@@ -24,33 +24,37 @@ struct SegmentKillTests {
             "get", nginx.httpURL("/limited/k.bin"), "-o", dir.file("k.bin"), "--connections", "\(connections)",
             "--progress", "none",
         ]
-        // Seeded instants (xorshift64), the first well before the first periodic checkpoint (1 s after the
-        // segments start): 150–550 ms, then twice 200–600 ms.
+        // Seeded instants (xorshift64). The first kill comes when the progress journal holds 4-19 records
+        // (a few buffers, well before the first periodic checkpoint 1 s after the segments start); the
+        // others 200-600 ms after the segments start.
         var seed: UInt64 = 0x2424_2424
-        func next(_ bound: UInt64) -> Double {
+        func next(_ bound: UInt64) -> Int {
             seed ^= seed << 13
             seed ^= seed >> 7
             seed ^= seed << 17
-            return Double(seed % bound) / 1000
+            return Int(seed % bound)
         }
-        let kills = [0.15 + next(400), 0.2 + next(400), 0.2 + next(400)]
+        let instants: [(records: Int, milliseconds: Int)] = [(4 + next(16), 0), (0, 200 + next(400)), (0, 200 + next(400))]
         var killedRuns = 0
-        for delay in kills where !FileManager.default.fileExists(atPath: dir.file("k.bin")) {
+        for instant in instants where !FileManager.default.fileExists(atPath: dir.file("k.bin")) {
             let log = dir.path + "/../kill-\(UUID().uuidString).log"
             defer { try? FileManager.default.removeItem(atPath: log) }
             let child = try ChildProcess(executable, arguments, outputPath: log)
-            // Wait for the segment map (written before the first body byte), then for the chosen instant.
-            var waited = 0
-            while !FileManager.default.fileExists(atPath: dir.file("k.bin.dkjournal")) && waited < 2000 && child.isRunning {
-                try await Task.sleep(for: .milliseconds(2))
-                waited += 1
-            }
-            try await Task.sleep(for: .milliseconds(Int(delay * 1000)))
-            if child.isRunning {
+            // Polled on a thread of its own (not the test pool, which may be starved), bounded.
+            let killed = try await offloaded { () -> Bool in
+                let wanted = Int64(32 * (1 + instant.records))
+                var polls = 0
+                while child.isRunning && polls < 20_000 && (dir.size("k.bin.dkjournal") ?? 0) < wanted {
+                    usleep(500)
+                    polls += 1
+                }
+                usleep(useconds_t(instant.milliseconds * 1000))
+                guard child.isRunning else { return false }
                 kill(child.pid, SIGKILL)
-                killedRuns += 1
+                _ = child.waitForExit(timeout: 10)
+                return true
             }
-            _ = try await offloaded { child.waitForExit(timeout: 10) }
+            if killed { killedRuns += 1 }
         }
         #expect(killedRuns >= 1, "at least one run was killed mid-transfer")
         let log = dir.path + "/../rerun-\(UUID().uuidString).log"
@@ -79,6 +83,7 @@ struct SegmentKillTests {
         // the kernel holds for the socket.
         let bound = Int64(killedRuns * connections) * (2 << 20)
         #expect(twice >= 0)
-        #expect(twice <= bound, "fetched twice: \(twice) bytes after \(killedRuns) kills (bound \(bound)); kills at \(kills) s")
+        #expect(twice <= bound, "fetched twice: \(twice) bytes after \(killedRuns) kills (bound \(bound)); instants \(instants)")
     }
 }
+
