@@ -7,7 +7,9 @@
 #    longer runs: `bash Scripts/fuzz.sh 600`);
 # 4. kills and reruns real `downloadkit get` processes at random moments against nginx (Scripts/chaos.sh,
 #    CHAOS_SECONDS, default 40 s of trials, single and segmented);
-# 5. runs the engine, manager and HTTP client suites under ThreadSanitizer.
+# 5. runs the engine, manager and HTTP client suites under ThreadSanitizer;
+# 6. runs the segmented suites 3 times pinned to one CPU beside two busy loops
+#    (Scripts/stress-segments.sh; longer: `bash Scripts/stress-segments.sh 50 --asan`).
 # Set DOWNLOADKIT_QUICK_TESTS=1 to stop after step 2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,3 +20,4 @@ if [ "${DOWNLOADKIT_QUICK_TESTS:-0}" = 1 ]; then exit 0; fi
 bash Scripts/fuzz.sh "${FUZZ_SECONDS:-15}"
 DOWNLOADKIT="$(swift build --show-bin-path)/downloadkit" bash Scripts/chaos.sh "${CHAOS_SECONDS:-40}"
 bash Scripts/sanitizers.sh tsan
+bash Scripts/stress-segments.sh 3 --filter 'SegmentedTests|SegmentDefectTests|SegmentKillTests'

@@ -56,6 +56,9 @@ public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible 
         public static let cancelled = Code("cancelled")
         /// The download was paused by the caller (the resume data is available).
         public static let paused = Code("paused")
+        /// The segment map failed its final accounting (a byte missing or credited twice): the file is
+        /// not moved into place.
+        public static let segmentAccounting = Code("segmentAccounting")
     }
 
     /// What went wrong.

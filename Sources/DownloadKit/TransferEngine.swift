@@ -56,6 +56,8 @@ final class TransferEngine {
     private var activeBoard: SegmentBoard?
     /// Set once the download settled on one connection (probe said no, or too small to split).
     private var singleConnectionOnly = false
+    /// Bounds restarts of segmented transfers (issue #13, 1).
+    private var segmentRestarts = SegmentRestartPolicy()
 
     // Background checkpoints: `fdatasync` of a fast stream can take a while, so periodic checkpoints
     // run on their own queue and never stall the receive loop. Forced ones (head, pause, stop) wait
@@ -109,6 +111,7 @@ final class TransferEngine {
             file = nil
             try? FileSystem.remove(tempPath)
             try? FileSystem.remove(infoPath)
+            SegmentJournal.remove(forTempFile: tempPath)
             control.setState(.cancelled, .pausedByCaller)
             throw DownloadError(.cancelled, "the download was cancelled; its partial data was removed")
         case .pause:
@@ -123,11 +126,13 @@ final class TransferEngine {
                 file = nil
                 try? FileSystem.remove(tempPath)
                 try? FileSystem.remove(infoPath)
-            } else if offset == 0 {
-                // Nothing was received (404, TLS failure, redirect loop…): leave no clutter behind.
+                SegmentJournal.remove(forTempFile: tempPath)
+            } else if offset == 0 && !savedSegments.contains(where: { $0.written > 0 }) {
+                // Nothing was received anywhere (404, TLS failure, redirect loop…): leave no clutter behind.
                 file = nil
                 try? FileSystem.remove(tempPath)
                 try? FileSystem.remove(infoPath)
+                SegmentJournal.remove(forTempFile: tempPath)
             } else if !tempPath.isEmpty && file != nil {
                 try? checkpoint(force: true)
                 control.setResumeData(try? currentResumeInfo().encoded())
@@ -282,6 +287,28 @@ final class TransferEngine {
         var refreshes = 0
         let buffer = ReceiveBuffer(capacity: receiveBufferSize(client))
 
+        /// Asks the URL provider for a fresh URL after 401/403/404/410 (single connection and segments).
+        func refreshURL(after status: Int) throws {
+            guard let provider = configuration.urlProvider, refreshes < configuration.maxURLRefreshes else {
+                throw DownloadError.status(status, reason: "", url: currentURL)
+            }
+            refreshes += 1
+            let context = URLRefreshContext(
+                originalURL: originalURL.absoluteString, currentURL: currentURL.absoluteString,
+                status: status, bytesReceived: offset)
+            guard let fresh = Self.callProvider(provider, context) else {
+                throw DownloadError.status(status, reason: "", url: currentURL)
+            }
+            do {
+                currentURL = try HTTPURL(fresh)
+            } catch {
+                throw DownloadError(.invalidURL, "the URL provider returned an invalid URL \(fresh)")
+            }
+            redirects = 0
+            visited = [currentURL.absoluteString]
+            infoDirty = true
+            control.setState(.connecting, .urlRefreshed(to: currentURL.description))
+        }
         if offset > 0 {
             control.setState(.connecting, .resumed(offset: offset))
         } else {
@@ -299,6 +326,7 @@ final class TransferEngine {
                     switch try runSegments(total: total, client: client) {
                     case .complete: return try finalize()
                     case .restart(let reason): try restartFromZero(reason)
+                    case .refreshURL(let status): try refreshURL(after: status)
                     }
                 case .probeDeclined:
                     continue
@@ -322,25 +350,7 @@ final class TransferEngine {
                     }
                     follow(redirectTo: target)
                 case .refreshURL(let status):
-                    guard let provider = configuration.urlProvider, refreshes < configuration.maxURLRefreshes else {
-                        throw DownloadError.status(status, reason: "", url: currentURL)
-                    }
-                    refreshes += 1
-                    let context = URLRefreshContext(
-                        originalURL: originalURL.absoluteString, currentURL: currentURL.absoluteString,
-                        status: status, bytesReceived: offset)
-                    guard let fresh = Self.callProvider(provider, context) else {
-                        throw DownloadError.status(status, reason: "", url: currentURL)
-                    }
-                    do {
-                        currentURL = try HTTPURL(fresh)
-                    } catch {
-                        throw DownloadError(.invalidURL, "the URL provider returned an invalid URL \(fresh)")
-                    }
-                    redirects = 0
-                    visited = [currentURL.absoluteString]
-                    infoDirty = true
-                    control.setState(.connecting, .urlRefreshed(to: currentURL.description))
+                    try refreshURL(after: status)
                 case .restart(let reason):
                     try restartFromZero(reason)
                 }
@@ -387,6 +397,7 @@ final class TransferEngine {
 
     private func restartFromZero(_ reason: RestartReason) throws {
         guard let file else { return }
+        SegmentJournal.remove(forTempFile: tempPath)  // its records describe the old version
         try file.truncate(to: 0)
         offset = 0
         durableOffset = -1
@@ -662,8 +673,8 @@ final class TransferEngine {
                 settleOnOneConnection("the server did not report the file's length")
                 return .probeDeclined
             }
-            if let tag = head.headers.first(name: "ETag").flatMap({ try? EntityTag(parsing: $0) }), let known = entityTag,
-                !known.strongMatches(tag)
+            if let tag = head.headers.first(name: "ETag").flatMap({ try? EntityTag(parsing: $0) }),
+                SegmentRules.entityTagChanged(known: entityTag, received: tag)
             {
                 return .restart(.validatorChanged)
             }
@@ -673,6 +684,10 @@ final class TransferEngine {
             control.isResumable = true
             recordValidators(head)
             resolveFileName(head)
+            if let reason = SegmentRules.oneConnectionReason(entityTag: entityTag, lastModified: lastModified) {
+                settleOnOneConnection(reason)
+                return .probeDeclined
+            }
             let have = savedSegments.isEmpty ? offset : savedSegments.reduce(0) { $0 + $1.written }
             if savedSegments.isEmpty && complete - have < 2 * configuration.minimumSegmentSize {
                 settleOnOneConnection("the file is too small to split")
@@ -704,100 +719,46 @@ final class TransferEngine {
         if configuration.connections > 1 { control.setState(.connecting, .singleConnection(reason)) }
     }
 
-    private enum SegmentOutcome {
-        case complete
-        case restart(RestartReason)
-    }
-
-    /// Runs segment workers over `[0, total)` until every segment is written, then leaves the
-    /// engine as if one connection had written the whole file.
-    private func runSegments(total: Int64, client: HTTPClient) throws -> SegmentOutcome {
+    /// Runs segment workers over `[0, total)` (``SegmentCoordinator``) until every segment is written,
+    /// then leaves the engine as if one connection had written the whole file.
+    private func runSegments(total: Int64, client: HTTPClient) throws -> SegmentCoordinator.Outcome {
         guard let file else { throw DownloadError(.fileSystem, "the temp file is not open") }
-        let workers = max(1, min(configuration.connections, client.configuration.maxConnectionsPerOrigin))
-        let minimum = max(64 << 10, configuration.minimumSegmentSize)
-        var segments: [SegmentBoard.Segment]
-        if !savedSegments.isEmpty {
-            guard let reconciled = Self.reconcile(savedSegments, total: total) else {
-                return .restart(.unusablePartialData)
-            }
-            segments = reconciled
-        } else {
-            segments = offset > 0 ? [SegmentBoard.Segment(start: 0, end: offset, written: offset, owner: nil)] : []
-            segments += SegmentBoard.plan(from: offset, total: total, count: workers, minimumSegmentSize: minimum)
-        }
-        let board = SegmentBoard(segments: segments, minimumSegmentSize: minimum)
-        activeBoard = board
+        let coordinator = SegmentCoordinator(
+            total: total, file: file, tempPath: tempPath, client: client, configuration: configuration, control: control,
+            url: currentURL, headers: requestHeaders, ifRange: ifRangeValue, entityTag: entityTag,
+            rateLimiters: rateLimiters, bufferSize: receiveBufferSize(client))
+        let fetchedBefore = bytesThisRun
+        let hooks = SegmentCoordinator.Hooks(
+            started: { board in
+                self.activeBoard = board
+                self.savedSegments = board.snapshot()
+                self.infoDirty = true
+            },
+            checkpoint: { force in try self.checkpoint(force: force) },
+            publish: { received, fetched, connections, now in
+                self.publishProgress(received: received, thisRun: fetchedBefore + fetched, connections: connections, now: now)
+            })
         defer { activeBoard = nil }
-        savedSegments = board.snapshot()
-        infoDirty = true
-        try checkpoint(force: true)
-
-        control.setState(.downloading, .segmented(connections: workers))
-        let ifRange = ifRangeValue
-        let tokens = (0..<workers).map { _ in CancellationToken() }
-        let group = DispatchGroup()
-        let shared = SharedFile(handle: file)
-        let bufferSize = receiveBufferSize(client)
-        // Counted before any worker starts: a fast worker's first buffer must count as this run's.
-        let writtenAtStart = board.written
-        for index in 0..<workers {
-            let worker = SegmentWorker(
-                id: index, board: board, file: shared, client: client, url: currentURL, headers: requestHeaders,
-                ifRange: ifRange, entityTag: entityTag, total: total, retries: configuration.retries,
-                retryBaseDelay: configuration.retryBaseDelay, maxRetryDelay: configuration.maxRetryDelay,
-                bufferSize: bufferSize, rateLimiters: rateLimiters, cancellation: tokens[index], control: control)
-            group.enter()
-            let thread = Thread {
-                worker.run()
-                group.leave()
-            }
-            thread.name = "DownloadKit segment \(index)"
-            thread.stackSize = 1 << 20
-            thread.start()
+        let report: SegmentCoordinator.Report
+        do {
+            report = try coordinator.run(saved: savedSegments, prefix: offset, hooks: hooks)
+        } catch let failure as SegmentCoordinator.Failure {
+            bytesThisRun += failure.report.fetched
+            throw failure.error
         }
-
-        let interval = min(configuration.checkpointInterval, 1)
-        var writtenAtLastWriteback = writtenAtStart
-        var cancelled = false
-        while group.wait(timeout: .now() + .milliseconds(50)) == .timedOut {
-            if control.stopRequest != .none { board.stop(.stopped) }
-            if board.stopReason != nil && !cancelled {
-                cancelled = true
-                for token in tokens { token.cancel() }
+        bytesThisRun += report.fetched
+        resumedFrom += report.recovered
+        if case .restart = report.outcome {
+            guard let delay = segmentRestarts.next(base: configuration.retryBaseDelay, maximum: configuration.maxRetryDelay) else {
+                throw DownloadError(
+                    .serverIgnoredRange,
+                    "the resource changed during \(segmentRestarts.count + 1) segmented attempts in a row; giving up")
             }
-            let now = monotonicNow()
-            if now - lastProgressTime >= configuration.progressInterval {
-                publishSegmentProgress(board, writtenAtStart: writtenAtStart, now: now)
-            }
-            let written = board.written
-            if written - writtenAtLastWriteback >= Int64(Self.writebackInterval) {
-                file.startWriteback()
-                writtenAtLastWriteback = written
-            }
-            if now - lastCheckpointTime >= interval {
-                do {
-                    try checkpoint(force: false)
-                } catch {
-                    board.stop(.failed(DownloadError.wrap(error)))
-                }
+            if !interruptibleSleep(delay, shouldStop: { control.stopRequest != .none }) {
+                throw DownloadError(.cancelled, "stopped")
             }
         }
-        bytesThisRun += board.written - writtenAtStart
-        switch board.stopReason {
-        case .restart(let reason)?:
-            return .restart(reason)
-        case .failed(let failure)?:
-            try? checkpoint(force: true)
-            throw failure
-        case .stopped?:
-            try? checkpoint(force: true)
-            throw DownloadError(.cancelled, "stopped")
-        case nil:
-            guard board.isComplete else {
-                try? checkpoint(force: true)
-                throw DownloadError(.truncated, "the segment workers stopped before every byte arrived", isTransient: true)
-            }
-        }
+        guard report.outcome == .complete, let board = activeBoard else { return report.outcome }
         savedSegments = board.snapshot()
         offset = total
         if let checksum = request.checksum {
@@ -806,48 +767,12 @@ final class TransferEngine {
             try hashPrefix(into: digest, count: total, from: file)
             self.digest = digest
         }
-        publishSegmentProgress(board, writtenAtStart: writtenAtStart, now: monotonicNow())
         return .complete
-    }
-
-    private func publishSegmentProgress(_ board: SegmentBoard, writtenAtStart: Int64, now: Double) {
-        let written = board.written
-        publishProgress(
-            received: written, thisRun: bytesThisRun + written - writtenAtStart,
-            connections: board.activeConnections, now: now)
     }
 
     /// Bytes contiguous from offset 0 in a segment map.
     static func contiguousPrefix(_ segments: [ResumeSegment]) -> Int64 {
-        var position: Int64 = 0
-        for segment in segments.sorted(by: { $0.start < $1.start }) {
-            guard segment.start == position else { break }
-            position = segment.start + segment.written
-            if let end = segment.end, segment.written < end - segment.start { break }
-            if segment.end == nil { break }
-        }
-        return position
-    }
-
-    /// Turns a saved map into one covering `[0, total)` exactly: gaps become empty segments; a map
-    /// that overlaps itself or runs past the total is unusable (nil).
-    static func reconcile(_ saved: [ResumeSegment], total: Int64) -> [SegmentBoard.Segment]? {
-        var result: [SegmentBoard.Segment] = []
-        var position: Int64 = 0
-        for segment in saved.sorted(by: { $0.start < $1.start }) {
-            let end = segment.end ?? total
-            guard segment.start >= position, end <= total, end > segment.start else { return nil }
-            if segment.start > position {
-                result.append(SegmentBoard.Segment(start: position, end: segment.start, written: 0, owner: nil))
-            }
-            let written = max(0, min(segment.written, end - segment.start))
-            result.append(SegmentBoard.Segment(start: segment.start, end: end, written: written, owner: nil))
-            position = end
-        }
-        if position < total {
-            result.append(SegmentBoard.Segment(start: position, end: total, written: 0, owner: nil))
-        }
-        return result
+        SegmentBoardState.contiguousPrefix(segments)
     }
 
     // MARK: - Body, progress, checkpoints
@@ -1036,6 +961,7 @@ final class TransferEngine {
         // Whether this unlink survives a power loss does not matter: a resume-info file without its
         // temp file only makes a rerun download again.
         try FileSystem.remove(infoPath)
+        SegmentJournal.remove(forTempFile: tempPath)
         ResumeInfo.removeStaleTemporaryFiles(for: infoPath)
         publishProgress()
         control.setState(.completed, .started)

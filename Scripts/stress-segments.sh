@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Runs the segmented and pause/resume suites RUNS times under CPU contention (issue #22): the tests
+# and two busy loops share CPU 0 (taskset), the way a loaded 2-core machine starves the segment
+# workers. Prints every run's result and, at the end, the runs and the failures; exits 1 on any failure.
+#
+#   bash Scripts/stress-segments.sh [RUNS] [--asan] [--filter REGEX]
+#
+# RUNS defaults to 20. --asan uses the AddressSanitizer build (.build-asan), which widens race windows.
+# Scripts/test.sh runs a short version (3 runs, debug build, segmented suites only).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+runs=20
+asan=0
+filter='SegmentedTests|SegmentDefectTests|SegmentKillTests|Pause|Resume'
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --asan) asan=1 ;;
+        --filter) filter="$2"; shift ;;
+        *) runs="$1" ;;
+    esac
+    shift
+done
+
+command -v taskset > /dev/null || { echo "stress-segments: taskset (util-linux) is required" >&2; exit 2; }
+if [ "$asan" = 1 ]; then
+    build=(swift build --build-tests --sanitize=address --scratch-path .build-asan)
+    test=(swift test --skip-build --sanitize=address --scratch-path .build-asan)
+    export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
+else
+    build=(swift build --build-tests)
+    test=(swift test --skip-build)
+fi
+"${build[@]}" > /dev/null || { echo "stress-segments: build failed" >&2; exit 2; }
+
+hogs=()
+stop_hogs() {
+    for pid in "${hogs[@]}"; do kill "$pid" 2> /dev/null; done
+    for pid in "${hogs[@]}"; do wait "$pid" 2> /dev/null; done
+}
+trap stop_hogs EXIT
+for _ in 1 2; do
+    taskset -c 0 bash -c 'while :; do :; done' &
+    hogs+=($!)
+done
+
+logs=$(mktemp -d)
+failures=0
+for run in $(seq 1 "$runs"); do
+    start=$(date +%s)
+    if taskset -c 0 "${test[@]}" --filter "$filter" > "$logs/run-$run.log" 2>&1; then
+        echo "run $run/$runs: passed ($(( $(date +%s) - start )) s)"
+        rm -f "$logs/run-$run.log"
+    else
+        failures=$((failures + 1))
+        echo "run $run/$runs: FAILED ($(( $(date +%s) - start )) s), log: $logs/run-$run.log"
+        grep -E "✘|error:" "$logs/run-$run.log" | grep -v "↳" | head -10
+    fi
+done
+mode=debug
+[ "$asan" = 1 ] && mode="ASan (detect_leaks=1)"
+echo "stress-segments: $runs runs, $failures failures — $mode build, filter '$filter', pinned to CPU 0 with 2 busy loops"
+[ "$failures" = 0 ] && rmdir "$logs" 2> /dev/null
+[ "$failures" = 0 ]

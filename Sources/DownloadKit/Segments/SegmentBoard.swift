@@ -1,0 +1,56 @@
+import HTTPClient
+
+/// ``SegmentBoardState`` shared by the segment worker threads: every event takes the one lock once
+/// (per received buffer, ≥ 64 KiB, never per byte) and applies the state's rule. No decision lives here.
+final class SegmentBoard: Sendable {
+    private let state: LockedValue<SegmentBoardState>
+
+    init(_ state: SegmentBoardState) {
+        self.state = LockedValue(state)
+    }
+
+    func take(worker: Int) -> SegmentBoardState.Assignment? { state.withLock { $0.take(worker: worker) } }
+
+    func beginRequest(_ handle: SegmentHandle, worker: Int, maximum: Int64) -> Range<Int64>? {
+        state.withLock { $0.beginRequest(handle, worker: worker, maximum: maximum) }
+    }
+
+    func claim(_ handle: SegmentHandle, worker: Int, at position: Int64, count: Int) -> Int {
+        state.withLock { $0.claim(handle, worker: worker, at: position, count: count) }
+    }
+
+    func record(_ handle: SegmentHandle, worker: Int, at position: Int64, count: Int) -> Range<Int64> {
+        state.withLock { $0.record(handle, worker: worker, at: position, count: count).credited }
+    }
+
+    func remaining(_ handle: SegmentHandle, worker: Int) -> Int64 {
+        state.withLock { $0.remaining(handle, worker: worker) }
+    }
+
+    func release(_ handle: SegmentHandle, worker: Int) { state.withLock { $0.release(handle, worker: worker) } }
+
+    /// Stops every worker; the first reason wins.
+    func stop(_ reason: SegmentBoardState.Stop) { state.withLock { $0.stop(reason) } }
+
+    var stopReason: SegmentBoardState.Stop? { state.withLock { $0.stopReason } }
+    var activeConnections: Int { state.withLock { $0.active } }
+    var written: Int64 { state.withLock { $0.written } }
+    var isComplete: Bool { state.withLock { $0.isComplete } }
+
+    /// The map for the resume info. Taken before the data is synced, so it never claims more than what
+    /// the sync that follows makes durable (every credited byte was written before it was credited).
+    func snapshot() -> [ResumeSegment] { state.withLock { $0.snapshot() } }
+
+    /// The written prefix of every segment, for compacting the progress journal.
+    func creditedRuns() -> [Range<Int64>] {
+        state.withLock { state in
+            state.segments.compactMap { $0.written > 0 ? $0.start..<$0.position : nil }
+        }
+    }
+
+    /// See ``SegmentBoardState/proveCoverage(total:)``.
+    func proveCoverage(total: Int64) throws(DownloadError) {
+        let copy = state.withLock { $0 }
+        try copy.proveCoverage(total: total)
+    }
+}

@@ -1,0 +1,191 @@
+import Dispatch
+import Foundation
+import HTTPClient
+import HTTPWire
+
+/// Runs one segmented transfer of `[0, total)` for the engine (docs/ENGINE.md "Segments"): builds the
+/// board from the saved map and the progress journal, starts the workers, publishes progress,
+/// checkpoints and compacts the journal while they run, and proves full coverage at the end. Runs on
+/// the engine's thread; the engine keeps the resume info and the checkpoints (``Hooks``).
+struct SegmentCoordinator {
+    /// What the engine provides: its checkpoint (which snapshots `board` before syncing) and progress.
+    struct Hooks {
+        /// Called once the board exists, before the first checkpoint.
+        var started: (SegmentBoard) -> Void
+        var checkpoint: (_ force: Bool) throws -> Void
+        /// (bytes of the file present, bytes fetched by this run of the coordinator, open connections, now)
+        var publish: (_ received: Int64, _ fetched: Int64, _ connections: Int, _ now: Double) -> Void
+    }
+
+    /// How a segmented run ended (failures and stops are thrown).
+    enum Outcome: Equatable {
+        case complete
+        case restart(RestartReason)
+        case refreshURL(status: Int)
+    }
+
+    /// What the run did, for the engine's accounting.
+    struct Report {
+        var outcome: Outcome
+        /// Bytes fetched over the network by this run.
+        var fetched: Int64
+        /// Bytes found written through the progress journal beyond the saved map.
+        var recovered: Int64
+    }
+
+    let total: Int64
+    let file: FileHandleFD
+    let tempPath: String
+    let client: HTTPClient
+    let configuration: DownloadConfiguration
+    let control: DownloadControl
+    let url: HTTPURL
+    let headers: HTTPHeaders
+    let ifRange: String?
+    let entityTag: EntityTag?
+    let rateLimiters: [TokenBucket]
+    let bufferSize: Int
+
+    /// The board for this run: the saved map plus what the journal proves, or a fresh plan (after a
+    /// single-connection `prefix`). nil when the saved map is unusable.
+    func makeBoard(saved: [ResumeSegment], prefix: Int64, workers: Int, minimum: Int64) throws -> (SegmentBoardState, recovered: Int64)? {
+        if !saved.isEmpty {
+            let journal = SegmentJournal.read(path: SegmentJournal.path(forTempFile: tempPath), total: total)
+            let size = try file.size()
+            guard let plans = SegmentBoardState.recover(saved: saved, journal: journal, fileSize: size, total: total),
+                let withoutJournal = SegmentBoardState.recover(saved: saved, fileSize: size, total: total)
+            else { return nil }
+            let state = SegmentBoardState(plans: plans, minimumSegmentSize: minimum)
+            let before = withoutJournal.reduce(0) { $0 + $1.written }
+            return (state, state.written - before)
+        }
+        var plans = prefix > 0 ? [SegmentBoardState.Plan(start: 0, end: prefix, written: prefix)] : []
+        plans += SegmentBoardState.plan(from: prefix, total: total, count: workers, minimumSegmentSize: minimum)
+        return (SegmentBoardState(plans: plans, minimumSegmentSize: minimum), 0)
+    }
+
+    /// Runs workers until every segment is written (then proves it), the board stops, or the caller
+    /// stops. Throws failures and stops (after a checkpoint of what was written).
+    func run(saved: [ResumeSegment], prefix: Int64, hooks: Hooks) throws -> Report {
+        let workers = max(1, min(configuration.connections, client.configuration.maxConnectionsPerOrigin))
+        let minimum = max(64 << 10, configuration.minimumSegmentSize)
+        guard let (state, recovered) = try makeBoard(saved: saved, prefix: prefix, workers: workers, minimum: minimum) else {
+            return Report(outcome: .restart(.unusablePartialData), fetched: 0, recovered: 0)
+        }
+        let board = SegmentBoard(state)
+        hooks.started(board)
+        // The map reaches disk (fsynced) before any byte of this run, then the journal starts over from it:
+        // from the first byte on, a kill loses at most the buffers in flight.
+        try hooks.checkpoint(true)
+        let journalPath = SegmentJournal.path(forTempFile: tempPath)
+        let journal = try SegmentJournal(path: journalPath, total: total, runs: board.creditedRuns())
+
+        control.setState(.downloading, .segmented(connections: workers))
+        let tokens = (0..<workers).map { _ in CancellationToken() }
+        let group = DispatchGroup()
+        let shared = SharedFile(handle: file)
+        // Counted before any worker starts: a fast worker's first buffer must count as this run's.
+        let writtenAtStart = board.written
+        for index in 0..<workers {
+            let worker = SegmentWorker(
+                id: index, board: board, file: shared, journal: journal, client: client, url: url, headers: headers,
+                ifRange: ifRange, entityTag: entityTag, total: total, retries: configuration.retries,
+                retryBaseDelay: configuration.retryBaseDelay, maxRetryDelay: configuration.maxRetryDelay,
+                lowSpeedLimit: configuration.lowSpeedLimit, lowSpeedTime: configuration.lowSpeedTime,
+                bufferSize: bufferSize, rateLimiters: rateLimiters, cancellation: tokens[index], control: control)
+            group.enter()
+            let thread = Thread {
+                worker.run()
+                group.leave()
+            }
+            thread.name = "DownloadKit segment \(index)"
+            thread.stackSize = 1 << 20
+            thread.start()
+        }
+
+        let interval = min(configuration.checkpointInterval, 1)
+        var writtenAtLastWriteback = writtenAtStart
+        var lastProgress = 0.0
+        var lastCheckpoint = monotonicNow()
+        var cancelled = false
+        func publish(_ now: Double) {
+            lastProgress = now
+            hooks.publish(board.written, board.written - writtenAtStart, board.activeConnections, now)
+        }
+        while group.wait(timeout: .now() + .milliseconds(50)) == .timedOut {
+            if control.stopRequest != .none { board.stop(.stopped) }
+            if board.stopReason != nil && !cancelled {
+                cancelled = true
+                for token in tokens { token.cancel() }
+            }
+            let now = monotonicNow()
+            if now - lastProgress >= configuration.progressInterval { publish(now) }
+            let written = board.written
+            if written - writtenAtLastWriteback >= Int64(TransferEngine.writebackInterval) {
+                file.startWriteback()
+                writtenAtLastWriteback = written
+            }
+            if now - lastCheckpoint >= interval {
+                lastCheckpoint = now
+                do {
+                    try hooks.checkpoint(false)
+                    try journal.compact(board.creditedRuns)
+                } catch {
+                    board.stop(.failed(DownloadError.wrap(error)))
+                }
+            }
+        }
+        var report = Report(outcome: .complete, fetched: board.written - writtenAtStart, recovered: recovered)
+        switch board.stopReason {
+        case .restart(let reason)?:
+            report.outcome = .restart(reason)
+            return report
+        case .refreshURL(let status)?:
+            try? hooks.checkpoint(true)
+            report.outcome = .refreshURL(status: status)
+            return report
+        case .failed(let failure)?:
+            try? hooks.checkpoint(true)
+            throw Failure(error: failure, report: report)
+        case .stopped?:
+            try? hooks.checkpoint(true)
+            throw Failure(error: DownloadError(.cancelled, "stopped"), report: report)
+        case nil:
+            guard board.isComplete else {
+                try? hooks.checkpoint(true)
+                throw Failure(
+                    error: DownloadError(.truncated, "the segment workers stopped before every byte arrived", isTransient: true),
+                    report: report)
+            }
+        }
+        do {
+            // The accounting pass: every byte of [0, total) credited exactly once, or no success.
+            try board.proveCoverage(total: total)
+        } catch {
+            throw Failure(error: error, report: report)
+        }
+        publish(monotonicNow())
+        return report
+    }
+
+    /// A failure with the run's accounting (bytes fetched still count for this run).
+    struct Failure: Error {
+        let error: DownloadError
+        let report: Report
+    }
+}
+
+/// A bound and a backoff for restarts of segmented transfers (issue #13, 1): a server whose validator
+/// changes on every request must not loop forever.
+struct SegmentRestartPolicy {
+    /// Restarts allowed in one run of a download.
+    var limit = 5
+    private(set) var count = 0
+
+    /// The delay before the next restart, or nil when the bound is reached.
+    mutating func next(base: Double, maximum: Double) -> Double? {
+        guard count < limit else { return nil }
+        count += 1
+        return TransferEngine.backoffDelay(attempt: count, base: base, maximum: maximum)
+    }
+}

@@ -1,0 +1,258 @@
+import Glibc
+import HTTPClient
+import HTTPWire
+
+/// A file descriptor shared by the segment workers. `pwrite` at distinct offsets is safe from many
+/// threads on one descriptor (POSIX positional I/O does not use the shared file offset), and the
+/// handle outlives every worker (the coordinator joins them), hence `@unchecked Sendable`.
+struct SharedFile: @unchecked Sendable {
+    let handle: FileHandleFD
+}
+
+/// One segment worker: a thread that requests byte ranges of the segment it holds and writes them at
+/// their offsets. It only executes: every rule (which segment, how many bytes may be written, what is
+/// credited) is the board's (``SegmentBoardState``).
+struct SegmentWorker: Sendable {
+    let id: Int
+    let board: SegmentBoard
+    let file: SharedFile
+    let journal: SegmentJournal?
+    let client: HTTPClient
+    let url: HTTPURL
+    let headers: HTTPHeaders
+    let ifRange: String?
+    let entityTag: EntityTag?
+    let total: Int64
+    let retries: Int
+    let retryBaseDelay: Double
+    let maxRetryDelay: Double
+    let lowSpeedLimit: Int
+    let lowSpeedTime: Double
+    let bufferSize: Int
+    let rateLimiters: [TokenBucket]
+    let cancellation: CancellationToken
+    let control: DownloadControl
+
+    /// Thrown from the body callback when the segment ends inside the bytes just received (its tail was
+    /// stolen): the response is dropped with its connection, never written past the segment's end.
+    private struct SegmentEnded: Error {}
+
+    /// A segment request got an "expired URL" status: the engine asks the URL provider.
+    private struct URLExpired: Error {
+        let status: Int
+    }
+
+    /// The most one range request asks for: at 26 MB/s a 4 MiB request lasts about 160 ms, short
+    /// enough that the tail is shared out, long enough that per-request costs stay negligible.
+    static let requestSize: Int64 = 4 << 20
+
+    func run() {
+        let buffer = ReceiveBuffer(capacity: bufferSize)
+        var lowSpeed = LowSpeedWindow(limit: lowSpeedLimit, seconds: lowSpeedTime)
+        while let assignment = board.take(worker: id) {
+            var failures = 0
+            var position = assignment.position
+            defer { board.release(assignment.handle, worker: id) }
+            while board.remaining(assignment.handle, worker: id) > 0 {
+                if board.stopReason != nil || control.stopRequest != .none { return }
+                let before = position
+                do {
+                    try fetch(assignment.handle, from: &position, buffer: buffer, lowSpeed: &lowSpeed)
+                } catch is SegmentEnded {
+                    break
+                } catch let expired as URLExpired {
+                    board.stop(.refreshURL(status: expired.status))
+                    return
+                } catch {
+                    let failure = DownloadError.wrap(error)
+                    if board.stopReason != nil || control.stopRequest != .none || failure.code == .cancelled { return }
+                    if position - before >= 64 << 10 { failures = 0 }
+                    if let restart = failure.restartReason {
+                        board.stop(.restart(restart))
+                        return
+                    }
+                    guard failure.isTransient, failures < retries else {
+                        board.stop(.failed(failure))
+                        return
+                    }
+                    failures += 1
+                    lowSpeed.reset()
+                    let delay = TransferEngine.backoffDelay(attempt: failures, base: retryBaseDelay, maximum: maxRetryDelay)
+                    if !interruptibleSleep(delay, shouldStop: { board.stopReason != nil || control.stopRequest != .none }) {
+                        return
+                    }
+                }
+            }
+        }
+    }
+
+    /// One range request for the rest of the held segment (at most ``requestSize``). `position` is the
+    /// segment's written end before and after; inside, the cursor always equals the offset of the
+    /// response stream's next byte.
+    private func fetch(
+        _ handle: SegmentHandle, from position: inout Int64, buffer: ReceiveBuffer, lowSpeed: inout LowSpeedWindow
+    ) throws {
+        // Bounded requests keep the tail stealable: a sparing thief takes only what no request covers yet.
+        guard let range = board.beginRequest(handle, worker: id, maximum: Self.requestSize),
+            range.lowerBound == position
+        else { return }
+        var requestHeaders = headers
+        requestHeaders.replaceOrAdd(
+            name: "Range", value: RangeHeader(ranges: [.closed(first: range.lowerBound, last: range.upperBound - 1)]).headerValue)
+        if let ifRange { requestHeaders.replaceOrAdd(name: "If-Range", value: ifRange) }
+        var cursor = position
+        var window = lowSpeed
+        defer {
+            position = cursor
+            lowSpeed = window
+        }
+        _ = try client.execute(
+            HTTPRequest(method: .GET, url: url, headers: requestHeaders), cancellation: cancellation, buffer: buffer,
+            onHead: { head in
+                try validate(head, requested: range.lowerBound)
+                return .stream
+            },
+            onBody: { bytes in
+                // Claim, write, credit: the board never lets a steal cut below claimed bytes, and only what
+                // reached the file is credited.
+                let allowed = board.claim(handle, worker: id, at: cursor, count: bytes.count)
+                guard allowed > 0 else { throw SegmentEnded() }
+                var written = 0
+                do {
+                    try file.handle.write(
+                        UnsafeRawBufferPointer(rebasing: bytes[0..<allowed]), toAbsoluteOffset: cursor, written: &written)
+                } catch {
+                    credit(handle, at: &cursor, count: written)
+                    throw error
+                }
+                // Fewer than received: the segment ends inside this buffer; the rest is not ours.
+                if credit(handle, at: &cursor, count: allowed) < allowed || allowed < bytes.count { throw SegmentEnded() }
+                if let rate = window.record(allowed, now: monotonicNow()) {
+                    throw DownloadError(
+                        .tooSlow,
+                        "segment transfer too slow: \(Int(rate)) bytes/s for \(Int(lowSpeedTime)) s, below the limit of \(lowSpeedLimit) bytes/s",
+                        isTransient: true)
+                }
+                if !rateLimiters.isEmpty {
+                    var delay = 0.0
+                    for limiter in rateLimiters { delay = max(delay, limiter.delay(afterConsuming: allowed)) }
+                    if delay > 0, !interruptibleSleep(delay, shouldStop: { control.stopRequest != .none }) {
+                        throw DownloadError(.cancelled, "stopped")
+                    }
+                }
+            })
+        // A response that ended before the bytes it promised (an empty 206, a short one) is a transient
+        // failure: retried within the worker's bound, never re-requested forever (issue #13, 4).
+        if cursor < range.upperBound, board.remaining(handle, worker: id) > 0 {
+            throw DownloadError(
+                .truncated,
+                "a segment response for bytes \(range.lowerBound)-\(range.upperBound - 1) ended after \(cursor - range.lowerBound) bytes",
+                isTransient: true)
+        }
+    }
+
+    /// Credits `count` written bytes at the cursor and journals them (after the write: a journalled byte
+    /// is always in the file).
+    @discardableResult
+    private func credit(_ handle: SegmentHandle, at cursor: inout Int64, count: Int) -> Int {
+        let credited = board.record(handle, worker: id, at: cursor, count: count)
+        cursor = credited.upperBound
+        journal?.append(credited)
+        return credited.count
+    }
+
+    /// A 206 must cover exactly the asked start, carry the known total and the same validator;
+    /// anything else is never written (issue #5: "a segment that comes back wrong is retried").
+    private func validate(_ head: ResponseHead, requested: Int64) throws {
+        switch head.status {
+        case 206:
+            guard let text = head.headers.first(name: "Content-Range"), let range = try? ContentRange(parsing: text),
+                case .satisfied(let first, _, let complete) = range
+            else {
+                throw DownloadError(
+                    .contentRangeMismatch, "206 without a valid Content-Range for a segment", httpStatus: 206,
+                    isTransient: true)
+            }
+            if let tag = head.headers.first(name: "ETag").flatMap({ try? EntityTag(parsing: $0) }),
+                SegmentRules.entityTagChanged(known: entityTag, received: tag)
+            {
+                throw DownloadError.restart(.validatorChanged)
+            }
+            if let complete, complete != total { throw DownloadError.restart(.lengthChanged) }
+            guard first == requested else {
+                throw DownloadError(
+                    .contentRangeMismatch,
+                    "range mismatch: a segment asked for bytes from \(requested), the server sent \(text)",
+                    httpStatus: 206, isTransient: true)
+            }
+        case 200:
+            // If-Range failed (the resource changed) or the server stopped honouring ranges.
+            throw DownloadError.restart(ifRange == nil ? .rangeIgnored : .validatorChanged)
+        case 401, 403, 404, 410:
+            throw URLExpired(status: head.status)
+        default:
+            throw DownloadError.status(head.status, reason: head.reason, url: url)
+        }
+    }
+}
+
+/// Validator rules of segmented transfers, shared by the probe and the workers.
+enum SegmentRules {
+    /// Whether a response's ETag says the resource changed. Two strong tags compare strongly; when
+    /// either is weak (RFC 9110 §8.8.3.2) only the opaque tags are compared — the byte identity is then
+    /// proved by `If-Range` with Last-Modified (``oneConnectionReason(entityTag:lastModified:)`` keeps
+    /// weak-only servers on one connection).
+    static func entityTagChanged(known: EntityTag?, received: EntityTag) -> Bool {
+        guard let known else { return false }
+        if known.isWeak || received.isWeak { return !known.weakMatches(received) }
+        return !known.strongMatches(received)
+    }
+
+    /// Why a resource must not be split, or nil: a weak ETag without Last-Modified leaves no validator that
+    /// may go in `If-Range` (RFC 9110 §13.1.5), so segments could splice two versions.
+    static func oneConnectionReason(entityTag: EntityTag?, lastModified: String?) -> String? {
+        guard let entityTag, entityTag.isWeak, lastModified == nil else { return nil }
+        return "the server's only validator is a weak ETag, which cannot protect range requests"
+    }
+}
+
+/// curl's `--speed-limit`/`--speed-time` for one connection: below `limit` bytes/s averaged over
+/// `seconds`, the transfer is too slow.
+struct LowSpeedWindow: Sendable {
+    let limit: Int
+    let seconds: Double
+    private var start = 0.0
+    private var bytes: Int64 = 0
+
+    init(limit: Int, seconds: Double) {
+        self.limit = limit
+        self.seconds = seconds
+    }
+
+    /// Counts `count` bytes at `now`; returns the window's rate when it closed below the limit.
+    mutating func record(_ count: Int, now: Double) -> Double? {
+        guard limit > 0 else { return nil }
+        if start == 0 { start = now }
+        bytes += Int64(count)
+        let elapsed = now - start
+        guard elapsed >= seconds else { return nil }
+        let rate = Double(bytes) / elapsed
+        start = now
+        bytes = 0
+        return rate < Double(limit) ? rate : nil
+    }
+
+    mutating func reset() {
+        start = 0
+        bytes = 0
+    }
+}
+
+extension DownloadError {
+    /// An internal signal that the partial data must be discarded and the download started over.
+    static func restart(_ reason: RestartReason) -> DownloadError {
+        var error = DownloadError(.serverIgnoredRange, "restart: \(reason.rawValue)")
+        error.restartReason = reason
+        return error
+    }
+}

@@ -1,0 +1,509 @@
+@testable import DownloadKit
+import Testing
+
+/// Deterministic schedule exploration of the segment board (issue #22). No threads, no sleeps: the test
+/// owns the schedule. Simulated workers follow the production worker's protocol step by step —
+/// take → beginRequest → claim → write → record → (drop, release) — against an in-memory file, while
+/// the schedule interleaves steals (a take by an idle worker), network drops, pauses (snapshot, then a
+/// board rebuilt from it), stops and restarts (the file truncated, a new generation). After every step:
+/// every credited byte was written by a response for that offset of the current version, no byte is
+/// credited twice, a credited byte is never overwritten with other bytes, and a pause's snapshot claims
+/// only bytes in the file. At the end every byte of `[0, total)` is credited exactly once and the
+/// board's coverage proof agrees. The same exploration over a model of the old position-based board
+/// finds the #22 corruption.
+@Suite struct SegmentScheduleTests {
+
+    @Test func theBoardNeverLosesNorDoubleCreditsAByteOverTensOfThousandsOfSchedules() throws {
+        var random = SplitMix(seed: 0x5EED_0022)
+        var steps = 0
+        for schedule in 0..<20_000 {
+            let parameters = ScheduleParameters(&random)
+            var world = World<HandleBoard>(parameters)
+            if let failure = world.explore(&random) {
+                Issue.record("schedule \(schedule) \(parameters): \(failure)\n\(world.trace.suffix(12).joined(separator: "\n"))")
+                return
+            }
+            steps += world.steps
+        }
+        #expect(steps > 1_000_000, "the exploration ran \(steps) steps")
+    }
+
+    @Test func theOldPositionBasedBoardFailsTheSameExploration() throws {
+        var random = SplitMix(seed: 0x5EED_0022)
+        var found: String?
+        for _ in 0..<20_000 {
+            let parameters = ScheduleParameters(&random)
+            var world = World<LegacyPositionBoard>(parameters)
+            if let failure = world.explore(&random) {
+                found = failure
+                break
+            }
+        }
+        let failure = try #require(found, "the exploration must catch the position-lookup corruption of issue #22")
+        #expect(failure.contains("credited") || failure.contains("overwritten") || failure.contains("coverage"))
+    }
+
+    @Test func aStealNeverCutsBelowClaimedBytes() throws {
+        var state = SegmentBoardState(
+            plans: [.init(start: 0, end: 64, written: 0)], minimumSegmentSize: 8, alignment: 8)
+        let first = state.take(worker: 0)
+        let owner = try #require(first)
+        #expect(state.beginRequest(owner.handle, worker: 0, maximum: 64) == 0..<64)
+        #expect(state.claim(owner.handle, worker: 0, at: 0, count: 40) == 40)
+        // Every remainder is requested: the thief cuts into the request, but above the claim.
+        let taken = state.take(worker: 1)
+        let thief = try #require(taken)
+        #expect(thief.position >= 40)
+        #expect(state.record(owner.handle, worker: 0, at: 0, count: 40).credited == 0..<40)
+        // The owner's next buffer may only fill its own, shrunken segment.
+        #expect(state.claim(owner.handle, worker: 0, at: 40, count: 64) == Int(thief.position - 40))
+        // A position lookup is never used: the thief's segment refuses the owner.
+        #expect(state.claim(thief.handle, worker: 0, at: thief.position, count: 8) == 0)
+    }
+
+    @Test func coverageProofRejectsAGapOrADoubleCredit() {
+        var state = SegmentBoardState(
+            plans: [.init(start: 0, end: 16, written: 16), .init(start: 16, end: 32, written: 8)], minimumSegmentSize: 8,
+            alignment: 8)
+        #expect(throws: DownloadError.self) { try state.proveCoverage(total: 32) }
+        let next = state.take(worker: 0)!
+        _ = state.claim(next.handle, worker: 0, at: 24, count: 8)
+        _ = state.record(next.handle, worker: 0, at: 24, count: 8)
+        try? state.proveCoverage(total: 32)
+        #expect((try? state.proveCoverage(total: 32)) != nil)
+        #expect(throws: DownloadError.self) { try state.proveCoverage(total: 40) }
+    }
+
+    @Test func handlesOfAnEarlierGenerationAreRefusedAfterARestart() {
+        var state = SegmentBoardState(plans: [.init(start: 0, end: 32, written: 0)], minimumSegmentSize: 8, alignment: 8)
+        let old = state.take(worker: 0)!
+        state.stop(.restart(.validatorChanged))
+        state.restart(segments: [.init(start: 0, end: 32, written: 0)])
+        #expect(state.claim(old.handle, worker: 0, at: 0, count: 8) == 0)
+        #expect(state.record(old.handle, worker: 0, at: 0, count: 8).credited.isEmpty)
+        #expect(state.take(worker: 0)?.position == 0)
+    }
+
+    @Test func recoveryMergesTheMapWithTheJournalAndTrustsNothingBeyondTheFile() {
+        let saved = [ResumeSegment(start: 0, end: 50, written: 10), ResumeSegment(start: 50, end: 100, written: 5)]
+        let plans = SegmentBoardState.recover(saved: saved, journal: [10..<30, 55..<70, 90..<120], fileSize: 95, total: 100)
+        #expect(
+            plans == [
+                .init(start: 0, end: 50, written: 30), .init(start: 50, end: 90, written: 20),
+                .init(start: 90, end: 100, written: 5),
+            ])
+        #expect(SegmentBoardState.recover(saved: saved + [ResumeSegment(start: 40, end: 60, written: 0)], fileSize: 100, total: 100) == nil)
+    }
+
+    @Test func journalRecordsSurviveGarbageAndTornRecordsAndNeedTheSameBootAndTotal() {
+        let boot = "boot-a"
+        var bytes = journalHeader(boot: boot, total: 1000)
+        bytes += SegmentJournal.encode(magic: 0x524A_4B44, 0, 100)
+        bytes += Array(SegmentJournal.encode(magic: 0x524A_4B44, 100, 200).prefix(17))  // torn
+        bytes += [0xFF, 0x00, 0x13]  // garbage
+        bytes += SegmentJournal.encode(magic: 0x524A_4B44, 300, 2000)  // clipped to the total
+        var flipped = SegmentJournal.encode(magic: 0x524A_4B44, 500, 600)
+        flipped[9] ^= 0x40  // a flipped bit fails the checksum
+        bytes += flipped
+        #expect(SegmentJournal.parse(bytes, bootID: boot, total: 1000) == [0..<100, 300..<1000])
+        #expect(SegmentJournal.parse(bytes, bootID: "boot-b", total: 1000).isEmpty, "another boot: not trusted")
+        #expect(SegmentJournal.parse(bytes, bootID: boot, total: 999).isEmpty, "another length: not trusted")
+        #expect(SegmentJournal.parse(bytes, bootID: nil, total: 1000).isEmpty)
+    }
+
+    private func journalHeader(boot: String, total: Int64) -> [UInt8] {
+        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+        for byte in boot.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01B3 }
+        return SegmentJournal.encode(magic: 0x484A_4B44, Int64(bitPattern: hash), total)
+    }
+}
+
+// MARK: - The exploration
+
+/// A small deterministic PRNG (SplitMix64), so every schedule can be replayed from its seed.
+struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+    mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
+    mutating func chance(_ percent: Int) -> Bool { below(100) < percent }
+}
+
+struct ScheduleParameters: CustomStringConvertible {
+    let alignment: Int64 = 8
+    let total: Int64
+    let workers: Int
+    let requestSize: Int64
+    let maxBuffer: Int
+    let randomSteps: Int
+
+    init(_ random: inout SplitMix) {
+        total = Int64(3 + random.below(4)) * 16 + Int64(random.below(8))
+        workers = 2 + random.below(3)
+        requestSize = Int64(8 + random.below(40))
+        maxBuffer = 1 + random.below(24)
+        randomSteps = 40 + random.below(120)
+    }
+
+    var description: String {
+        "total \(total), \(workers) workers, requests ≤ \(requestSize), buffers ≤ \(maxBuffer), \(randomSteps) random steps"
+    }
+}
+
+/// What the simulated workers need from a board; implemented by the real rules and by a model of the
+/// old position-based board.
+protocol ScheduledBoard {
+    associatedtype Handle
+    /// The old worker went on after a short credit as long as it had written the whole buffer.
+    static var continuesAfterAShortCredit: Bool { get }
+    init(plans: [SegmentBoardState.Plan], minimum: Int64, alignment: Int64)
+    mutating func take(worker: Int) -> (handle: Handle, position: Int64)?
+    mutating func beginRequest(_ handle: Handle, worker: Int, at position: Int64, maximum: Int64) -> Range<Int64>?
+    mutating func claim(_ handle: Handle, worker: Int, at position: Int64, count: Int) -> Int
+    mutating func record(_ handle: Handle, worker: Int, at position: Int64, count: Int) -> Range<Int64>
+    func remaining(_ handle: Handle, worker: Int, at position: Int64) -> Int64
+    mutating func release(_ handle: Handle, worker: Int)
+    mutating func stop()
+    func snapshot() -> [ResumeSegment]
+    func provesCoverage(total: Int64) -> Bool
+}
+
+struct HandleBoard: ScheduledBoard {
+    static var continuesAfterAShortCredit: Bool { false }
+    var state: SegmentBoardState
+    init(plans: [SegmentBoardState.Plan], minimum: Int64, alignment: Int64) {
+        state = SegmentBoardState(plans: plans, minimumSegmentSize: minimum, alignment: alignment)
+    }
+    mutating func take(worker: Int) -> (handle: SegmentHandle, position: Int64)? {
+        state.take(worker: worker).map { ($0.handle, $0.position) }
+    }
+    mutating func beginRequest(_ handle: SegmentHandle, worker: Int, at position: Int64, maximum: Int64) -> Range<Int64>? {
+        state.beginRequest(handle, worker: worker, maximum: maximum)
+    }
+    mutating func claim(_ handle: SegmentHandle, worker: Int, at position: Int64, count: Int) -> Int {
+        state.claim(handle, worker: worker, at: position, count: count)
+    }
+    mutating func record(_ handle: SegmentHandle, worker: Int, at position: Int64, count: Int) -> Range<Int64> {
+        state.record(handle, worker: worker, at: position, count: count).credited
+    }
+    func remaining(_ handle: SegmentHandle, worker: Int, at position: Int64) -> Int64 {
+        state.remaining(handle, worker: worker)
+    }
+    mutating func release(_ handle: SegmentHandle, worker: Int) { state.release(handle, worker: worker) }
+    mutating func stop() { state.stop(.stopped) }
+    func snapshot() -> [ResumeSegment] { state.snapshot() }
+    func provesCoverage(total: Int64) -> Bool { (try? state.proveCoverage(total: total)) != nil }
+}
+
+/// The board before issue #22's fix, kept as a test model: segments are found by byte position
+/// (`lastIndex(where: start <= position)`), `limit(at:)` and `record(position:count:)` are separate
+/// steps, and a steal that spares no request cuts at the owner's position.
+struct LegacyPositionBoard: ScheduledBoard {
+    static var continuesAfterAShortCredit: Bool { true }
+    struct Segment {
+        var start: Int64, end: Int64, written: Int64
+        var owner: Int?
+        var requestedEnd: Int64 = 0
+        var position: Int64 { start + written }
+        var remaining: Int64 { end - position }
+    }
+    var segments: [Segment]
+    let minimum: Int64
+    let alignment: Int64
+
+    init(plans: [SegmentBoardState.Plan], minimum: Int64, alignment: Int64) {
+        segments = plans.map { Segment(start: $0.start, end: $0.end, written: $0.written, owner: nil) }
+        self.minimum = max(alignment, minimum)
+        self.alignment = alignment
+    }
+
+    func splitPoint(_ segment: Segment, sparing: Bool) -> Int64? {
+        let from = sparing ? max(segment.position, segment.requestedEnd) : segment.position
+        var middle = from + (segment.end - from) / 2
+        middle = (middle + alignment - 1) / alignment * alignment
+        guard middle > from, segment.end - middle >= minimum else { return nil }
+        return middle
+    }
+
+    mutating func take(worker: Int) -> (handle: Int64, position: Int64)? {
+        if let index = segments.indices.first(where: { segments[$0].owner == nil && segments[$0].remaining > 0 }) {
+            segments[index].owner = worker
+            return (segments[index].position, segments[index].position)
+        }
+        func candidates(_ sparing: Bool) -> [(Int, Int64)] {
+            segments.indices.compactMap { index in
+                guard segments[index].owner != nil, let middle = splitPoint(segments[index], sparing: sparing) else { return nil }
+                return (index, middle)
+            }
+        }
+        var choices = candidates(true)
+        if choices.isEmpty { choices = candidates(false) }
+        guard let (victim, middle) = choices.max(by: { segments[$0.0].end - $0.1 < segments[$1.0].end - $1.1 }) else { return nil }
+        let oldEnd = segments[victim].end
+        segments[victim].end = middle
+        segments.insert(Segment(start: middle, end: oldEnd, written: 0, owner: worker, requestedEnd: middle), at: victim + 1)
+        return (middle, middle)
+    }
+    mutating func beginRequest(_ handle: Int64, worker: Int, at position: Int64, maximum: Int64) -> Range<Int64>? {
+        guard let index = segments.lastIndex(where: { $0.start <= position }), segments[index].position == position else {
+            return nil
+        }
+        let end = min(segments[index].end, position + maximum)
+        segments[index].requestedEnd = end
+        return end > position ? position..<end : nil
+    }
+    func limit(at position: Int64) -> Int64 {
+        guard let index = segments.lastIndex(where: { $0.start <= position }) else { return 0 }
+        return segments[index].position == position ? segments[index].remaining : 0
+    }
+    mutating func claim(_ handle: Int64, worker: Int, at position: Int64, count: Int) -> Int {
+        Int(min(Int64(count), limit(at: position)))
+    }
+    mutating func record(_ handle: Int64, worker: Int, at position: Int64, count: Int) -> Range<Int64> {
+        guard let index = segments.lastIndex(where: { $0.start <= position }), segments[index].position == position else {
+            return position..<position
+        }
+        let accepted = max(0, min(Int64(count), segments[index].end - position))
+        segments[index].written += accepted
+        return position..<position + accepted
+    }
+    func remaining(_ handle: Int64, worker: Int, at position: Int64) -> Int64 { limit(at: position) }
+    mutating func release(_ handle: Int64, worker: Int) {
+        if let index = segments.lastIndex(where: { $0.start <= handle }), segments[index].owner == worker {
+            segments[index].owner = nil
+        }
+    }
+    mutating func stop() {}
+    func snapshot() -> [ResumeSegment] { segments.map { ResumeSegment(start: $0.start, end: $0.end, written: $0.written) } }
+    func provesCoverage(total: Int64) -> Bool { segments.allSatisfy { $0.remaining == 0 } }
+}
+
+/// The simulated download: a board, workers following the production protocol, an in-memory file whose
+/// every byte records which version and which response offset wrote it, and the credit ledger.
+struct World<Board: ScheduledBoard> {
+    struct Worker {
+        var handle: Board.Handle?
+        var finished = false
+        /// The worker's cursor: the segment position it believes in.
+        var position: Int64 = 0
+        var request: Range<Int64>?
+        /// Offset of the response stream's next byte.
+        var stream: Int64 = 0
+        var pending: (allowed: Int, count: Int, written: Int?)?
+    }
+
+    let parameters: ScheduleParameters
+    var board: Board
+    var workers: [Worker]
+    var version = 1
+    /// `version << 32 | offset` of the response byte written there, or -1.
+    var file: [Int64]
+    var credits: [Int]
+    var stopping: Bool?
+    var steps = 0
+    var trace: [String] = []
+
+    init(_ parameters: ScheduleParameters) {
+        self.parameters = parameters
+        board = Board(plans: Self.freshPlan(parameters), minimum: parameters.alignment, alignment: parameters.alignment)
+        workers = Array(repeating: Worker(), count: parameters.workers)
+        file = Array(repeating: -1, count: Int(parameters.total))
+        credits = Array(repeating: 0, count: Int(parameters.total))
+    }
+
+    static func freshPlan(_ parameters: ScheduleParameters) -> [SegmentBoardState.Plan] {
+        SegmentBoardState.plan(from: 0, total: parameters.total, count: parameters.workers, minimumSegmentSize: 16)
+    }
+
+    func cell(_ offset: Int64) -> Int64 { Int64(version) << 32 | offset }
+
+    /// Runs `randomSteps` random steps (with stops, restarts, pauses and drops), then finishes the download
+    /// with random interleavings of the normal steps only. Returns the first violation.
+    mutating func explore(_ random: inout SplitMix) -> String? {
+        for _ in 0..<parameters.randomSteps {
+            if let failure = step(&random, disruptive: true) { return failure }
+        }
+        var guardSteps = 0
+        while true {
+            guardSteps += 1
+            if guardSteps > 20_000 { return "no progress: the schedule did not finish" }
+            let before = steps
+            if let failure = step(&random, disruptive: false) { return failure }
+            if steps == before { break }
+        }
+        for offset in 0..<Int(parameters.total) {
+            if credits[offset] != 1 { return "coverage: byte \(offset) credited \(credits[offset]) times at the end" }
+            if file[offset] != cell(Int64(offset)) { return "coverage: byte \(offset) of the file is wrong at the end" }
+        }
+        if !board.provesCoverage(total: parameters.total) { return "coverage: the board does not prove full coverage" }
+        return nil
+    }
+
+    /// One step chosen at random among the enabled ones; no step taken when none is enabled.
+    mutating func step(_ random: inout SplitMix, disruptive: Bool) -> String? {
+        var enabled: [Int] = []
+        for index in workers.indices where canAct(index) { enabled.append(index) }
+        if let stopping, enabled.isEmpty {
+            steps += 1
+            return finishStop(restart: stopping)
+        }
+        if disruptive && stopping == nil {
+            let roll = random.below(100)
+            if roll < 2 { return pause() }
+            if roll < 4 { return beginStop(restart: false) }
+            if roll == 4 { return beginStop(restart: true) }
+        }
+        guard !enabled.isEmpty else { return nil }
+        steps += 1
+        let index = enabled[random.below(enabled.count)]
+        return act(index, &random, disruptive: disruptive)
+    }
+
+    func canAct(_ index: Int) -> Bool {
+        let worker = workers[index]
+        if stopping != nil { return worker.pending != nil || worker.handle != nil }
+        return !worker.finished
+    }
+
+    mutating func act(_ index: Int, _ random: inout SplitMix, disruptive: Bool) -> String? {
+        var worker = workers[index]
+        defer { workers[index] = worker }
+        guard let handle = worker.handle else {
+            if let (handle, position) = board.take(worker: index) {
+                worker.handle = handle
+                worker.position = position
+                trace.append("w\(index) take at \(position)")
+            } else {
+                worker.finished = true
+                trace.append("w\(index) finished")
+            }
+            return nil
+        }
+        if let pending = worker.pending {
+            if pending.written == nil {
+                // pwrite: a short write now and then (a disk error), else everything claimed.
+                let count = disruptive && random.chance(3) ? random.below(pending.allowed + 1) : pending.allowed
+                for k in 0..<count {
+                    let offset = Int(worker.position) + k
+                    let bytes = cell(worker.stream + Int64(k))
+                    if credits[offset] > 0 && file[offset] != bytes {
+                        return "credited byte \(offset) overwritten by the response byte for \(worker.stream + Int64(k))"
+                    }
+                    file[offset] = bytes
+                }
+                worker.pending?.written = count
+                trace.append("w\(index) wrote \(count) at \(worker.position) (stream \(worker.stream))")
+                return nil
+            }
+            let written = pending.written!
+            let credited = board.record(handle, worker: index, at: worker.position, count: written)
+            trace.append("w\(index) recorded \(credited)")
+            for offset in credited {
+                credits[Int(offset)] += 1
+                if credits[Int(offset)] > 1 { return "byte \(offset) credited twice" }
+                if file[Int(offset)] != cell(offset) {
+                    return "byte \(offset) credited but written by the response byte for \(file[Int(offset)] & 0xFFFF_FFFF) of version \(file[Int(offset)] >> 32)"
+                }
+            }
+            worker.pending = nil
+            worker.position = credited.upperBound
+            worker.stream += Int64(pending.count)
+            if written < pending.allowed {
+                worker.request = nil  // the write failed: the response is dropped, the segment retried
+            } else if (credited.count < pending.allowed && !Board.continuesAfterAShortCredit) || pending.allowed < pending.count {
+                worker.request = nil  // SegmentEnded: drop the response and give the segment back
+                board.release(handle, worker: index)
+                worker.handle = nil
+            } else if worker.stream == worker.request?.upperBound {
+                worker.request = nil
+            }
+            return nil
+        }
+        if stopping != nil {
+            board.release(handle, worker: index)
+            worker.handle = nil
+            worker.request = nil
+            return nil
+        }
+        guard let request = worker.request else {
+            guard board.remaining(handle, worker: index, at: worker.position) > 0,
+                let range = board.beginRequest(handle, worker: index, at: worker.position, maximum: parameters.requestSize),
+                range.lowerBound == worker.position
+            else {
+                board.release(handle, worker: index)
+                worker.handle = nil
+                trace.append("w\(index) released")
+                return nil
+            }
+            worker.request = range
+            worker.stream = range.lowerBound
+            trace.append("w\(index) requests \(range)")
+            return nil
+        }
+        if disruptive && random.chance(4) {
+            worker.request = nil  // the connection drops; the worker retries from its position
+            trace.append("w\(index) connection dropped")
+            return nil
+        }
+        let count = 1 + random.below(min(parameters.maxBuffer, Int(request.upperBound - worker.stream)))
+        let allowed = board.claim(handle, worker: index, at: worker.position, count: count)
+        trace.append("w\(index) claims \(count) at \(worker.position): \(allowed)")
+        if allowed == 0 {
+            worker.request = nil
+            board.release(handle, worker: index)
+            worker.handle = nil
+            return nil
+        }
+        worker.pending = (allowed, count, nil)
+        return nil
+    }
+
+    /// A pause's checkpoint: the snapshot claims only bytes that are in the file, of this version.
+    mutating func pause() -> String? {
+        trace.append("pause snapshot")
+        for segment in board.snapshot() {
+            for offset in segment.start..<segment.start + segment.written where file[Int(offset)] != cell(offset) {
+                return "the pause snapshot claims byte \(offset), which is not in the file"
+            }
+        }
+        return nil
+    }
+
+    mutating func beginStop(restart: Bool) -> String? {
+        trace.append(restart ? "restart: stop" : "stop")
+        board.stop()
+        stopping = restart
+        for index in workers.indices { workers[index].request = nil }
+        return nil
+    }
+
+    /// Every worker has left: resume from the snapshot (pause), or truncate and start a new version.
+    mutating func finishStop(restart: Bool) -> String? {
+        stopping = nil
+        if let failure = pause() { return failure }
+        if restart {
+            version += 1
+            file = Array(repeating: -1, count: Int(parameters.total))
+            credits = Array(repeating: 0, count: Int(parameters.total))
+            board = Board(plans: Self.freshPlan(parameters), minimum: parameters.alignment, alignment: parameters.alignment)
+        } else {
+            guard let plans = SegmentBoardState.recover(
+                saved: board.snapshot(), fileSize: parameters.total, total: parameters.total)
+            else { return "the snapshot is not a usable map" }
+            board = Board(plans: plans, minimum: parameters.alignment, alignment: parameters.alignment)
+        }
+        for index in workers.indices { workers[index] = Worker() }
+        trace.append(restart ? "restarted" : "resumed")
+        // After a restart no byte of the old version may survive as credited.
+        for offset in 0..<Int(parameters.total) where credits[offset] > 0 && file[offset] != cell(Int64(offset)) {
+            return "byte \(offset) of an old version survives"
+        }
+        return nil
+    }
+}
