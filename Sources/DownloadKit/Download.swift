@@ -78,8 +78,8 @@ public final class Download: Sendable {
     /// Each access is a new subscription that sees every event from then on (the first one also gets
     /// the events sent before it; a subscription made after the end sees the terminal event), so any
     /// number of consumers can read. A consumer that falls
-    /// behind loses only progress snapshots (each waiting one is replaced by the newest), never a state
-    /// change or the terminal event. The sequence ends after the terminal event; leaving a `for await`
+    /// more than 512 events behind loses progress snapshots (the oldest first), never a state change or
+    /// the terminal event. The sequence ends after the terminal event; leaving a `for await`
     /// early ends the subscription, not the download.
     public var events: EventSequence<DownloadEvent> { control.events }
 

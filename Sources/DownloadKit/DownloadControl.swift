@@ -31,7 +31,7 @@ final class DownloadControl: Sendable {
     let cancellation = CancellationToken()
     /// Every event goes out through here; progress coalesces for slow subscribers, nothing else is dropped.
     let fanout = EventFanout<DownloadEvent>(
-        keepsBacklog: true,
+        capacity: 512, keepsBacklog: true,
         isDroppable: { event in
             if case .progress = event { return true }
             return false

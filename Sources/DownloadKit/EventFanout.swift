@@ -2,10 +2,11 @@ import HTTPClient
 
 /// Delivers one producer's events to any number of subscribers, each with its own bounded queue.
 ///
-/// The rule for slow consumers lives here, once: a droppable event (progress) replaces the event still
-/// waiting at the tail of a subscriber's queue when ``canReplace`` says it supersedes it (the same
-/// download's progress), and when a queue holds more than `capacity` events its oldest droppable one is
-/// dropped; every other event (state changes, the terminal event) is always delivered, in order. The first subscriber also receives what
+/// The rule for slow consumers lives here, once: a subscriber that keeps up gets every event; once
+/// `capacity` events wait, a new droppable event (progress) replaces the droppable one at the tail when
+/// ``canReplace`` says it supersedes it (the same task's progress), and otherwise the oldest waiting
+/// droppable event is dropped. Every other event (state changes, the terminal event) is always
+/// delivered, in order. The first subscriber also receives what
 /// was sent before it subscribed when `keepsBacklog` (so `start()` then `for await … in events` misses
 /// nothing); later
 /// subscribers see every event from when they subscribe. A subscriber that arrives after the end
@@ -125,8 +126,10 @@ package final class EventFanout<Event: Sendable>: Sendable {
                     subscriber.waiter = nil
                     woken.append((waiter, event))
                 } else if let event {
-                    if droppable, !subscriber.isEmpty, let last = subscriber.queue.last, isDroppable(last),
-                        canReplace(last, event)
+                    // Below capacity everything is kept; at capacity a droppable event first tries to
+                    // supersede the one waiting at the tail, else the oldest droppable one goes.
+                    if droppable, subscriber.queue.count - subscriber.head >= capacity,
+                        let last = subscriber.queue.last, isDroppable(last), canReplace(last, event)
                     {
                         subscriber.queue[subscriber.queue.count - 1] = event
                     } else {

@@ -59,7 +59,8 @@ struct DownloadAPITests {
     @Test func cancellingTheAwaitingTaskKeepsTheBytesAndAttachesResumeData() async throws {
         let origin = try FaultOrigin()
         let size: Int64 = 8 << 20
-        origin.serve("/slow", .resource(Resource(size: size, seed: 71, faults: [.stallAfter(bytes: 1 << 20, seconds: 120, times: 1)])))
+        // Every response stalls after 1 MiB (longer than the test), so the cancel lands mid-body.
+        origin.serve("/slow", .resource(Resource(size: size, seed: 71, faults: [.stallAfter(bytes: 1 << 20, seconds: 120, times: 100)])))
         let dir = try ScratchDirectory()
         let download = Download(
             DownloadRequest(url: origin.url("/slow"), destination: .file(dir.file("slow"))),
@@ -97,9 +98,9 @@ struct DownloadAPITests {
 
     @Test func aDetachedWaitLeavesTheTransferRunning() async throws {
         let origin = try FaultOrigin()
-        let size: Int64 = 4 << 20
-        // Stalls after 1 MiB for longer than the test: the transfer is still running when checked.
-        origin.serve("/file", .resource(Resource(size: size, seed: 72, faults: [.stallAfter(bytes: 1 << 20, seconds: 120, times: 1)])))
+        let size: Int64 = 64 << 20
+        // Every response stalls after 1 MiB for longer than the test: the transfer is still running when checked.
+        origin.serve("/file", .resource(Resource(size: size, seed: 72, faults: [.stallAfter(bytes: 1 << 20, seconds: 120, times: 100)])))
         let dir = try ScratchDirectory()
         let download = Download(
             DownloadRequest(url: origin.url("/file"), destination: .file(dir.file("f"))), configuration: testConfiguration())
@@ -119,7 +120,7 @@ struct DownloadAPITests {
         #expect(error?.resumeData == nil)
         // Only the wait ended: the transfer thread still runs and nothing was stopped.
         #expect(transferThreadAlive(download), "threads: \(threadNames())")
-        #expect(download.state == .downloading)
+        #expect(download.state == .downloading || download.state == .retrying || download.state == .connecting)
         await download.cancel()
         #expect(download.state == .cancelled)
     }
@@ -187,22 +188,22 @@ struct DownloadAPITests {
         #expect(late == [.finished(result)])
     }
 
-    @Test func aConsumerThatNeverReadsKeepsOnlyTheNewestProgress() async throws {
+    @Test func aConsumerThatReadsOnlyAtTheEndStillGetsEveryStateChange() async throws {
         let origin = try FaultOrigin()
         origin.serve("/many", .resource(Resource(size: 16 << 20, seed: 75, bytesPerSecond: 64 << 20)))
         let dir = try ScratchDirectory()
         let download = Download(
             DownloadRequest(url: origin.url("/many"), destination: .file(dir.file("many"))), configuration: testConfiguration())
         let idle = download.events
+        let reader = download.events
         download.start()
         _ = try await download.result()
-        let events = await collect(idle)
-        // Never two progress events in a row: each waiting one was replaced by the next.
-        for (left, right) in zip(events, events.dropFirst()) {
-            if case .progress = left, case .progress = right { Issue.record("two progress events in a row were kept") }
-        }
-        #expect(events.contains { if case .stateChanged(.downloading, _) = $0 { return true } else { return false } })
-        #expect(events.last.map { if case .finished = $0 { return true } else { return false } } == true)
+        let late = await collect(idle)
+        let keptUp = await collect(reader)
+        let states = { (events: [DownloadEvent]) in events.filter { if case .progress = $0 { return false } else { return true } } }
+        #expect(states(late) == states(keptUp))
+        #expect(late.last.map { if case .finished = $0 { return true } else { return false } } == true)
+        #expect(late.filter { if case .progress = $0 { return true } else { return false } }.count <= 512)
     }
 
     @Test func leavingAForAwaitEarlyEndsTheSubscriptionNotTheDownload() async throws {

@@ -41,16 +41,25 @@ import Testing
         #expect(events.filter { if case .progress = $0 { true } else { false } }.count < 1000)
     }
 
-    @Test func progressOfOneTaskReplacesItsWaitingProgressOnly() async {
-        let fanout = makeFanout(capacity: 100)
-        let idle = EventSequence(fanout)
-        fanout.yield(.progress(task: 1, value: 1))
-        fanout.yield(.progress(task: 1, value: 2))
-        fanout.yield(.progress(task: 2, value: 1))
-        fanout.yield(.state(7))
-        fanout.yield(.progress(task: 2, value: 2))
-        fanout.finish(with: nil)
-        #expect(await drain(idle) == [.progress(task: 1, value: 2), .progress(task: 2, value: 1), .state(7), .progress(task: 2, value: 2)])
+    @Test func belowCapacityEverythingIsKeptAtCapacityProgressYields() async {
+        let roomy = makeFanout(capacity: 100)
+        let all = EventSequence(roomy)
+        let sent: [Event] = [.progress(task: 1, value: 1), .progress(task: 1, value: 2), .progress(task: 2, value: 1), .state(7), .progress(task: 2, value: 2)]
+        for event in sent { roomy.yield(event) }
+        roomy.finish(with: nil)
+        #expect(await drain(all) == sent)
+
+        let tight = makeFanout(capacity: 2)
+        let some = EventSequence(tight)
+        tight.yield(.progress(task: 1, value: 1))
+        tight.yield(.progress(task: 1, value: 2))  // [p11 p12]
+        tight.yield(.progress(task: 1, value: 3))  // at capacity, supersedes p12: [p11 p13]
+        tight.yield(.progress(task: 2, value: 1))  // another task: appended, oldest progress dropped: [p13 p21]
+        tight.yield(.state(7))                     // kept; oldest progress dropped: [p21 s7]
+        tight.yield(.state(8))                     // kept; [s7 s8] after dropping p21
+        tight.yield(.state(9))                     // over capacity with nothing droppable: kept
+        tight.finish(with: nil)
+        #expect(await drain(some) == [.state(7), .state(8), .state(9)])
     }
 
     @Test func lateSubscribersSeeTheEndAndBacklogGoesToTheFirstOnly() async {
