@@ -21,6 +21,8 @@ final class TransferEngine {
     private var requestHeaders: HTTPHeaders
     private var workingDirectory = ""
     private var tempPath = ""
+    /// The exclusive lock on the partial file (see ``PartialFileLock``).
+    private var partialLock: PartialFileLock?
     private var infoPath = ""
     private var fileName: String?
     private var destinationPath: String?
@@ -92,6 +94,7 @@ final class TransferEngine {
         } catch {
             throw DownloadError.wrap(error)
         }
+        defer { partialLock = nil }  // released after the final rename or the cleanup, never before
         do {
             try prepare()
             let result = try transfer(using: client)
@@ -104,6 +107,11 @@ final class TransferEngine {
 
     /// Ends a run that did not complete: keeps partial data (checkpointed) unless cancelled.
     private func stop(with failure: DownloadError) throws(DownloadError) -> Never {
+        // Without the lock, the files belong to another writer (or were never ours): touch nothing.
+        guard partialLock != nil else {
+            control.setState(.failed, .error(failure.detail))
+            throw failure
+        }
         // A background checkpoint must not write the plist after the files are removed or moved.
         checkpointQueue.sync {}
         switch control.stopRequest {
@@ -188,6 +196,8 @@ final class TransferEngine {
             }
         }
 
+        // One destination, one writer: held until run() returns, after the final rename or cleanup.
+        partialLock = try PartialFileLock.acquire(tempPath, destination: destinationPath ?? workingDirectory)
         let handle = try FileHandleFD.openForUpdate(tempPath)
         file = handle
         let size = try handle.size()

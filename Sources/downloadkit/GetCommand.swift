@@ -104,6 +104,9 @@ struct GetCommand: AsyncParsableCommand {
         if output != nil && allURLs.count > 1 {
             throw ValidationError("-o FILE takes a single URL; use -d DIR for several")
         }
+        // The same URL twice would be two writers on one partial file: each URL is downloaded once.
+        var seen = Set<String>()
+        allURLs = allURLs.filter { seen.insert($0).inserted }
 
         let perHost = PerHostConnections.cap(
             maxConcurrent: min(maxConcurrent, allURLs.count), connectionsPerFile: connections, explicit: maxPerHost)
