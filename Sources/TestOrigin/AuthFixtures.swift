@@ -74,14 +74,18 @@ public enum BasicAuthFixture {
     }
 
     /// Directives for ``NginxConfiguration/extraServerDirectives``: `prefix` (like `/private/`) serves
-    /// `documentRoot` behind `auth_basic` with the users in `userFile`.
-    public static func location(prefix: String, documentRoot: String, userFile: String) -> String {
+    /// `documentRoot` behind `auth_basic` with the users in `userFile`, paced at `limitRate` bytes per
+    /// second per connection when given.
+    public static func location(prefix: String, documentRoot: String, userFile: String, limitRate: Int? = nil)
+        -> String
+    {
         let root = documentRoot.hasSuffix("/") ? documentRoot : documentRoot + "/"
+        let pacing = limitRate.map { "\n                limit_rate \($0);" } ?? ""
         return """
                     location \(prefix) {
                         alias \(NginxServer.quoted(root));
                         auth_basic "DownloadKit test";
-                        auth_basic_user_file \(NginxServer.quoted(userFile));
+                        auth_basic_user_file \(NginxServer.quoted(userFile));\(pacing)
                     }
             """
     }
