@@ -119,8 +119,11 @@ private struct ChallengeScanner {
             if byte == 0x5C {
                 index += 1
                 guard index < bytes.count else { break }
-            } else if byte < 0x20 && byte != 0x09 || byte == 0x7F {
-                throw failure("control byte \(byte) inside a quoted string")
+            }
+            // quoted-pair (RFC 9110 §5.6.4) escapes only HTAB, SP, VCHAR and obs-text: never a control byte.
+            let literal = bytes[index]
+            if literal < 0x20 && literal != 0x09 || literal == 0x7F {
+                throw failure("control byte \(literal) inside a quoted string")
             }
             value.append(bytes[index])
             index += 1

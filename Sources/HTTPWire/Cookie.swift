@@ -359,6 +359,9 @@ public enum NetscapeCookieFile {
             guard fields.count == 7 else {
                 throw bad("expected 7 tab-separated fields, found \(fields.count)")
             }
+            guard !fields.contains(where: { $0.utf8.contains { $0 < 0x20 || $0 == 0x7F } }) else {
+                throw bad("control byte in a field")
+            }
             guard let includeSubdomains = flag(fields[1]), let secure = flag(fields[3]) else {
                 throw bad("the 2nd and 4th fields must be TRUE or FALSE")
             }

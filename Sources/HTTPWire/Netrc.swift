@@ -14,7 +14,7 @@ extension WireError.Code {
 public struct NetrcFile: Sendable, Hashable {
     /// One `machine` (or `default`) entry.
     public struct Entry: Sendable, Hashable {
-        /// The host name, lower-cased; `nil` for the `default` entry.
+        /// The host name, ASCII lower-cased; `nil` for the `default` entry.
         public var machine: String?
         /// The user name, if given.
         public var login: String?
@@ -25,7 +25,7 @@ public struct NetrcFile: Sendable, Hashable {
 
         /// Creates an entry.
         public init(machine: String?, login: String? = nil, password: String? = nil, account: String? = nil) {
-            self.machine = machine?.lowercased()
+            self.machine = machine.map(asciiLowercased)
             self.login = login
             self.password = password
             self.account = account
@@ -84,7 +84,7 @@ public struct NetrcFile: Sendable, Hashable {
     /// The entry for `host`: the first `machine` whose name equals it (case-insensitively) and, when
     /// `login` is given, whose login equals it; else the `default` entry; else `nil`.
     public func entry(forHost host: String, login: String? = nil) -> Entry? {
-        let lowered = host.lowercased()
+        let lowered = asciiLowercased(host)
         if let match = entries.first(where: { $0.machine == lowered && (login == nil || $0.login == login) }) {
             return match
         }
@@ -160,4 +160,10 @@ struct NetrcTokenizer {
             if isEmpty { return }
         }
     }
+}
+
+/// `text` with only A-Z lower-cased: host names compare ASCII case-insensitively (RFC 4343), and
+/// Unicode case mapping is not reversible (`ſ` upper-cases to `S`).
+func asciiLowercased(_ text: String) -> String {
+    String(decoding: text.utf8.map(asciiLower), as: UTF8.self)
 }

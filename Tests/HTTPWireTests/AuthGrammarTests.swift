@@ -22,7 +22,7 @@ import Testing
     }
 
     @Test(arguments: [
-        #"Basic realm="unterminated"#, #"Basic realm=, x=1"#, "Basic realm=a b", "\"Basic\"", "Basic realm=\"a\u{1}\"",
+        #"Basic realm="unterminated"#, #"Basic realm=, x=1"#, "Basic realm=a b", "\"Basic\"", "Basic realm=\"a\u{1}\"", "Digest realm=\"r\\\u{18}x\", nonce=\"n\"",
     ])
     func malformedChallengesAreTypedErrors(_ value: String) {
         #expect(throws: WireError.self) { try AuthChallenge.parse(value) }
@@ -217,7 +217,7 @@ import Testing
 
     @Test(arguments: [
         "a\tTRUE\t/\tFALSE\t0", "a\tMAYBE\t/\tFALSE\t0\tn\tv", "a\tTRUE\t/\tFALSE\tsoon\tn\tv", "a\tTRUE\tp\tFALSE\t0\tn\tv",
-        "\tTRUE\t/\tFALSE\t0\tn\tv",
+        "\tTRUE\t/\tFALSE\t0\tn\tv", "a\tTRUE\t/\tFALSE\t0\tn\tv\u{1}x",
     ])
     func malformedCookieFileLinesAreNamed(_ line: String) {
         do {
