@@ -178,3 +178,24 @@ public final class Authenticator: Sendable, Hashable {
     public static func == (lhs: Authenticator, rhs: Authenticator) -> Bool { lhs === rhs }
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
 }
+
+extension NetrcFile {
+    /// `$NETRC` when set, else `$HOME/.netrc` (curl's default).
+    public static var defaultPath: String {
+        if let path = getenv("NETRC").map({ String(cString: $0) }), !path.isEmpty { return path }
+        let home = getenv("HOME").map { String(cString: $0) } ?? ""
+        return home + "/.netrc"
+    }
+
+    /// Reads and parses a netrc file (the library's way to honour netrc when asked; pass the result to
+    /// ``Authenticator/addNetrcCredentials(_:for:)`` or ``Authenticator/addNetrcHosts(_:)``).
+    /// - Throws: ``AuthFileError`` naming the file and the read error or the format error with its offset.
+    public static func load(path: String = NetrcFile.defaultPath) throws(AuthFileError) -> NetrcFile {
+        let text = try CookieJar.readFile(path)
+        do {
+            return try NetrcFile(parsing: text)
+        } catch {
+            throw AuthFileError(path: path, errno: nil, detail: error.description)
+        }
+    }
+}

@@ -1,8 +1,8 @@
 import Glibc
 import HTTPWire
 
-/// A failure to read or write a cookie file.
-public struct CookieFileError: Error, Hashable, Sendable, CustomStringConvertible {
+/// A failure to read or write a cookie or netrc file, naming the file and the cause.
+public struct AuthFileError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The file.
     public var path: String
     /// `errno` when a system call failed.
@@ -10,7 +10,7 @@ public struct CookieFileError: Error, Hashable, Sendable, CustomStringConvertibl
     /// The cause in plain words (the format error with its line, or the system error).
     public var detail: String
 
-    public var description: String { "cookie file \(path): \(detail)" }
+    public var description: String { "\(path): \(detail)" }
 }
 
 /// The cookies of an ``HTTPClient``: consulted by every exchange, which adds the matching `Cookie`
@@ -52,13 +52,13 @@ public final class CookieJar: Sendable, Hashable {
     }
 
     /// Reads a Netscape cookie file (as written by curl `-c`, wget `--save-cookies`, browser exporters).
-    /// - Throws: ``CookieFileError`` when the file cannot be read or a line is malformed (the line is named).
-    public static func load(path: String) throws(CookieFileError) -> [Cookie] {
+    /// - Throws: ``AuthFileError`` when the file cannot be read or a line is malformed (the line is named).
+    public static func load(path: String) throws(AuthFileError) -> [Cookie] {
         let text = try readFile(path)
         do {
             return try NetscapeCookieFile.parse(text)
         } catch {
-            throw CookieFileError(path: path, errno: nil, detail: error.description)
+            throw AuthFileError(path: path, errno: nil, detail: error.description)
         }
     }
 
@@ -86,33 +86,33 @@ public final class CookieJar: Sendable, Hashable {
     }
 
     /// Writes the unexpired cookies to ``persistencePath`` (no-op without one).
-    /// - Throws: ``CookieFileError``.
-    public func save() throws(CookieFileError) {
+    /// - Throws: ``AuthFileError``.
+    public func save() throws(AuthFileError) {
         guard let persistencePath else { return }
         try save(to: persistencePath)
     }
 
     /// Writes the unexpired cookies to `path` in the Netscape format, mode 0600, atomically.
-    /// - Throws: ``CookieFileError``.
-    public func save(to path: String) throws(CookieFileError) {
+    /// - Throws: ``AuthFileError``.
+    public func save(to path: String) throws(AuthFileError) {
         let now = self.now()
         // Snapshot under the state lock (short); write under the writer lock, newest snapshot only.
         let (cookies, generation) = state.withLock { state in
             state.store.removeExpired(now: now)
             return (state.store.cookies, state.generation)
         }
-        try written.withLock { (last: inout Int) throws(CookieFileError) in
+        try written.withLock { (last: inout Int) throws(AuthFileError) in
             guard generation > last || path != persistencePath else { return }
             try Self.writeFile(path, NetscapeCookieFile.serialize(cookies))
             if path == persistencePath { last = generation }
         }
     }
 
-    private static func readFile(_ path: String) throws(CookieFileError) -> String {
+    static func readFile(_ path: String) throws(AuthFileError) -> String {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else {
             let code = errno
-            throw CookieFileError(path: path, errno: code, detail: "cannot open: \(String(cString: strerror(code)))")
+            throw AuthFileError(path: path, errno: code, detail: "cannot open: \(String(cString: strerror(code)))")
         }
         defer { close(fd) }
         var bytes: [UInt8] = []
@@ -122,22 +122,22 @@ public final class CookieJar: Sendable, Hashable {
             if count < 0 {
                 if errno == EINTR { continue }
                 let code = errno
-                throw CookieFileError(path: path, errno: code, detail: "cannot read: \(String(cString: strerror(code)))")
+                throw AuthFileError(path: path, errno: code, detail: "cannot read: \(String(cString: strerror(code)))")
             }
             if count == 0 { break }
             bytes += chunk[0..<count]
             if bytes.count > 64 << 20 {
-                throw CookieFileError(path: path, errno: nil, detail: "larger than 64 MiB; not a cookie file")
+                throw AuthFileError(path: path, errno: nil, detail: "larger than 64 MiB; not a cookie file")
             }
         }
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    private static func writeFile(_ path: String, _ text: String) throws(CookieFileError) {
+    private static func writeFile(_ path: String, _ text: String) throws(AuthFileError) {
         let temporary = path + ".tmp-\(getpid())"
-        func failure(_ what: String) -> CookieFileError {
+        func failure(_ what: String) -> AuthFileError {
             let code = errno
-            return CookieFileError(path: path, errno: code, detail: "\(what): \(String(cString: strerror(code)))")
+            return AuthFileError(path: path, errno: code, detail: "\(what): \(String(cString: strerror(code)))")
         }
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw failure("cannot create \(temporary)") }

@@ -69,17 +69,11 @@ struct AuthOptions: ParsableArguments {
             if let user {
                 for url in parsedURLs { authenticator.addCredential(Credential(userColonPassword: user), for: url) }
             }
-            if let path = netrcFile ?? (netrc ? Self.defaultNetrcPath() : nil) {
-                let text: String
+            if let path = netrcFile ?? (netrc ? NetrcFile.defaultPath : nil) {
                 do {
-                    text = try String(contentsOfFile: path, encoding: .utf8)
+                    authenticator.addNetrcCredentials(try NetrcFile.load(path: path), for: parsedURLs)
                 } catch {
-                    throw ValidationError("cannot read the netrc file \(path): \(error.localizedDescription)")
-                }
-                do {
-                    authenticator.addNetrcCredentials(try NetrcFile(parsing: text), for: parsedURLs)
-                } catch {
-                    throw ValidationError("netrc file \(path): \(error)")
+                    throw ValidationError("netrc file \(error)")
                 }
             }
             configuration.authenticator = authenticator
@@ -109,11 +103,5 @@ struct AuthOptions: ParsableArguments {
         if let pinnedPublicKeys {
             configuration.tls.pinnedPublicKeys = (try? PublicKeyPin.parseList(pinnedPublicKeys)) ?? []
         }
-    }
-
-    /// `$NETRC`, else `~/.netrc`.
-    static func defaultNetrcPath() -> String {
-        if let path = ProcessInfo.processInfo.environment["NETRC"], !path.isEmpty { return path }
-        return NSHomeDirectory() + "/.netrc"
     }
 }

@@ -216,7 +216,7 @@ private func authFetch(_ client: HTTPClient, _ url: String, headers: HTTPHeaders
 
     @Test func unreadableOrMalformedCookieFilesAreNamed() throws {
         let dir = try ScratchDirectory()
-        #expect(throws: CookieFileError.self) { try CookieJar.load(path: dir.file("missing")) }
+        #expect(throws: AuthFileError.self) { try CookieJar.load(path: dir.file("missing")) }
         try "x\tTRUE\n".write(toFile: dir.file("bad"), atomically: true, encoding: .utf8)
         do {
             _ = try CookieJar.load(path: dir.file("bad"))
