@@ -66,16 +66,6 @@ private struct ChallengeScanner {
     let bytes: [UInt8]
     var index = 0
 
-    static func isTokenByte(_ byte: UInt8) -> Bool {
-        switch byte {
-        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-            UInt8(ascii: "0")...UInt8(ascii: "9"):
-            return true
-        default:
-            return Array("!#$%&'*+-.^_`|~".utf8).contains(byte)
-        }
-    }
-
     static func isToken68Byte(_ byte: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
@@ -99,7 +89,7 @@ private struct ChallengeScanner {
 
     mutating func token() -> String? {
         let start = index
-        while index < bytes.count, Self.isTokenByte(bytes[index]) { index += 1 }
+        while index < bytes.count, HTTPByteClass.isTokenByte(bytes[index]) { index += 1 }
         return index > start ? String(decoding: bytes[start..<index], as: UTF8.self) : nil
     }
 
@@ -122,7 +112,7 @@ private struct ChallengeScanner {
             }
             // quoted-pair (RFC 9110 §5.6.4) escapes only HTAB, SP, VCHAR and obs-text: never a control byte.
             let literal = bytes[index]
-            if literal < 0x20 && literal != 0x09 || literal == 0x7F {
+            if GrammarCharacters.isForbiddenControl(literal) {
                 throw failure("control byte \(literal) inside a quoted string")
             }
             value.append(bytes[index])
@@ -139,7 +129,7 @@ private struct ChallengeScanner {
         probe += 1
         while probe < bytes.count, bytes[probe] == 0x20 || bytes[probe] == 0x09 { probe += 1 }
         guard probe < bytes.count else { return false }
-        return bytes[probe] == 0x22 || Self.isTokenByte(bytes[probe]) && bytes[probe] != 0x3D
+        return bytes[probe] == 0x22 || HTTPByteClass.isTokenByte(bytes[probe]) && bytes[probe] != 0x3D
     }
 
     mutating func challenges() throws(WireError) -> [AuthChallenge] {

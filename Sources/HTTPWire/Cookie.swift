@@ -83,7 +83,7 @@ public struct SetCookie: Sendable, Hashable {
     /// - Throws: ``WireError/Code/malformedSetCookie`` when there is no `=`, the name is empty, the
     ///   pair is longer than ``maximumNameValueBytes``, or a control byte appears.
     public init(parsing text: String) throws(WireError) {
-        if text.utf8.contains(where: { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }) {
+        if text.utf8.contains(where: GrammarCharacters.isForbiddenControl) {
             throw WireError(.malformedSetCookie, "control byte in Set-Cookie")
         }
         let parts = text.split(separator: ";", omittingEmptySubsequences: false)

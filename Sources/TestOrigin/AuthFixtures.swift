@@ -63,6 +63,27 @@ public struct ClientCertificates: Sendable {
     }
 }
 
+extension ClientCertificates {
+    /// The `sha256//BASE64` pin of a certificate's public key, computed by the `openssl` tool
+    /// (x509 → pkey DER → dgst → base64), independently of the client's code.
+    /// - Throws: ``OriginError`` with openssl's output when the pipeline fails.
+    public static func opensslPublicKeyPin(certificatePath: String) throws -> String {
+        let result = try ProcessRunner.run(
+            "/bin/sh",
+            [
+                "-c",
+                "openssl x509 -in \"$1\" -pubkey -noout | openssl pkey -pubin -outform der"
+                    + " | openssl dgst -sha256 -binary | base64",
+                "sh", certificatePath,
+            ])
+        let base64 = result.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard result.succeeded, base64.count == 44 else {
+            throw OriginError("computing the public key pin of \(certificatePath)", detail: result.output)
+        }
+        return "sha256//" + base64
+    }
+}
+
 /// nginx `auth_basic` fixtures.
 public enum BasicAuthFixture {
     /// An htpasswd line `user:$apr1$…` made with `openssl passwd -apr1`.

@@ -63,19 +63,9 @@ struct AuthOptions: ParsableArguments {
     /// - Parameter urls: The URLs on the command line; credentials are bound to their origins.
     /// - Throws: `ValidationError` naming the file or value at fault.
     func apply(to configuration: inout HTTPClientConfiguration, urls: [String]) throws {
-        let parsedURLs = urls.compactMap { try? HTTPURL($0) }
         if user != nil || netrc || netrcFile != nil {
             let authenticator = Authenticator()
-            if let user {
-                for url in parsedURLs { authenticator.addCredential(Credential(userColonPassword: user), for: url) }
-            }
-            if let path = netrcFile ?? (netrc ? NetrcFile.defaultPath : nil) {
-                do {
-                    authenticator.addNetrcCredentials(try NetrcFile.load(path: path), for: parsedURLs)
-                } catch {
-                    throw ValidationError("netrc file \(error)")
-                }
-            }
+            try bindCredentials(in: authenticator, to: urls)
             configuration.authenticator = authenticator
         }
         if cookieFile != nil || cookieJarFile != nil {
@@ -102,6 +92,23 @@ struct AuthOptions: ParsableArguments {
         }
         if let pinnedPublicKeys {
             configuration.tls.pinnedPublicKeys = (try? PublicKeyPin.parseList(pinnedPublicKeys)) ?? []
+        }
+    }
+
+    /// Binds `--user` and the netrc entries to the origins of `urls` (the authenticator is shared by
+    /// reference, so URLs known only later, like a queue's tasks, can be bound after the client exists).
+    /// - Throws: `ValidationError` naming an unreadable or malformed netrc file.
+    func bindCredentials(in authenticator: Authenticator, to urls: [String]) throws {
+        let parsedURLs = urls.compactMap { try? HTTPURL($0) }
+        if let user {
+            for url in parsedURLs { authenticator.addCredential(Credential(userColonPassword: user), for: url) }
+        }
+        if let path = netrcFile ?? (netrc ? NetrcFile.defaultPath : nil) {
+            do {
+                authenticator.addNetrcCredentials(try NetrcFile.load(path: path), for: parsedURLs)
+            } catch {
+                throw ValidationError("netrc file \(error)")
+            }
         }
     }
 }

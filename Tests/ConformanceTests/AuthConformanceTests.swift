@@ -221,11 +221,7 @@ struct AuthConformanceTests {
     @Test func pinnedPublicKeyRightAndWrong() async throws {
         let fixture = try AuthNginx()
         let dir = try ScratchDirectory()
-        let pin = try ProcessRunner.run(
-            "/bin/sh",
-            ["-c", "openssl x509 -in \"$1\" -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64",
-             "sh", fixture.certificates.valid.certificatePath])
-        let rightPin = "sha256//" + pin.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        let rightPin = try ClientCertificates.opensslPublicKeyPin(certificatePath: fixture.certificates.valid.certificatePath)
         let wrongPin = "sha256//" + Base64.encode([UInt8](repeating: 7, count: 32))
         let base = ["get", fixture.https("valid", "/file.bin"), "--progress", "none", "--cacert", fixture.certificates.caCertificatePath]
 
@@ -282,6 +278,27 @@ struct CookieAndDigestCLITests {
         let crossRequests = origin.requests("/file").dropFirst(before)
         #expect(!crossRequests.isEmpty)
         #expect(crossRequests.allSatisfy { $0.header("Host")?.hasPrefix("localhost") == true && $0.header("Cookie") == nil })
+    }
+
+    @Test func queueRunAnswersDigestWithoutStoringTheCredentials() async throws {
+        let origin = try FaultOrigin()
+        defer { origin.shutdown() }
+        let body = Array(repeating: UInt8(ascii: "q"), count: 50_000)
+        let digest = DigestOrigin(user: "quinn", password: "queue-secret", algorithm: "SHA-256", body: body)
+        origin.serve("/q.bin", digest.route)
+        let state = try ScratchDirectory()
+        let dir = try ScratchDirectory()
+        let added = try await cli(["queue", "--state", state.path, "add", origin.url("/q.bin"), "-o", dir.file("q.bin")], in: dir)
+        #expect(added.exitCode == 0, "\(added.output)")
+        let run = try await cli(
+            ["queue", "--state", state.path, "run", "--progress", "none", "--user", "quinn:queue-secret"], in: dir)
+        #expect(run.exitCode == 0, "\(run.output)")
+        #expect(FileManager.default.contents(atPath: dir.file("q.bin")) == Data(body))
+        #expect(digest.verifiedCount >= 1)
+        for name in state.contents {
+            let bytes = FileManager.default.contents(atPath: state.file(name)) ?? Data()
+            #expect(bytes.range(of: Data("queue-secret".utf8)) == nil, "the password is not in \(name)")
+        }
     }
 
     @Test(arguments: ["MD5", "SHA-256"])

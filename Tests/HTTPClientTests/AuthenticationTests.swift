@@ -276,20 +276,11 @@ private func authFetch(_ client: HTTPClient, _ url: String, headers: HTTPHeaders
                 .code == .clientKeyInvalid)
     }
 
-    /// The pin of the server's key, computed with the openssl tool (not with the code under test).
-    func opensslPin(_ certificate: String) throws -> String {
-        let result = try ProcessRunner.run(
-            "/bin/sh",
-            ["-c", "openssl x509 -in \"$1\" -pubkey -noout | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | base64", "sh", certificate])
-        #expect(result.succeeded, "\(result.output)")
-        return "sha256//" + result.output.trimmingCharacters(in: .whitespacesAndNewlines)
-    }
-
     @Test func pinnedKeyIsCheckedAfterVerification() throws {
         let server = try OpenSSLServer(certificate: certificates.valid)
         defer { server.stop() }
-        let rightPin = try opensslPin(certificates.valid.certificatePath)
-        let wrongPin = try opensslPin(certificates.weakKey.certificatePath)
+        let rightPin = try ClientCertificates.opensslPublicKeyPin(certificatePath: certificates.valid.certificatePath)
+        let wrongPin = try ClientCertificates.opensslPublicKeyPin(certificatePath: certificates.weakKey.certificatePath)
         func connect(pins: String) throws {
             var configuration = TLSConfiguration(additionalTrustRootFiles: [certificates.caCertificatePath])
             configuration.useSystemTrustRoots = false
