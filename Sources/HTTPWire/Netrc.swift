@@ -7,8 +7,9 @@ extension WireError.Code {
 /// The entries of a `.netrc` file, as curl and ftp(1) read it.
 ///
 /// Tokens are separated by white space (spaces, tabs, newlines); a token may be written in double
-/// quotes with `\"`, `\\`, `\n`, `\r` and `\t` escapes. A `#` at the start of a token begins a comment
-/// that runs to the end of the line. Keywords: `machine NAME`, `default`, `login NAME`,
+/// quotes with `\"`, `\\`, `\n`, `\r` and `\t` escapes. A line whose first non-blank byte is `#` is a
+/// comment, and so is the rest of a line from a `#` where a keyword is expected; a value may start
+/// with `#` (`password #secret`). Keywords: `machine NAME`, `default`, `login NAME`,
 /// `password SECRET`, `account TEXT`, and `macdef NAME` whose body (up to the next empty line) is
 /// skipped. Pure: parsing never reads a file.
 public struct NetrcFile: Sendable, Hashable {
@@ -74,7 +75,11 @@ public struct NetrcFile: Sendable, Hashable {
                 _ = try value()
                 tokenizer.skipMacroBody()
             default:
-                throw WireError(.malformedNetrc, offset: offset, "unknown keyword \"\(keyword)\"")
+                // Where a keyword is expected, `#` starts a comment to the end of the line.
+                guard keyword.hasPrefix("#") else {
+                    throw WireError(.malformedNetrc, offset: offset, "unknown keyword \"\(keyword)\"")
+                }
+                tokenizer.skipToEndOfLine()
             }
         }
         if let current { entries.append(current) }
@@ -96,6 +101,9 @@ public struct NetrcFile: Sendable, Hashable {
 struct NetrcTokenizer {
     let bytes: [UInt8]
     var index = 0
+    /// Whether a token was read on the current line: `#` starts a comment only as a line's first
+    /// non-blank byte (as curl reads it), so `password #secret` keeps its password.
+    var lineHasToken = false
 
     static func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D }
 
@@ -103,8 +111,9 @@ struct NetrcTokenizer {
         while index < bytes.count {
             let byte = bytes[index]
             if Self.isSpace(byte) {
+                if byte == 0x0A { lineHasToken = false }
                 index += 1
-            } else if byte == UInt8(ascii: "#") {
+            } else if byte == UInt8(ascii: "#") && !lineHasToken {
                 while index < bytes.count, bytes[index] != 0x0A { index += 1 }
             } else {
                 break
@@ -112,6 +121,7 @@ struct NetrcTokenizer {
         }
         guard index < bytes.count else { return nil }
         let start = index
+        lineHasToken = true
         var token: [UInt8] = []
         if bytes[index] == 0x22 {
             index += 1
@@ -145,6 +155,11 @@ struct NetrcTokenizer {
         }
         guard !token.contains(0) else { throw WireError(.malformedNetrc, offset: start, "NUL byte in a token") }
         return (String(decoding: token, as: UTF8.self), start)
+    }
+
+    /// Skips the rest of the current line.
+    mutating func skipToEndOfLine() {
+        while index < bytes.count, bytes[index] != 0x0A { index += 1 }
     }
 
     /// Skips a `macdef` body: everything up to and including the next empty line.

@@ -101,6 +101,12 @@ import Testing
         #expect(netrc.entry(forHost: "example.com", login: "carol")?.login == nil)
     }
 
+    @Test func hashInsideALineIsNotAComment() throws {
+        let netrc = try NetrcFile(parsing: "machine h login u password #secret # trailing words\n  # comment line\nmachine g login v")
+        #expect(netrc.entries.count == 2)
+        #expect(netrc.entry(forHost: "h")?.password == "#secret")
+    }
+
     @Test func oneLineFileAndEmptyFile() throws {
         #expect(try NetrcFile(parsing: "machine h login u password p").entries == [
             NetrcFile.Entry(machine: "h", login: "u", password: "p")
