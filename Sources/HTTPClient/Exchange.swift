@@ -221,7 +221,9 @@ public final class HTTPClient: Sendable {
         var challengeAnswered = false
         while true {
             var sent = request
-            if let cookieJar, !request.headers.contains(name: "Cookie"), let cookies = cookieJar.cookieHeader(for: request.url) {
+            if let cookieJar, !request.headers.contains(name: "Cookie"),
+                let cookies = cookieJar.cookieHeader(for: request.url)
+            {
                 sent.headers.add(name: "Cookie", value: cookies)
             }
             if answersChallenges,
