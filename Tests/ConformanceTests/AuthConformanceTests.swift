@@ -280,6 +280,33 @@ struct CookieAndDigestCLITests {
         #expect(crossRequests.allSatisfy { $0.header("Host")?.hasPrefix("localhost") == true && $0.header("Cookie") == nil })
     }
 
+    @Test func credentialsDoNotFollowACrossOriginRedirect() async throws {
+        let origin = try FaultOrigin()
+        defer { origin.shutdown() }
+        let token = "Basic " + Base64.encode("ann:pw")
+        // 127.0.0.1 wants credentials, then redirects to localhost (same port, another origin), which
+        // challenges too: it must get nothing.
+        origin.serve("/start", .script { request, connection in
+            connection.keepsAlive = true
+            if request.header("Host")?.hasPrefix("127.0.0.1") == true, request.header("Authorization") == token {
+                try connection.write(
+                    "HTTP/1.1 302 Found\r\nLocation: http://localhost:\(origin.port)/start\r\nContent-Length: 0\r\n\r\n")
+            } else {
+                try connection.write(
+                    "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"r\"\r\nContent-Length: 0\r\n\r\n")
+            }
+        })
+        let dir = try ScratchDirectory()
+        let result = try await cli(
+            ["get", origin.url("/start"), "-o", dir.file("x"), "--progress", "none", "--user", "ann:pw"], in: dir)
+        #expect(result.exitCode == 3, "\(result.output)")
+        let requests = origin.requests("/start")
+        let toLocalhost = requests.filter { $0.header("Host")?.hasPrefix("localhost") == true }
+        #expect(requests.contains { $0.header("Authorization") == token }, "127.0.0.1 got its credentials")
+        #expect(!toLocalhost.isEmpty, "the redirect was followed")
+        #expect(toLocalhost.allSatisfy { $0.header("Authorization") == nil })
+    }
+
     @Test func queueRunAnswersDigestWithoutStoringTheCredentials() async throws {
         let origin = try FaultOrigin()
         defer { origin.shutdown() }
