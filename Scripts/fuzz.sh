@@ -8,6 +8,9 @@
 #   grammars    every header grammar, URL parsing and Location resolution
 #   filenames   Content-Disposition / URL names through FileNaming.sanitizedFileName
 #   resumeinfo  ResumeInfo.decode (DownloadKit plists, Apple resume data, keyed archives) round trips
+#   netrc       .netrc tokenizer/parser: determinism and a quoted-token round trip
+#   cookies     Netscape cookie files and Set-Cookie storage rules: round trips, never to another host
+#   challenges  WWW-Authenticate grammar and Digest answers: no injected bytes, realm/nonce echoed exactly
 #
 # Seeds: Fuzz/corpus/<target>/ (committed golden inputs). New inputs go to Fuzz/corpus-work/<target>/
 # and crashing inputs to Fuzz/corpus-work/<target>-crash-… (both gitignored). Reproduce a crash with
@@ -24,7 +27,7 @@ case "$seconds" in
 esac
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(parser grammars filenames resumeinfo)
+[ ${#targets[@]} -gt 0 ] || targets=(parser grammars filenames resumeinfo netrc cookies challenges)
 
 wire=(Sources/HTTPWire/*.swift)
 dk=Sources/DownloadKit
@@ -35,6 +38,9 @@ sources_for() {
         filenames) echo "${wire[*]} $dk/FileNaming.swift Fuzz/FuzzSupport.swift Fuzz/FuzzFileNames.swift" ;;
         resumeinfo) echo "$dk/ResumeInfo.swift $dk/ResumeInfoError.swift $dk/AppleResumeData.swift" \
             "$dk/KeyedArchive.swift $dk/FileNaming.swift Fuzz/FuzzSupport.swift Fuzz/FuzzResumeInfo.swift" ;;
+        netrc) echo "${wire[*]} Fuzz/FuzzSupport.swift Fuzz/FuzzNetrc.swift" ;;
+        cookies) echo "${wire[*]} Fuzz/FuzzSupport.swift Fuzz/FuzzCookies.swift" ;;
+        challenges) echo "${wire[*]} Fuzz/FuzzSupport.swift Fuzz/FuzzChallenges.swift" ;;
         *) return 1 ;;
     esac
 }

@@ -171,6 +171,8 @@ public final class HTTPClient: Sendable {
         self.pool = ConnectionPool(
             maxPerOrigin: configuration.maxConnectionsPerOrigin,
             idleLifetime: configuration.idleConnectionLifetime)
+        // A wrong client key or passphrase fails here, at once, not at the first https request.
+        if configuration.tls.clientCertificate != nil { _ = try sharedTLSContext() }
     }
 
     /// How many TCP connections this client has opened so far (for tests and statistics).
@@ -189,6 +191,11 @@ public final class HTTPClient: Sendable {
     /// TLS close without close_notify, or reset before any response byte) is retried once on a fresh
     /// connection, which is safe for GET and HEAD.
     ///
+    /// With a ``HTTPClientConfiguration/cookieJar`` the matching `Cookie` field is added and every
+    /// `Set-Cookie` stored. With an ``HTTPClientConfiguration/authenticator``, a `401` whose challenge
+    /// it can answer for this origin is not shown to `onHead`: its body is discarded and the request
+    /// sent once more with credentials (see ``Authenticator`` for the origin rules).
+    ///
     /// - Parameters:
     ///   - request: What to send.
     ///   - cancellation: Cancels the exchange from another thread.
@@ -206,6 +213,52 @@ public final class HTTPClient: Sendable {
         onSpliced: (Int) throws -> Void = { _ in }
     ) throws -> ExchangeSummary {
         let buffer = buffer ?? ReceiveBuffer(capacity: configuration.receiveBufferSize)
+        let authenticator = configuration.authenticator
+        let cookieJar = configuration.cookieJar
+        // Credentials the caller supplied itself (a header or URL userinfo) are never second-guessed.
+        let answersChallenges = authenticator != nil && !request.headers.contains(name: "Authorization")
+            && request.url.user == nil
+        var challengeAnswered = false
+        while true {
+            var sent = request
+            if let cookieJar, !request.headers.contains(name: "Cookie"),
+                let cookies = cookieJar.cookieHeader(for: request.url)
+            {
+                sent.headers.add(name: "Cookie", value: cookies)
+            }
+            if answersChallenges,
+                let authorization = authenticator?.preemptiveAuthorization(method: request.method, url: request.url)
+            {
+                sent.headers.add(name: "Authorization", value: authorization)
+            }
+            var retryWithCredentials = false
+            let summary = try executeOnce(
+                sent, cancellation: cancellation, buffer: buffer,
+                onHead: { head in
+                    cookieJar?.receive(head, from: request.url)
+                    // One answered challenge per call: a second 401 goes to the caller.
+                    if answersChallenges, !challengeAnswered,
+                        authenticator?.accept(challengeFrom: head, url: request.url) == true
+                    {
+                        retryWithCredentials = true
+                        return .discard
+                    }
+                    return try onHead(head)
+                }, onBody: onBody, onSpliced: onSpliced)
+            if !retryWithCredentials { return summary }
+            challengeAnswered = true
+        }
+    }
+
+    /// One exchange without authentication or cookies: connection reuse and the stale-connection retry.
+    private func executeOnce(
+        _ request: HTTPRequest,
+        cancellation: CancellationToken?,
+        buffer: ReceiveBuffer,
+        onHead: (ResponseHead) throws -> BodyDisposition,
+        onBody: (UnsafeRawBufferPointer) throws -> Void,
+        onSpliced: (Int) throws -> Void
+    ) throws -> ExchangeSummary {
         let head = try encodeHead(request)
         var preferFresh = false
         while true {

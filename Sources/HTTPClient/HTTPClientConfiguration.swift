@@ -22,6 +22,10 @@ public struct HTTPClientConfiguration: Sendable, Hashable {
     public var parserLimits: ParserLimits
     /// The `User-Agent` sent unless a request carries its own.
     public var userAgent: String
+    /// Answers `401` challenges with credentials bound to their origin (see ``Authenticator``). Default `nil`.
+    public var authenticator: Authenticator? = nil
+    /// Sends and stores cookies for every exchange (see ``CookieJar``). Default `nil`.
+    public var cookieJar: CookieJar? = nil
 
     /// Creates a configuration with the documented defaults.
     public init(

@@ -46,6 +46,11 @@ public struct TLSConfiguration: Sendable, Hashable {
     /// Protocols offered with ALPN (RFC 7301), most preferred first. Default `["http/1.1"]`. Empty
     /// means no ALPN extension.
     public var applicationProtocols: [String]
+    /// A client certificate presented when the server asks for one (mutual TLS). Default `nil`.
+    public var clientCertificate: ClientCertificate? = nil
+    /// SHA-256 pins of the server's public key (SubjectPublicKeyInfo); when non-empty the server's key
+    /// must match one of them, checked after (not instead of) certificate verification. Default empty.
+    public var pinnedPublicKeys: [PublicKeyPin] = []
 
     /// Creates a configuration. Prefer ``makeClientConfiguration()`` and change what you need.
     public init(

@@ -107,6 +107,10 @@ public final class TLSContext: @unchecked Sendable {
                     + "paths); install ca-certificates or pass a CA file")
         }
 
+        if let identity = configuration.clientCertificate {
+            try Self.useClientCertificate(identity, in: context)
+        }
+
         if !configuration.applicationProtocols.isEmpty {
             // Wire format (RFC 7301 §3.1): each protocol name prefixed with its one-byte length.
             var wire: [UInt8] = []
@@ -132,6 +136,70 @@ public final class TLSContext: @unchecked Sendable {
 
     deinit {
         SSL_CTX_free(context)
+    }
+
+    /// Loads a client certificate chain and its (possibly encrypted) key into `context`, checking
+    /// that they belong together. OpenSSL never prompts on a terminal: the passphrase (or an empty
+    /// one) is always supplied.
+    private static func useClientCertificate(_ identity: ClientCertificate, in context: OpaquePointer)
+        throws(TransportError)
+    {
+        ERR_clear_error()
+        guard SSL_CTX_use_certificate_chain_file(context, identity.certificatePath) == 1 else {
+            throw TransportError(
+                .clientCertificateInvalid, operation: "SSL_CTX_use_certificate_chain_file",
+                detail: "cannot use the client certificate \(identity.certificatePath): \(OpenSSLErrors.drain())")
+        }
+        let keyPath = identity.privateKeyPath ?? identity.certificatePath
+        guard let pem = readSmallFile(keyPath) else {
+            throw TransportError(
+                .clientKeyInvalid, errno: errno, operation: "open",
+                detail: "cannot read the client key \(keyPath): \(String(cString: strerror(errno)))")
+        }
+        let isEncrypted = pem.contains("ENCRYPTED")
+        if isEncrypted && identity.passphrase == nil {
+            throw TransportError(
+                .clientKeyPassphraseRequired, operation: "PEM_read_bio_PrivateKey",
+                detail: "the client key \(keyPath) is encrypted; give its passphrase")
+        }
+        ERR_clear_error()
+        let key: OpaquePointer? = pem.withCString { text in
+            guard let bio = BIO_new_mem_buf(text, -1) else { return nil }
+            defer { BIO_free(bio) }
+            // A non-NULL user pointer with a NULL callback is taken as the passphrase (never a prompt).
+            return (identity.passphrase ?? "").withCString { passphrase in
+                PEM_read_bio_PrivateKey(bio, nil, nil, UnsafeMutableRawPointer(mutating: passphrase))
+            }
+        }
+        guard let key else {
+            let reasons = OpenSSLErrors.drain()
+            if isEncrypted {
+                throw TransportError(
+                    .clientKeyPassphraseWrong, operation: "PEM_read_bio_PrivateKey",
+                    detail: "cannot decrypt the client key \(keyPath) with the passphrase given: \(reasons)")
+            }
+            throw TransportError(
+                .clientKeyInvalid, operation: "PEM_read_bio_PrivateKey",
+                detail: "\(keyPath) holds no usable PEM private key: \(reasons)")
+        }
+        defer { EVP_PKEY_free(key) }
+        ERR_clear_error()
+        guard SSL_CTX_use_PrivateKey(context, key) == 1, SSL_CTX_check_private_key(context) == 1 else {
+            throw TransportError(
+                .clientKeyMismatch, operation: "SSL_CTX_check_private_key",
+                detail: "the client key \(keyPath) does not belong to the certificate \(identity.certificatePath): "
+                    + OpenSSLErrors.drain())
+        }
+    }
+
+    /// The text of a file of at most 1 MiB, or `nil` (errno set) when it cannot be read.
+    private static func readSmallFile(_ path: String) -> String? {
+        guard let file = fopen(path, "re") else { return nil }
+        defer { fclose(file) }
+        var bytes = [UInt8](repeating: 0, count: 1 << 20)
+        let count = fread(&bytes, 1, bytes.count, file)
+        if ferror(file) != 0 { return nil }
+        return String(decoding: bytes[0..<count], as: UTF8.self)
     }
 
     /// Whether OpenSSL's default hashed certificate directory (or `SSL_CERT_DIR`) exists.

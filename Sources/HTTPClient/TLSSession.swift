@@ -19,6 +19,8 @@ final class TLSSession {
     /// The name the certificate is checked against (host name or IP literal), for error messages.
     private let serverName: String
     private let verifiesPeer: Bool
+    /// The server's public key must match one of these (checked after the handshake) when non-empty.
+    private let pinnedPublicKeys: [PublicKeyPin]
     /// The handshake completed; only then is `close_notify` sent on close.
     private var isEstablished = false
     /// A fatal error occurred; OpenSSL forbids `SSL_shutdown` afterwards and further I/O fails.
@@ -46,6 +48,7 @@ final class TLSSession {
         let bareName = IPAddressLiteral.unbracketed(serverName)
         self.serverName = bareName
         self.verifiesPeer = context.configuration.certificateVerification == .fullVerification
+        self.pinnedPublicKeys = context.configuration.pinnedPublicKeys
 
         guard let bio = dk_BIO_new_socket_nosigpipe(fd) else {
             throw TransportError(
@@ -89,6 +92,7 @@ final class TLSSession {
             switch perform({ SSL_connect(ssl) }) {
             case .done:
                 isEstablished = true
+                try checkPinnedPublicKey()
                 return
             case .wantRead:
                 try wait(for: .readable, deadline: deadline, timeout: .connectTimeout, phase: .handshake)
@@ -100,6 +104,40 @@ final class TLSSession {
                 throw failure(reason, phase: .handshake)
             }
         }
+    }
+
+    /// After a completed handshake (and verification), requires the server's public key to match one
+    /// of the context's pins, when there are any.
+    /// - Throws: `.publicKeyPinMismatch` naming the key seen, as `sha256//BASE64`.
+    private func checkPinnedPublicKey() throws(TransportError) {
+        guard !pinnedPublicKeys.isEmpty else { return }
+        guard let seen = Self.publicKeyPin(of: ssl) else {
+            throw TransportError(
+                .publicKeyPinMismatch, operation: "SSL_get1_peer_certificate",
+                detail: "\(serverName) presented no certificate whose public key could be pinned")
+        }
+        guard pinnedPublicKeys.contains(seen) else {
+            let expected = pinnedPublicKeys.map(\.description).joined(separator: ";")
+            throw TransportError(
+                .publicKeyPinMismatch, operation: "SSL_connect",
+                detail: "the public key of \(serverName) is \(seen), which matches no pinned key (\(expected))")
+        }
+    }
+
+    /// The SHA-256 pin of the peer certificate's SubjectPublicKeyInfo (DER), as curl computes it.
+    static func publicKeyPin(of ssl: OpaquePointer) -> PublicKeyPin? {
+        guard let certificate = SSL_get1_peer_certificate(ssl) else { return nil }
+        defer { X509_free(certificate) }
+        guard let publicKey = X509_get_X509_PUBKEY(certificate) else { return nil }
+        let length = i2d_X509_PUBKEY(publicKey, nil)
+        guard length > 0 else { return nil }
+        var der = [UInt8](repeating: 0, count: Int(length))
+        let written = der.withUnsafeMutableBufferPointer { buffer -> Int32 in
+            var cursor = buffer.baseAddress
+            return i2d_X509_PUBKEY(publicKey, &cursor)
+        }
+        guard written == length else { return nil }
+        return PublicKeyPin(sha256: Digest.hash(.sha256, der))
     }
 
     /// Reads decrypted bytes into `buffer`, several records per call while they are already

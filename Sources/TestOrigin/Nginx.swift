@@ -9,6 +9,9 @@ public struct TLSSite: Sendable, Hashable {
     public var certificatePath: String
     /// The PEM private key file of the certificate.
     public var privateKeyPath: String
+    /// When set, the site requires a client certificate issued by the CAs in this PEM file
+    /// (`ssl_verify_client on`); nginx answers 400 to a client without one or with an untrusted one.
+    public var clientCertificateAuthorityPath: String? = nil
 
     public init(name: String, certificatePath: String, privateKeyPath: String) {
         self.name = name
@@ -305,6 +308,9 @@ public final class NginxServer: @unchecked Sendable {
             servers += "        ssl_certificate_key \(quoted(site.privateKeyPath));\n"
             servers += "        ssl_protocols TLSv1.2 TLSv1.3;\n"
             servers += "        ssl_session_cache shared:DKTLS:1m;\n"
+            if let clientCA = site.clientCertificateAuthorityPath {
+                servers += "        ssl_client_certificate \(quoted(clientCA));\n        ssl_verify_client on;\n"
+            }
             servers += locations + "    }\n"
         }
         let temp = prefix + "/temp"

@@ -37,6 +37,8 @@ enum Exit {
     static let tlsCodes: Set<String> = [
         "tlsHandshakeFailed", "certificateExpired", "certificateNotYetValid", "hostnameMismatch",
         "selfSignedCertificate", "unknownIssuer", "certificateVerificationFailed", "tlsFailed", "weakCertificateKey",
+        "clientCertificateInvalid", "clientKeyInvalid", "clientKeyPassphraseRequired", "clientKeyPassphraseWrong",
+        "clientKeyMismatch", "publicKeyPinMismatch",
     ]
 }
 

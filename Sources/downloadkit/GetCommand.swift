@@ -72,6 +72,8 @@ struct GetCommand: AsyncParsableCommand {
 
     @OptionGroup var logging: LoggingOptions
 
+    @OptionGroup(title: "Credentials, cookies and client certificates") var auth: AuthOptions
+
     mutating func validate() throws {
         if urls.isEmpty && inputFile == nil { throw ValidationError("give at least one URL (or -i FILE)") }
         if output != nil && directory != nil { throw ValidationError("-o and -d cannot be used together") }
@@ -120,6 +122,7 @@ struct GetCommand: AsyncParsableCommand {
             connectTimeout: timeout, idleTimeout: timeout, maxConnectionsPerOrigin: perHost)
         if insecure { clientConfiguration.tls.certificateVerification = .none }
         if let caCertificate { clientConfiguration.tls.additionalTrustRootFiles.append(caCertificate) }
+        try auth.apply(to: &clientConfiguration, urls: allURLs)
         let client: HTTPClient
         do {
             client = try HTTPClient(configuration: clientConfiguration)
@@ -179,6 +182,9 @@ struct GetCommand: AsyncParsableCommand {
             return failures
         }
         await renderer.finish()
+        if let jar = clientConfiguration.cookieJar, let path = jar.persistencePath {
+            do { try jar.save() } catch { FileHandle.standardError.write(Data("warning: cannot write \(path): \(error)\n".utf8)) }
+        }
         if let code = signals.exitCode, let message = signals.message {
             FileHandle.standardError.write(Data((message + "\n").utf8))
             throw ExitCode(code)

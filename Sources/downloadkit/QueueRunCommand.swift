@@ -47,6 +47,8 @@ struct QueueRunCommand: AsyncParsableCommand {
     @Flag(name: .customLong("start-paused-tasks"), help: "Also start the tasks paused with `queue pause`.")
     var startPausedTasks = false
 
+    @OptionGroup(title: "Credentials, cookies and client certificates") var auth: AuthOptions
+
     mutating func validate() throws {
         if maxConcurrent < 1 { throw ValidationError("--max-concurrent must be at least 1") }
         if let maxPerHost, maxPerHost < 1 { throw ValidationError("--max-per-host must be at least 1") }
@@ -68,6 +70,7 @@ struct QueueRunCommand: AsyncParsableCommand {
             logging.note(
                 "at most \(download.client.maxConnectionsPerOrigin) connections to one host (--max-per-host); transfers beyond that to the same host wait for a free connection")
         }
+        try auth.apply(to: &download.client, urls: [])
         let configuration = DownloadManagerConfiguration(
             maxConcurrentDownloads: maxConcurrent, download: download,
             globalRateLimit: limitRate.flatMap(RateParser.parse))
@@ -87,6 +90,14 @@ struct QueueRunCommand: AsyncParsableCommand {
         // The network is still reported unreachable, so nothing has started: every waiting task is this
         // run's work, and the handlers below see all of its events.
         let work = await manager.allTasks().filter { $0.state == .waiting }
+        if let authenticator = download.client.authenticator {
+            do {
+                try auth.bindCredentials(in: authenticator, to: work.map(\.originalURL))
+            } catch {
+                await session.close()
+                throw error
+            }
+        }
         guard !work.isEmpty else {
             let paused = await manager.allTasks().filter { $0.state == .paused }.count
             await session.close()
@@ -150,6 +161,7 @@ struct QueueRunCommand: AsyncParsableCommand {
         if !signals.isStopping { await session.close() }
         await signals.stopped()
         await renderer.finish()
+        try? download.client.cookieJar?.save()
         if let code = signals.exitCode {
             QueueOutput.error(signals.message)
             throw ExitCode(code)

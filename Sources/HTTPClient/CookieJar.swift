@@ -1,0 +1,168 @@
+import Glibc
+import HTTPWire
+
+/// A failure to read or write a cookie or netrc file, naming the file and the cause.
+public struct AuthFileError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// The file.
+    public var path: String
+    /// `errno` when a system call failed.
+    public var errno: Int32?
+    /// The cause in plain words (the format error with its line, or the system error).
+    public var detail: String
+
+    public var description: String { "\(path): \(detail)" }
+}
+
+/// The cookies of an ``HTTPClient``: consulted by every exchange, which adds the matching `Cookie`
+/// field (RFC 6265 §5.4) and stores every `Set-Cookie` of every response (§5.3), redirects and
+/// `401`s included. A cookie set by one host is never sent to another host (`127.0.0.1` and
+/// `localhost` are different hosts), and a `Secure` one never over `http`.
+///
+/// With ``persistencePath`` set, every change is written to that Netscape-format file at once
+/// (temporary file, `fsync`, rename; mode 0600), so a killed process keeps what it received.
+///
+/// `Sendable`: the store is behind one `LockedValue`. Equality is identity.
+public final class CookieJar: Sendable, Hashable {
+    private struct State {
+        var store: CookieStore
+        /// Bumped on every change, so a slower writer never replaces a newer file with an older snapshot.
+        var generation = 0
+    }
+
+    private let state: LockedValue<State>
+    /// The generation last written; held while writing, so file writes are serialised.
+    private let written = LockedValue(-1)
+    /// Where changes are saved, if anywhere (the CLI's `--cookie-jar FILE`).
+    public let persistencePath: String?
+    /// The clock, in seconds since 1970 (replaceable in tests).
+    private let now: @Sendable () -> Int64
+
+    /// Creates a jar holding `cookies`.
+    /// - Parameters:
+    ///   - cookies: Initial cookies (for example from ``load(path:)``).
+    ///   - persistencePath: A file to save to after every change, or `nil`.
+    ///   - now: The clock.
+    public init(
+        cookies: [Cookie] = [], persistencePath: String? = nil,
+        now: @escaping @Sendable () -> Int64 = { Int64(time(nil)) }
+    ) {
+        self.state = LockedValue(State(store: CookieStore(cookies: cookies)))
+        self.persistencePath = persistencePath
+        self.now = now
+    }
+
+    /// Reads a Netscape cookie file (as written by curl `-c`, wget `--save-cookies`, browser exporters).
+    /// - Throws: ``AuthFileError`` when the file cannot be read or a line is malformed (the line is named).
+    public static func load(path: String) throws(AuthFileError) -> [Cookie] {
+        let text = try readFile(path)
+        do {
+            return try NetscapeCookieFile.parse(text)
+        } catch {
+            throw AuthFileError(path: path, errno: nil, detail: error.description)
+        }
+    }
+
+    /// The cookies now held, oldest first.
+    public var cookies: [Cookie] { state.withLock { $0.store.cookies } }
+
+    /// The `Cookie` value for a request to `url`, or `nil`.
+    public func cookieHeader(for url: HTTPURL) -> String? {
+        let now = self.now()
+        return state.withLock { $0.store.cookieHeader(for: url, now: now) }
+    }
+
+    /// Stores every `Set-Cookie` of `head`, received for `url`, and saves the jar if it changed.
+    public func receive(_ head: ResponseHead, from url: HTTPURL) {
+        let values = head.headers["Set-Cookie"]
+        guard !values.isEmpty else { return }
+        let now = self.now()
+        let changed = state.withLock { state in
+            var changed = false
+            for value in values where state.store.receive(value, from: url, now: now) { changed = true }
+            if changed { state.generation += 1 }
+            return changed
+        }
+        if changed, persistencePath != nil { try? save() }
+    }
+
+    /// Writes the unexpired cookies to ``persistencePath`` (no-op without one).
+    /// - Throws: ``AuthFileError``.
+    public func save() throws(AuthFileError) {
+        guard let persistencePath else { return }
+        try save(to: persistencePath)
+    }
+
+    /// Writes the unexpired cookies to `path` in the Netscape format, mode 0600, atomically.
+    /// - Throws: ``AuthFileError``.
+    public func save(to path: String) throws(AuthFileError) {
+        let now = self.now()
+        // Snapshot under the state lock (short); write under the writer lock, newest snapshot only.
+        let (cookies, generation) = state.withLock { state in
+            state.store.removeExpired(now: now)
+            return (state.store.cookies, state.generation)
+        }
+        try written.withLock { (last: inout Int) throws(AuthFileError) in
+            guard generation > last || path != persistencePath else { return }
+            try Self.writeFile(path, NetscapeCookieFile.serialize(cookies))
+            if path == persistencePath { last = generation }
+        }
+    }
+
+    static func readFile(_ path: String) throws(AuthFileError) -> String {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            let code = errno
+            throw AuthFileError(path: path, errno: code, detail: "cannot open: \(String(cString: strerror(code)))")
+        }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 << 10)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                let code = errno
+                throw AuthFileError(path: path, errno: code, detail: "cannot read: \(String(cString: strerror(code)))")
+            }
+            if count == 0 { break }
+            bytes += chunk[0..<count]
+            if bytes.count > 64 << 20 {
+                throw AuthFileError(path: path, errno: nil, detail: "larger than 64 MiB; not a cookie file")
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    private static func writeFile(_ path: String, _ text: String) throws(AuthFileError) {
+        let temporary = path + ".tmp-\(getpid())"
+        func failure(_ what: String) -> AuthFileError {
+            let code = errno
+            return AuthFileError(path: path, errno: code, detail: "\(what): \(String(cString: strerror(code)))")
+        }
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw failure("cannot create \(temporary)") }
+        var ok = fchmod(fd, 0o600) == 0
+        let bytes = Array(text.utf8)
+        var written = 0
+        while ok && written < bytes.count {
+            let count = bytes[written...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            if count <= 0 { ok = false } else { written += count }
+        }
+        if ok { ok = fsync(fd) == 0 }
+        let error = ok ? nil : failure("cannot write \(temporary)")
+        close(fd)
+        if let error {
+            unlink(temporary)
+            throw error
+        }
+        guard rename(temporary, path) == 0 else {
+            let error = failure("cannot rename \(temporary) into place")
+            unlink(temporary)
+            throw error
+        }
+    }
+
+    public static func == (lhs: CookieJar, rhs: CookieJar) -> Bool { lhs === rhs }
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
+}
