@@ -48,11 +48,12 @@ struct ReadmeExamplesTests {
     @Test func cancellationExampleRunsAsDocumented() async throws {
         let origin = try FaultOrigin()
         let size: Int64 = 4 << 20
-        origin.serve("/disk.iso", .resource(Resource(size: size, seed: 83, faults: [.stallAfter(bytes: 1 << 20, seconds: 120, times: 1)])))
+        origin.serve("/disk.iso", .resource(Resource(size: size, seed: 83, faults: [.stallAfter(bytes: 1 << 20, seconds: 120, times: 100)])))
         let dir = try ScratchDirectory()
         let download = Download(DownloadRequest(url: origin.url("/disk.iso"), destination: .file(dir.file("disk.iso"))))
         download.start()
-        for _ in 0..<500 where download.progress.bytesReceived == 0 { try await Task.sleep(for: .milliseconds(20)) }
+        for _ in 0..<3000 where download.progress.bytesReceived == 0 { try await Task.sleep(for: .milliseconds(20)) }
+        try #require(download.progress.bytesReceived > 0)
         origin.serve("/disk.iso", .resource(Resource(size: size, seed: 83)))
         var resumed: DownloadResult?
 
