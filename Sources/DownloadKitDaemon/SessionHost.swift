@@ -155,10 +155,13 @@ public final class SessionHost: @unchecked Sendable {
         guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
         defer { try? handle.close() }
         let digest = Digest(.sha256)
-        while true {
-            guard let chunk = try? handle.read(upToCount: 1 << 20) else { return nil }
-            if chunk.isEmpty { break }
-            chunk.withUnsafeBytes { digest.update($0) }
+        do {
+            // `read(upToCount:)` returns nil (or empty data) at the end of the file.
+            while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty {
+                chunk.withUnsafeBytes { digest.update($0) }
+            }
+        } catch {
+            return nil
         }
         return Digest.hex(digest.finalize())
     }

@@ -1,0 +1,139 @@
+import DownloadKitSession
+import Foundation
+import Testing
+import TestOrigin
+
+/// `downloadkit daemon` and `downloadkit session` end to end, as separate processes (issue #14).
+@Suite(.timeLimit(.minutes(3)))
+struct DaemonProcessTests {
+    static let size: Int64 = 1 << 20
+
+    /// Serves `count` pattern files (optionally rate-limited) at /f0.bin …
+    static func serve(_ origin: FaultOrigin, count: Int, bytesPerSecond: Int?) {
+        for index in 0..<count {
+            origin.serve("/f\(index).bin", .resource(Resource(size: size, seed: UInt64(40 + index), bytesPerSecond: bytesPerSecond)))
+        }
+    }
+
+    static func finished(_ events: [[String: Any]]) -> [[String: Any]] {
+        events.filter { $0["event"] as? String == "finished" }
+    }
+
+    @Test func eventsMissedWhileNoClientWasConnectedAreDeliveredOnceThenAcknowledged() async throws {
+        let origin = try FaultOrigin()
+        defer { origin.shutdown() }
+        Self.serve(origin, count: 3, bytesPerSecond: nil)
+        let harness = try DaemonHarness()
+        try await harness.start()
+        let out = harness.scratch.file("out")
+        let add = try await harness.session(
+            "com.example.one", ["add", origin.url("/f0.bin"), origin.url("/f1.bin"), origin.url("/f2.bin"), "-d", out])
+        #expect(add.status == 0, "\(add.stderr)")
+        let ids = add.lines
+        #expect(ids.count == 3 && Set(ids).count == 3)
+
+        _ = try await harness.waitUntilAllEnded("com.example.one")
+        let second = try await harness.session("com.example.one", ["events", "--json"])
+        #expect(second.status == 0, "\(second.stderr)")
+        let finished = Self.finished(second.jsonLines)
+        #expect(finished.count == 3, "\(second.stdout)")
+        #expect(Set(finished.compactMap { $0["task"] as? String }) == Set(ids))
+        for (index, event) in finished.enumerated() {
+            let path = try #require(event["path"] as? String)
+            #expect(event["bytes"] as? Int == Int(Self.size))
+            #expect((event["checksum"] as? String)?.hasPrefix("sha256=") == true)
+            #expect(FileManager.default.fileExists(atPath: path), "event \(index): \(path)")
+        }
+        for index in 0..<3 {
+            #expect(fileMatchesPattern(out + "/f\(index).bin", size: Self.size, seed: UInt64(40 + index)))
+        }
+        let seqs = second.jsonLines.compactMap { $0["seq"] as? Int }
+        #expect(seqs == seqs.sorted() && Set(seqs).count == seqs.count)
+
+        let third = try await harness.session("com.example.one", ["events", "--json"])
+        #expect(third.status == 0, "\(third.stderr)")
+        #expect(third.stdout.isEmpty, "acknowledged events came again: \(third.stdout)")
+        // Another identifier has its own (empty) log.
+        #expect(try await harness.session("com.example.other", ["events", "--json"]).stdout.isEmpty)
+        #expect(try await harness.stop() == 0, "\(harness.daemonLog)")
+    }
+
+    @Test func daemonKilledMidTransferResumesFromDurableBytesWithoutLosingOrDoublingEvents() async throws {
+        let origin = try FaultOrigin()
+        defer { origin.shutdown() }
+        Self.serve(origin, count: 3, bytesPerSecond: 256 << 10)
+        let harness = try DaemonHarness()
+        try await harness.start()
+        let out = harness.scratch.file("out")
+        try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+        var ids: [String] = []
+        for index in 0..<3 {
+            let add = try await harness.session("kill", ["add", origin.url("/f\(index).bin"), "-o", out + "/f\(index).bin"])
+            #expect(add.status == 0, "\(add.stderr)")
+            ids += add.lines
+        }
+        // Wait until every transfer has durable bytes, then kill the daemon without warning.
+        let parts = (0..<3).map { out + "/f\($0).bin.dkpart" }
+        let started = try await offloaded {
+            for _ in 0..<3000 {
+                let sizes = parts.map { (try? FileManager.default.attributesOfItem(atPath: $0)[.size] as? Int64) ?? 0 }
+                if sizes.allSatisfy({ $0 >= 128 << 10 }) { return true }
+                usleep(10_000)
+            }
+            return false
+        }
+        #expect(started, "\(harness.daemonLog)")
+        try await harness.kill()
+        Self.serve(origin, count: 3, bytesPerSecond: nil)
+        try await harness.start()
+
+        let follow = try await harness.session("kill", ["events", "--json", "--follow"])
+        #expect(follow.status == 0, "\(follow.stderr)\n\(harness.daemonLog)")
+        let events = follow.jsonLines
+        let finished = Self.finished(events)
+        #expect(finished.count == 3, "\(follow.stdout)")
+        #expect(Set(finished.compactMap { $0["task"] as? String }) == Set(ids))
+        for id in ids {
+            let kinds = events.filter { $0["task"] as? String == id }.compactMap { $0["event"] as? String }
+            #expect(kinds.filter { $0 == "queued" }.count == 1, "\(id): \(kinds)")
+            #expect(kinds.last == "finished", "\(id): \(kinds)")
+        }
+        let seqs = events.compactMap { $0["seq"] as? Int }
+        #expect(seqs == seqs.sorted() && Set(seqs).count == seqs.count)
+        for index in 0..<3 {
+            #expect(fileMatchesPattern(out + "/f\(index).bin", size: Self.size, seed: UInt64(40 + index)))
+            // The restarted daemon continued from the bytes on disk.
+            let ranges = origin.requests("/f\(index).bin").compactMap { $0.header("Range") }
+            #expect(ranges.contains { $0.hasPrefix("bytes=") && !$0.hasPrefix("bytes=0-") }, "f\(index): \(ranges)")
+        }
+        #expect(try await harness.session("kill", ["events", "--json"]).stdout.isEmpty)
+        #expect(try await harness.stop() == 0, "\(harness.daemonLog)")
+    }
+
+    @Test func anotherUserIsRefusedAndCreatesNoTask() async throws {
+        let setpriv = try #require(ProcessRunner.findExecutable("setpriv"), "setpriv (util-linux) is needed")
+        try #require(geteuid() == 0, "this test switches to uid 65534, which needs root (CI runs as root)")
+        let harness = try DaemonHarness()
+        try await harness.start()
+        // Let the other user reach the socket, so the refusal comes from the daemon's SO_PEERCRED check.
+        chmod(harness.scratch.path, 0o755)
+        chmod(harness.scratch.file("run"), 0o755)
+        chmod(harness.socketPath, 0o666)
+        let refused = try await harness.session(
+            "shared", ["add", "http://127.0.0.1:9/x.bin", "-o", "/tmp/never-written.bin"],
+            prefix: [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"])
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains("error:") && refused.stderr.contains("uid 65534"), "\(refused.stderr)")
+        let list = try await harness.session("shared", ["list", "--json"])
+        #expect(list.status == 0 && list.stdout.isEmpty, "\(list.stdout)")
+        #expect(harness.daemonLog.contains("refused a connection from uid 65534"))
+        #expect(try await harness.stop() == 0)
+    }
+
+    @Test func noDaemonGivesAnErrorLineNamingTheSocket() async throws {
+        let harness = try DaemonHarness()
+        let run = try await harness.session("x", ["list"])
+        #expect(run.status != 0)
+        #expect(run.stderr.hasPrefix("error:") && run.stderr.contains(harness.socketPath), "\(run.stderr)")
+    }
+}
