@@ -1,3 +1,4 @@
+@testable import DownloadKitDaemon
 import DownloadKitSession
 import Foundation
 import Testing
@@ -186,5 +187,53 @@ struct DaemonSocketTests {
         let status = try await session.status()
         #expect(status.position.acknowledged == seqs.last)
         #expect(try await harness.stop() == 0, "\(harness.daemonLog)")
+    }
+
+    /// README's BackgroundSession example as written (URL, path and checksum differ), with a second client
+    /// of the same identifier connected: both see the live events.
+    @Test func readmeExampleWithTwoClientsOfOneIdentifierBothSeeLiveEvents() async throws {
+        let origin = try FaultOrigin()
+        defer { origin.shutdown() }
+        origin.serve("/a.iso", .resource(Resource(size: 256 << 10, seed: 78, bytesPerSecond: 512 << 10)))
+        let harness = try DaemonHarness()
+        try await harness.start()
+        let sha256 = SessionHostDigest.sha256(TestPattern.bytes(offset: 0, count: 256 << 10, seed: 78))
+        let watcher = BackgroundSession(identifier: "backups", socketPath: harness.socketPath)
+        defer { watcher.close() }
+        let watched = Task {
+            var kinds: [SessionEventKind] = []
+            for await event in watcher.events {
+                kinds.append(event.kind)
+                if event.kind == .finished { break }
+            }
+            return kinds
+        }
+        try await watcher.connect()
+
+        let session = BackgroundSession(identifier: "backups", socketPath: harness.socketPath)
+        defer { session.close() }
+        let id = try await session.enqueue(
+            SessionTaskRequest(url: origin.url("/a.iso"), file: harness.scratch.file("a.iso"), checksum: "sha256=\(sha256)"))
+        var finished: SessionEvent?
+        for await event in session.events {
+            if event.kind == .finished { finished = event }
+            try await session.acknowledge(upTo: event.seq)
+            if event.kind == .finished { break }
+        }
+        #expect(finished?.task == id)
+        #expect(finished?.path == harness.scratch.file("a.iso"))
+        #expect(finished?.checksum == "sha256=\(sha256)")
+        #expect(await watched.value.last == .finished)
+        #expect(try await harness.stop() == 0, "\(harness.daemonLog)")
+    }
+}
+
+/// The SHA-256 of test bytes, through the daemon's own file digest.
+enum SessionHostDigest {
+    static func sha256(_ bytes: [UInt8]) -> String {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("dk-digest-\(UUID().uuidString)").path
+        _ = FileManager.default.createFile(atPath: path, contents: Data(bytes))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        return SessionHost.sha256(path) ?? ""
     }
 }
