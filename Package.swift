@@ -53,21 +53,17 @@ let package = Package(
                 "DownloadKit", "DownloadKitSession", "HTTPClient",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .executableTarget(
             name: "downloadkitd",
-            dependencies: [
-                "DownloadKitDaemon", "DownloadKitSession",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-            ]
+            dependencies: ["DownloadKitDaemon", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .executableTarget(
             name: "downloadkit",
             dependencies: [
                 "DownloadKit", "TestOrigin", "DownloadKitSession", "DownloadKitDaemon",
-                .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

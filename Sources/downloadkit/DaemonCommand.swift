@@ -14,17 +14,7 @@ struct DaemonCommand: AsyncParsableCommand {
             delivered when a client of the session connects again.
             """)
 
-    @Option(name: .customLong("state"), help: "Directory of the sessions' state (default: $XDG_STATE_HOME/downloadkit/sessions).")
-    var state: String?
+    @OptionGroup var options: DaemonArguments
 
-    @Option(name: .customLong("socket"), help: "Control socket (default: $XDG_RUNTIME_DIR/downloadkit/daemon.sock).")
-    var socket: String?
-
-    @Option(name: .customLong("max-concurrent"), help: "Transfers running at once per session (default 3).")
-    var maxConcurrent: Int?
-
-    func run() async throws {
-        let status = await SessionDaemon.main(stateRoot: state, socketPath: socket, maxConcurrent: maxConcurrent)
-        if status != 0 { throw ExitCode(status) }
-    }
+    func run() async throws { try await options.run() }
 }
