@@ -22,7 +22,8 @@ import Glibc
 /// ```
 ///
 /// Connecting starts nothing: without a daemon the calls throw ``SessionError`` `daemonUnavailable`
-/// naming the socket. All I/O runs on one dedicated thread per session, never on the cooperative pool.
+/// naming the socket. All I/O runs on one dedicated thread per session, never on the cooperative pool;
+/// call ``close()`` when done with the session (the thread keeps it alive until then).
 public final class BackgroundSession: Sendable {
     /// The session identifier (`A-Z a-z 0-9 . _ -`, at most 128 characters).
     public let identifier: String
@@ -285,9 +286,13 @@ public final class BackgroundSession: Sendable {
                 let sent = outbound.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
                 if sent > 0 { outbound = outbound.dropFirst(sent) }
             }
-            guard receive(fd, into: &decoder) else { break }
+            // Frames that arrived with the EOF still count (a refusal is sent, then the daemon closes).
+            let open = receive(fd, into: &decoder)
             switch decoder.next() {
-            case .needMore: continue
+            case .needMore:
+                if open { continue }
+                Glibc.close(fd)
+                return .failure(SessionError(.daemonUnavailable, "the daemon at \(socketPath) closed the connection without an answer"))
             case .tooLarge(let declared):
                 Glibc.close(fd)
                 return .failure(SessionError(.frameTooLarge, "the daemon at \(socketPath) sent a \(declared)-byte frame"))
