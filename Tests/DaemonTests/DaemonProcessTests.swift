@@ -129,6 +129,25 @@ struct DaemonProcessTests {
         #expect(try await harness.stop() == 0)
     }
 
+    @Test func addPassesItsOptionsToTheDaemonsManager() async throws {
+        let origin = try FaultOrigin()
+        defer { origin.shutdown() }
+        origin.serve("/big.bin", .resource(Resource(size: 8 << 20, seed: 61)))
+        let harness = try DaemonHarness()
+        try await harness.start()
+        let file = harness.scratch.file("big.bin")
+        let add = try await harness.session(
+            "opts", ["add", origin.url("/big.bin"), "-o", file, "--connections", "4", "--header", "X-Token: t1", "--group", "g"])
+        #expect(add.status == 0, "\(add.stderr)")
+        let tasks = try await harness.waitUntilAllEnded("opts")
+        #expect(tasks.first?["state"] as? String == "completed" && tasks.first?["group"] as? String == "g", "\(tasks)")
+        #expect(fileMatchesPattern(file, size: 8 << 20, seed: 61))
+        let requests = origin.requests("/big.bin")
+        #expect(Set(requests.map(\.connectionID)).count > 1, "one connection only: --connections did not reach the manager")
+        #expect(requests.allSatisfy { $0.header("X-Token") == "t1" })
+        #expect(try await harness.stop() == 0, "\(harness.daemonLog)")
+    }
+
     @Test func noDaemonGivesAnErrorLineNamingTheSocket() async throws {
         let harness = try DaemonHarness()
         let run = try await harness.session("x", ["list"])
