@@ -189,6 +189,42 @@ struct DaemonSocketTests {
         #expect(try await harness.stop() == 0, "\(harness.daemonLog)")
     }
 
+    /// Events a client received but did not acknowledge come again to the next client; acknowledged
+    /// ones never do.
+    @Test func aClientThatLeavesWithoutAcknowledgingLosesNothing() async throws {
+        let origin = try FaultOrigin()
+        defer { origin.shutdown() }
+        origin.serve("/x.bin", .resource(Resource(size: 64 << 10, seed: 79)))
+        let harness = try DaemonHarness()
+        try await harness.start()
+        func firstEvents(_ count: Int, acknowledging: Bool) async throws -> [SessionEvent] {
+            let session = BackgroundSession(identifier: "leaver", socketPath: harness.socketPath)
+            defer { session.close() }
+            var events: [SessionEvent] = []
+            for await event in session.events {
+                events.append(event)
+                if events.count == count { break }
+            }
+            if acknowledging, let last = events.last { try await session.acknowledge(upTo: last.seq) }
+            return events
+        }
+        let session = BackgroundSession(identifier: "leaver", socketPath: harness.socketPath)
+        _ = try await session.enqueue(SessionTaskRequest(url: origin.url("/x.bin"), file: harness.scratch.file("x.bin")))
+        session.close()
+        _ = try await harness.waitUntilAllEnded("leaver")
+        let unacknowledged = try await firstEvents(3, acknowledging: false)
+        #expect(unacknowledged.map(\.kind) == [.queued, .started, .finished])
+        let again = try await firstEvents(3, acknowledging: false)
+        #expect(again == unacknowledged)
+        let first = try await firstEvents(1, acknowledging: true)
+        #expect(first == [unacknowledged[0]])
+        let rest = try await firstEvents(2, acknowledging: true)
+        #expect(rest == Array(unacknowledged[1...]))
+        let status = try await harness.session("leaver", ["events", "--json"])
+        #expect(status.status == 0 && status.stdout.isEmpty, "\(status.stdout)")
+        #expect(try await harness.stop() == 0, "\(harness.daemonLog)")
+    }
+
     /// README's BackgroundSession example as written (URL, path and checksum differ), with a second client
     /// of the same identifier connected: both see the live events.
     @Test func readmeExampleWithTwoClientsOfOneIdentifierBothSeeLiveEvents() async throws {
