@@ -33,11 +33,18 @@ public final class BackgroundSession: Sendable {
     private let state = SessionLock(ClientState())
     private let wakeFDs: (read: Int32, write: Int32)
 
+    /// How to start the daemon when none answers; nil (the default): never start one.
+    public let launch: DaemonLaunch?
+
     /// A session object; nothing connects until the first call.
-    /// - Parameter socketPath: Default ``UnixSocket/defaultPath``.
-    public init(identifier: String, socketPath: String? = nil) {
+    /// - Parameters:
+    ///   - socketPath: Default ``UnixSocket/defaultPath``.
+    ///   - launch: Allows the session to start `downloadkitd` when no daemon answers (once per session
+    ///     object; the daemon outlives this process).
+    public init(identifier: String, socketPath: String? = nil, launch: DaemonLaunch? = nil) {
         self.identifier = identifier
         self.socketPath = socketPath ?? UnixSocket.defaultPath
+        self.launch = launch
         var fds: [Int32] = [-1, -1]
         if pipe(&fds) == 0 {
             for fd in fds {
@@ -269,10 +276,9 @@ public final class BackgroundSession: Sendable {
     /// Connects and exchanges hello/welcome (bounded by 10 s); the descriptor is non-blocking on success.
     private func handshake() -> Result<Int32, SessionError> {
         let fd: Int32
-        switch UnixSocket.connect(socketPath) {
+        switch connectOrLaunch() {
         case .success(let connected): fd = connected
-        case .failure(let error):
-            return .failure(SessionError(.daemonUnavailable, "no daemon answers at \(socketPath) (\(error))"))
+        case .failure(let error): return .failure(error)
         }
         UnixSocket.setNonBlocking(fd)
         let hello = FrameEncoder.frame(SessionCodec.encode(ClientMessage(id: 0, .hello(version: SessionProtocol.version, session: identifier))))
@@ -319,6 +325,45 @@ public final class BackgroundSession: Sendable {
         }
         Glibc.close(fd)
         return .failure(SessionError(.daemonUnavailable, "the daemon at \(socketPath) did not answer the hello"))
+    }
+
+    /// Connects; when nothing answers and ``launch`` allows it (and it was not tried yet), starts the
+    /// daemon and waits for its socket.
+    private func connectOrLaunch() -> Result<Int32, SessionError> {
+        var failure: UnixSocket.Errno
+        switch UnixSocket.connect(socketPath) {
+        case .success(let fd): return .success(fd)
+        case .failure(let error): failure = error
+        }
+        let unavailable = SessionError(.daemonUnavailable, "no daemon answers at \(socketPath) (\(failure))")
+        guard let launch, [ENOENT, ECONNREFUSED].contains(failure.code),
+            state.withLock({ state in
+                defer { state.launched = true }
+                return !state.launched
+            })
+        else { return .failure(unavailable) }
+        let pid: pid_t
+        do {
+            pid = try launch.spawn(socketPath: socketPath)
+        } catch {
+            return .failure(error)
+        }
+        let deadline = Date().addingTimeInterval(launch.timeout)
+        while Date() < deadline {
+            switch UnixSocket.connect(socketPath) {
+            case .success(let fd): return .success(fd)
+            case .failure(let error): failure = error
+            }
+            var status: Int32 = 0
+            if waitpid(pid, &status, WNOHANG) == pid {
+                return .failure(
+                    SessionError(
+                        .daemonUnavailable,
+                        "the daemon started for \(socketPath) exited with status \((status >> 8) & 0xff) (log: \(launch.logPath))"))
+            }
+            usleep(20_000)
+        }
+        return .failure(SessionError(.daemonUnavailable, "the daemon started for \(socketPath) did not answer within \(launch.timeout) s (\(failure))"))
     }
 
     /// Reads what is available; false on EOF or a hard error.
@@ -437,6 +482,7 @@ private struct ClientState {
     var isClosed = false
     var isConnected = false
     var threadStarted = false
+    var launched = false
     var reconnects = false
     var wantsEvents = false
     var lastDelivered: Int64 = 0

@@ -225,6 +225,47 @@ struct DaemonSocketTests {
         #expect(try await harness.stop() == 0, "\(harness.daemonLog)")
     }
 
+    /// A session allowed to start the daemon starts it when none answers; one that is not starts nothing.
+    @Test func aSessionStartsTheDaemonOnlyWhenAllowed() async throws {
+        let origin = try FaultOrigin()
+        defer { origin.shutdown() }
+        origin.serve("/l.bin", .resource(Resource(size: 64 << 10, seed: 80)))
+        let harness = try DaemonHarness()
+        let plain = BackgroundSession(identifier: "launch", socketPath: harness.socketPath)
+        defer { plain.close() }
+        await #expect(throws: SessionError.self) { try await plain.connect() }
+        #expect(!FileManager.default.fileExists(atPath: harness.stateRoot))
+
+        let executable = try DaemonHarness.requireExecutable()
+        let log = harness.scratch.file("launched.log")
+        let session = BackgroundSession(
+            identifier: "launch", socketPath: harness.socketPath,
+            launch: DaemonLaunch(executable: executable, arguments: ["daemon", "--state", harness.stateRoot], logPath: log))
+        defer { session.close() }
+        let id = try await session.enqueue(SessionTaskRequest(url: origin.url("/l.bin"), file: harness.scratch.file("l.bin")))
+        var finished: SessionEvent?
+        for await event in session.events where event.kind == .finished {
+            finished = event
+            break
+        }
+        #expect(finished?.task == id)
+        #expect(fileMatchesPattern(harness.scratch.file("l.bin"), size: 64 << 10, seed: 80))
+        // The started daemon wrote its pid into the state directory's lock file.
+        let pidText = try String(contentsOfFile: harness.stateRoot + "/daemon.lock", encoding: .utf8)
+        let pid = try #require(pid_t(pidText.trimmingCharacters(in: .whitespacesAndNewlines)))
+        kill(pid, SIGTERM)
+        let status = try await offloaded { () -> Int32? in
+            var status: Int32 = 0
+            for _ in 0..<3000 {
+                if waitpid(pid, &status, WNOHANG) == pid { return (status >> 8) & 0xff }
+                usleep(10_000)
+            }
+            kill(pid, SIGKILL)
+            return nil
+        }
+        #expect(status == 0, "\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+    }
+
     /// README's BackgroundSession example as written (URL, path and checksum differ), with a second client
     /// of the same identifier connected: both see the live events.
     @Test func readmeExampleWithTwoClientsOfOneIdentifierBothSeeLiveEvents() async throws {
