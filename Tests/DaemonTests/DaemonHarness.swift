@@ -94,8 +94,10 @@ final class DaemonHarness: Sendable {
 
     /// Runs `downloadkit session IDENTIFIER …ARGS --socket SOCKET` to completion (bounded), optionally
     /// through a prefix such as `setpriv --reuid=65534 …`.
-    func session(_ identifier: String, _ arguments: [String], prefix: [String] = [], timeout: Double = 90) async throws -> Run {
-        let executable = try Self.requireExecutable()
+    func session(
+        _ identifier: String, _ arguments: [String], prefix: [String] = [], executable: String? = nil, timeout: Double = 90
+    ) async throws -> Run {
+        let executable = try executable ?? Self.requireExecutable()
         let all = prefix + [executable, "session", identifier] + arguments + ["--socket", socketPath]
         let out = scratch.file("client-\(UUID().uuidString).out")
         let err = out + ".err"

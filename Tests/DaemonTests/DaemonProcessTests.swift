@@ -118,9 +118,13 @@ struct DaemonProcessTests {
         chmod(harness.scratch.path, 0o755)
         chmod(harness.scratch.file("run"), 0o755)
         chmod(harness.socketPath, 0o666)
+        // A copy the other user can execute wherever the build directory lives.
+        let copy = harness.scratch.file("downloadkit")
+        try FileManager.default.copyItem(atPath: DaemonHarness.requireExecutable(), toPath: copy)
+        chmod(copy, 0o755)
         let refused = try await harness.session(
             "shared", ["add", "http://127.0.0.1:9/x.bin", "-o", "/tmp/never-written.bin"],
-            prefix: [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"])
+            prefix: [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"], executable: copy)
         #expect(refused.status != 0)
         #expect(refused.stderr.contains("error:") && refused.stderr.contains("uid 65534"), "\(refused.stderr)")
         let list = try await harness.session("shared", ["list", "--json"])
