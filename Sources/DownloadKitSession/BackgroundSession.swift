@@ -59,6 +59,10 @@ public final class BackgroundSession: Sendable {
 
     deinit {
         close()
+        // Only here: a descriptor closed while another thread may still call wake() could by then
+        // belong to another socket, and the wake byte would corrupt that stream.
+        Glibc.close(wakeFDs.read)
+        Glibc.close(wakeFDs.write)
     }
 
     // MARK: - Public API
@@ -257,9 +261,6 @@ public final class BackgroundSession: Sendable {
                 backoff = min(1, backoff * 2)
             }
         }
-        let fds = wakeFDs
-        Glibc.close(fds.read)
-        Glibc.close(fds.write)
     }
 
     private func waitForWake(timeout: Double) {

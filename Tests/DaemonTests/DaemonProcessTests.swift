@@ -15,6 +15,32 @@ struct DaemonProcessTests {
         }
     }
 
+    /// Starts the daemon and has a client process add /f0.bin … /f2.bin into `<scratch>/out`.
+    static func startAndAddThree(
+        _ harness: DaemonHarness, _ origin: FaultOrigin, _ identifier: String
+    ) async throws -> (out: String, ids: [String]) {
+        try await harness.start()
+        let out = harness.scratch.file("out")
+        let add = try await harness.session(
+            identifier, ["add", origin.url("/f0.bin"), origin.url("/f1.bin"), origin.url("/f2.bin"), "-d", out])
+        #expect(add.status == 0, "\(add.stderr)")
+        #expect(add.lines.count == 3 && Set(add.lines).count == 3)
+        return (out, add.lines)
+    }
+
+    /// Where a file differs from the pattern (diagnostics).
+    static func mismatch(_ path: String, size: Int64, seed: UInt64) -> String {
+        guard let data = FileManager.default.contents(atPath: path) else { return "unreadable" }
+        let bytes = [UInt8](data)
+        guard let first = bytes.withUnsafeBytes({ TestPattern.firstMismatch(in: $0, offset: 0, seed: seed) }) else {
+            return "size \(data.count) of \(size), no wrong byte"
+        }
+        let expected = TestPattern.bytes(offset: 0, count: bytes.count, seed: seed)
+        let last = (first..<bytes.count).last { bytes[$0] != expected[$0] } ?? first
+        let zeros = bytes[first...last].allSatisfy { $0 == 0 }
+        return "size \(data.count) of \(size), wrong bytes \(first)...\(last)\(zeros ? " (all zero: a hole)" : "")"
+    }
+
     static func finished(_ events: [[String: Any]]) -> [[String: Any]] {
         events.filter { $0["event"] as? String == "finished" }
     }
@@ -24,13 +50,7 @@ struct DaemonProcessTests {
         defer { origin.shutdown() }
         Self.serve(origin, count: 3, bytesPerSecond: nil)
         let harness = try DaemonHarness()
-        try await harness.start()
-        let out = harness.scratch.file("out")
-        let add = try await harness.session(
-            "com.example.one", ["add", origin.url("/f0.bin"), origin.url("/f1.bin"), origin.url("/f2.bin"), "-d", out])
-        #expect(add.status == 0, "\(add.stderr)")
-        let ids = add.lines
-        #expect(ids.count == 3 && Set(ids).count == 3)
+        let (out, ids) = try await Self.startAndAddThree(harness, origin, "com.example.one")
 
         _ = try await harness.waitUntilAllEnded("com.example.one")
         let second = try await harness.session("com.example.one", ["events", "--json"])
@@ -64,12 +84,7 @@ struct DaemonProcessTests {
         // Slow enough that no file can finish before the kill even on a loaded machine.
         Self.serve(origin, count: 3, bytesPerSecond: 64 << 10)
         let harness = try DaemonHarness()
-        try await harness.start()
-        let out = harness.scratch.file("out")
-        let add = try await harness.session(
-            "kill", ["add", origin.url("/f0.bin"), origin.url("/f1.bin"), origin.url("/f2.bin"), "-d", out])
-        #expect(add.status == 0, "\(add.stderr)")
-        let ids = add.lines
+        let (out, ids) = try await Self.startAndAddThree(harness, origin, "kill")
         // Wait until every transfer has durable bytes, then kill the daemon without warning.
         let started = try await offloaded {
             let deadline = Date().addingTimeInterval(120)
@@ -100,7 +115,10 @@ struct DaemonProcessTests {
         let seqs = events.compactMap { $0["seq"] as? Int }
         #expect(seqs == seqs.sorted() && Set(seqs).count == seqs.count)
         for index in 0..<3 {
-            #expect(fileMatchesPattern(out + "/f\(index).bin", size: Self.size, seed: UInt64(40 + index)))
+            let path = out + "/f\(index).bin"
+            #expect(
+                fileMatchesPattern(path, size: Self.size, seed: UInt64(40 + index)),
+                "\(Self.mismatch(path, size: Self.size, seed: UInt64(40 + index))); requests: \(origin.requests("/f\(index).bin").map { ($0.connectionID, $0.header("Range") ?? "-") })\n\(harness.daemonLog)")
             // The restarted daemon continued from the bytes on disk.
             let ranges = origin.requests("/f\(index).bin").compactMap { $0.header("Range") }
             #expect(ranges.contains { $0.hasPrefix("bytes=") && !$0.hasPrefix("bytes=0-") }, "f\(index): \(ranges)")
@@ -119,8 +137,12 @@ struct DaemonProcessTests {
         chmod(harness.scratch.file("run"), 0o755)
         chmod(harness.socketPath, 0o666)
         // A copy the other user can execute wherever the build directory lives.
+        // Copied by cp in its own process: a copy written by this process could be open for writing in a
+        // child another test forks meanwhile, and then exec fails with ETXTBSY.
         let copy = harness.scratch.file("downloadkit")
-        try FileManager.default.copyItem(atPath: DaemonHarness.requireExecutable(), toPath: copy)
+        let original = try DaemonHarness.requireExecutable()
+        let copied = try await offloaded { try ProcessRunner.run("/bin/cp", [original, copy]) }
+        #expect(copied.succeeded, "\(copied.output)")
         chmod(copy, 0o755)
         let refused = try await harness.session(
             "shared", ["add", "http://127.0.0.1:9/x.bin", "-o", "/tmp/never-written.bin"],
@@ -145,8 +167,10 @@ struct DaemonProcessTests {
         #expect(add.status == 0, "\(add.stderr)")
         let tasks = try await harness.waitUntilAllEnded("opts")
         #expect(tasks.first?["state"] as? String == "completed" && tasks.first?["group"] as? String == "g", "\(tasks)")
-        #expect(fileMatchesPattern(file, size: 8 << 20, seed: 61))
         let requests = origin.requests("/big.bin")
+        #expect(
+            fileMatchesPattern(file, size: 8 << 20, seed: 61),
+            "\(Self.mismatch(file, size: 8 << 20, seed: 61)); requests: \(requests.map { ($0.connectionID, $0.header("Range") ?? "-") })\n\(harness.daemonLog)")
         #expect(Set(requests.map(\.connectionID)).count > 1, "one connection only: --connections did not reach the manager")
         #expect(requests.allSatisfy { $0.header("X-Token") == "t1" })
         #expect(try await harness.stop() == 0, "\(harness.daemonLog)")

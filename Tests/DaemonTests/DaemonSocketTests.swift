@@ -294,7 +294,11 @@ struct DaemonSocketTests {
         var finished: SessionEvent?
         for await event in session.events {
             if event.kind == .finished { finished = event }
-            try await session.acknowledge(upTo: event.seq)
+            do {
+                try await session.acknowledge(upTo: event.seq)
+            } catch {
+                Issue.record("acknowledge \(event.seq) (\(event.kind)): \(error)\n\(harness.daemonLog)")
+            }
             if event.kind == .finished { break }
         }
         #expect(finished?.task == id)
