@@ -10,6 +10,9 @@ let package = Package(
         .library(name: "DownloadKit", targets: ["DownloadKit"]),
         .library(name: "HTTPWire", targets: ["HTTPWire"]),
         .library(name: "HTTPClient", targets: ["HTTPClient"]),
+        .library(name: "DownloadKitSession", targets: ["DownloadKitSession"]),
+        .library(name: "DownloadKitDaemon", targets: ["DownloadKitDaemon"]),
+        .executable(name: "downloadkitd", targets: ["downloadkitd"]),
         .executable(name: "downloadkit", targets: ["downloadkit"]),
         .executable(name: "downloadkit-bench", targets: ["downloadkit-bench"]),
     ],
@@ -44,10 +47,25 @@ let package = Package(
         ),
         // A fault-injecting HTTP/1.1 origin on loopback plus an nginx harness (tests, demo, benchmarks).
         .target(name: "TestOrigin", dependencies: ["HTTPWire"]),
+        // Background sessions (docs/DAEMON.md): the wire protocol and client (Foundation only), the daemon.
+        .target(name: "DownloadKitSession"),
+        .target(
+            name: "DownloadKitDaemon",
+            dependencies: [
+                "DownloadKit", "DownloadKitSession", "HTTPClient",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(
+            name: "downloadkitd",
+            dependencies: ["DownloadKitDaemon", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
         .executableTarget(
             name: "downloadkit",
             dependencies: [
-                "DownloadKit", "TestOrigin",
+                "DownloadKit", "TestOrigin", "DownloadKitSession", "DownloadKitDaemon",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -72,5 +90,6 @@ let package = Package(
             resources: [.copy("Fixtures")]
         ),
         .testTarget(name: "ConformanceTests", dependencies: ["DownloadKit", "HTTPClient", "HTTPWire", "TestOrigin"]),
+        .testTarget(name: "DaemonTests", dependencies: ["DownloadKitSession", "DownloadKitDaemon", "DownloadKit", "TestOrigin"]),
     ]
 )

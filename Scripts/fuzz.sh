@@ -11,6 +11,7 @@
 #   netrc       .netrc tokenizer/parser: determinism and a quoted-token round trip
 #   cookies     Netscape cookie files and Set-Cookie storage rules: round trips, never to another host
 #   challenges  WWW-Authenticate grammar and Digest answers: no injected bytes, realm/nonce echoed exactly
+#   sessionprotocol  downloadkitd's socket framing and message decoding (split invariance, round trips)
 #
 # Seeds: Fuzz/corpus/<target>/ (committed golden inputs). New inputs go to Fuzz/corpus-work/<target>/
 # and crashing inputs to Fuzz/corpus-work/<target>-crash-… (both gitignored). Reproduce a crash with
@@ -27,7 +28,7 @@ case "$seconds" in
 esac
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(parser grammars filenames resumeinfo netrc cookies challenges)
+[ ${#targets[@]} -gt 0 ] || targets=(parser grammars filenames resumeinfo netrc cookies challenges sessionprotocol)
 
 wire=(Sources/HTTPWire/*.swift)
 dk=Sources/DownloadKit
@@ -41,6 +42,8 @@ sources_for() {
         netrc) echo "${wire[*]} Fuzz/FuzzSupport.swift Fuzz/FuzzNetrc.swift" ;;
         cookies) echo "${wire[*]} Fuzz/FuzzSupport.swift Fuzz/FuzzCookies.swift" ;;
         challenges) echo "${wire[*]} Fuzz/FuzzSupport.swift Fuzz/FuzzChallenges.swift" ;;
+        sessionprotocol) echo "Sources/DownloadKitSession/Framing.swift Sources/DownloadKitSession/SessionProtocol.swift" \
+            "Fuzz/FuzzSupport.swift Fuzz/FuzzSessionProtocol.swift" ;;
         *) return 1 ;;
     esac
 }
@@ -48,6 +51,7 @@ max_len_for() {
     case "$1" in
         parser) echo 4096 ;;
         resumeinfo) echo 16384 ;;
+        sessionprotocol) echo 8192 ;;
         *) echo 512 ;;
     esac
 }

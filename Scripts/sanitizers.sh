@@ -41,7 +41,7 @@ run_tsan() {
         tail -30 "$log"; echo "TSan build failed"; return 1
     fi
     local result=0
-    for suite in DownloadKitTests HTTPClientTests; do
+    for suite in DownloadKitTests HTTPClientTests DaemonTests; do
         echo "== TSan: test $suite"
         TSAN_OPTIONS="halt_on_error=0:second_deadlock_stack=1:${TSAN_OPTIONS:-}" \
             swift test --skip-build --sanitize=thread --scratch-path .build-tsan --filter "$suite" >>"$log" 2>&1 \

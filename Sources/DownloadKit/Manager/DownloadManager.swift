@@ -61,6 +61,10 @@ public actor DownloadManager {
         var limiter: TokenBucket
     }
 
+    /// A task metadata key whose value (a decimal count) sets that task's range connections, overriding
+    /// the configuration's `download.connections` (the daemon stores per-task connections this way).
+    public static let connectionsMetadataKey = "downloadkit.connections"
+
     /// A rate that never limits (a bucket always exists so a limit can be set while running).
     static let unlimitedRate = 1 << 50
 
@@ -554,6 +558,9 @@ public actor DownloadManager {
         var downloadConfiguration = configuration.download
         downloadConfiguration.rateLimit = nil
         downloadConfiguration.sharedRateLimiters += [globalLimiter, limiter]
+        if let connections = task.metadata[Self.connectionsMetadataKey].flatMap(Int.init), connections > 0 {
+            downloadConfiguration.connections = connections
+        }
         downloadConfiguration.progressInterval = min(
             downloadConfiguration.progressInterval, max(0.05, configuration.progressEventInterval))
         let request = DownloadRequest(
