@@ -218,7 +218,13 @@ public final class HTTPClient: Sendable {
             do {
                 return try exchange(
                     head: head, method: request.method, on: lease, cancellation: cancellation, buffer: buffer,
-                    onHead: onHead, onBody: onBody, onSpliced: onSpliced)
+                    onHead: { (head: ResponseHead) throws -> BodyDisposition in
+                        // Through an HTTP proxy, a 407 to an absolute-form request is the proxy's, not the origin's.
+                        if let proxy, proxy.kind == .http, request.url.scheme == .http, head.status == 407 {
+                            throw ProxyConnector.refusal(head, proxy: proxy, target: request.url.absoluteFormTarget)
+                        }
+                        return try onHead(head)
+                    }, onBody: onBody, onSpliced: onSpliced)
             } catch let failure as StaleConnection {
                 // The server closed the kept-alive connection before answering: retry once, fresh.
                 pool.release(lease, reusable: false)

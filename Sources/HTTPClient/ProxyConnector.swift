@@ -53,7 +53,7 @@ enum ProxyConnector {
     static func annotated(_ error: TransportError, proxy: ProxyURL) -> TransportError {
         var error = error
         let note = " (through proxy \(proxy))"
-        if !error.detail.hasSuffix(note) { error.detail += note }
+        if !error.detail.contains("\(proxy)") { error.detail += note }
         return error
     }
 
@@ -101,7 +101,8 @@ enum ProxyConnector {
         }
     }
 
-    private static func refusal(_ head: ResponseHead, proxy: ProxyURL, target: String) -> TransportError {
+    /// The typed error for a proxy's non-2xx answer (to CONNECT, or 407 to an absolute-form request).
+    static func refusal(_ head: ResponseHead, proxy: ProxyURL, target: String) -> TransportError {
         if head.status == 407 {
             let realm = head.headers.first(name: "Proxy-Authenticate").flatMap(HTTPConnectTunnel.realm(ofChallenge:))
             let realmText = realm.map { " (realm \"\($0)\")" } ?? ""
@@ -111,7 +112,7 @@ enum ProxyConnector {
                 : "it refused the credentials for user \"\(proxy.user ?? "")\""
             return TransportError(
                 .proxyAuthenticationRequired, operation: "CONNECT",
-                detail: "the proxy \(proxy) requires authentication\(realmText) for CONNECT \(target): \(why)")
+                detail: "the proxy \(proxy) requires authentication\(realmText) for \(target): \(why)")
         }
         let detail = "the proxy \(proxy) answered CONNECT \(target) with \(head.status) \(head.reason)"
         if [502, 503, 504].contains(head.status) {

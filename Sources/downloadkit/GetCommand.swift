@@ -67,6 +67,8 @@ struct GetCommand: AsyncParsableCommand {
     @Option(name: .customLong("progress"), help: "auto, bar, json or none (auto: bar on a terminal, none otherwise).")
     var progress: ProgressMode = .auto
 
+    @OptionGroup var network: NetworkOptions
+
     mutating func validate() throws {
         if urls.isEmpty && inputFile == nil { throw ValidationError("give at least one URL (or -i FILE)") }
         if output != nil && directory != nil { throw ValidationError("-o and -d cannot be used together") }
@@ -103,6 +105,12 @@ struct GetCommand: AsyncParsableCommand {
             connectTimeout: timeout, idleTimeout: timeout, maxConnectionsPerOrigin: max(8, connections))
         if insecure { clientConfiguration.tls.certificateVerification = .none }
         if let caCertificate { clientConfiguration.tls.additionalTrustRootFiles.append(caCertificate) }
+        do {
+            try network.apply(to: &clientConfiguration)
+        } catch {
+            FileHandle.standardError.write(Data("error: \(error.detail)\n".utf8))
+            throw ExitCode.validationFailure
+        }
         let client: HTTPClient
         do {
             client = try HTTPClient(configuration: clientConfiguration)

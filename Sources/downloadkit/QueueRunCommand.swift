@@ -42,6 +42,8 @@ struct QueueRunCommand: AsyncParsableCommand {
     @Flag(name: .customLong("start-paused-tasks"), help: "Also start the tasks paused with `queue pause`.")
     var startPausedTasks = false
 
+    @OptionGroup var network: NetworkOptions
+
     mutating func validate() throws {
         if maxConcurrent < 1 { throw ValidationError("--max-concurrent must be at least 1") }
         if connections < 1 || connections > 64 { throw ValidationError("--connections must be 1 to 64") }
@@ -54,6 +56,12 @@ struct QueueRunCommand: AsyncParsableCommand {
         var download = DownloadConfiguration()
         download.connections = connections
         download.client.maxConnectionsPerOrigin = max(8, connections)
+        do {
+            try network.apply(to: &download.client)
+        } catch {
+            QueueOutput.error(error.detail)
+            throw ExitCode.validationFailure
+        }
         let configuration = DownloadManagerConfiguration(
             maxConcurrentDownloads: maxConcurrent, download: download,
             globalRateLimit: limitRate.flatMap(RateParser.parse))
