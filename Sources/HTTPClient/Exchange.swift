@@ -221,7 +221,8 @@ public final class HTTPClient: Sendable {
                     onHead: { (head: ResponseHead) throws -> BodyDisposition in
                         // Through an HTTP proxy, a 407 to an absolute-form request is the proxy's, not the origin's.
                         if let proxy, proxy.kind == .http, request.url.scheme == .http, head.status == 407 {
-                            throw ProxyConnector.refusal(head, proxy: proxy, target: request.url.absoluteFormTarget)
+                            throw ProxyConnector.refusal(
+                                head, proxy: proxy, target: "GET \(request.url.absoluteFormTarget)", isConnect: false)
                         }
                         return try onHead(head)
                     }, onBody: onBody, onSpliced: onSpliced)
@@ -407,7 +408,7 @@ public final class HTTPClient: Sendable {
                     idleSince: monotonicSeconds())
             } catch {
                 pool.cancelReservation(origin: origin)
-                throw error
+                throw proxy.map { ProxyConnector.annotated(error, proxy: $0) } ?? error
             }
         }
     }

@@ -96,15 +96,18 @@ enum ProxyConnector {
             case .established:
                 return
             case .refused(let head):
-                throw refusal(head, proxy: proxy, target: target)
+                throw refusal(head, proxy: proxy, target: "CONNECT \(target)", isConnect: true)
             }
         }
     }
 
     /// The typed error for a proxy's non-2xx answer (to CONNECT, or 407 to an absolute-form request).
-    static func refusal(_ head: ResponseHead, proxy: ProxyURL, target: String) -> TransportError {
-        if head.status == 407 {
-            let realm = head.headers.first(name: "Proxy-Authenticate").flatMap(HTTPConnectTunnel.realm(ofChallenge:))
+    static func refusal(_ head: ResponseHead, proxy: ProxyURL, target: String, isConnect: Bool) -> TransportError {
+        // A CONNECT answer is always the proxy's own, so its 401 (tinyproxy's answer to wrong
+        // credentials) means the same as 407.
+        if head.status == 407 || (head.status == 401 && isConnect) {
+            let challenge = head.headers.first(name: "Proxy-Authenticate") ?? head.headers.first(name: "WWW-Authenticate")
+            let realm = challenge.flatMap(HTTPConnectTunnel.realm(ofChallenge:))
             let realmText = realm.map { " (realm \"\($0)\")" } ?? ""
             let why =
                 proxy.user == nil
@@ -114,7 +117,7 @@ enum ProxyConnector {
                 .proxyAuthenticationRequired, operation: "CONNECT",
                 detail: "the proxy \(proxy) requires authentication\(realmText) for \(target): \(why)")
         }
-        let detail = "the proxy \(proxy) answered CONNECT \(target) with \(head.status) \(head.reason)"
+        let detail = "the proxy \(proxy) answered \(target) with \(head.status) \(head.reason)"
         if [502, 503, 504].contains(head.status) {
             return TransportError.transient(.proxyConnectFailed, operation: "CONNECT", detail: detail)
         }
