@@ -8,6 +8,7 @@
 #   grammars    every header grammar, URL parsing and Location resolution
 #   filenames   Content-Disposition / URL names through FileNaming.sanitizedFileName
 #   resumeinfo  ResumeInfo.decode (DownloadKit plists, Apple resume data, keyed archives) round trips
+#   proxy       CONNECT answers split anywhere, SOCKS5 replies, NO_PROXY lists, IP text, proxy URLs
 #
 # Seeds: Fuzz/corpus/<target>/ (committed golden inputs). New inputs go to Fuzz/corpus-work/<target>/
 # and crashing inputs to Fuzz/corpus-work/<target>-crash-… (both gitignored). Reproduce a crash with
@@ -24,7 +25,7 @@ case "$seconds" in
 esac
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(parser grammars filenames resumeinfo)
+[ ${#targets[@]} -gt 0 ] || targets=(parser grammars filenames resumeinfo proxy)
 
 wire=(Sources/HTTPWire/*.swift)
 dk=Sources/DownloadKit
@@ -32,6 +33,7 @@ sources_for() {
     case "$1" in
         parser) echo "${wire[*]} Fuzz/FuzzSupport.swift Fuzz/FuzzParser.swift" ;;
         grammars) echo "${wire[*]} Fuzz/FuzzSupport.swift Fuzz/FuzzGrammars.swift" ;;
+        proxy) echo "${wire[*]} Fuzz/FuzzSupport.swift Fuzz/FuzzProxy.swift" ;;
         filenames) echo "${wire[*]} $dk/FileNaming.swift Fuzz/FuzzSupport.swift Fuzz/FuzzFileNames.swift" ;;
         resumeinfo) echo "$dk/ResumeInfo.swift $dk/ResumeInfoError.swift $dk/AppleResumeData.swift" \
             "$dk/KeyedArchive.swift $dk/FileNaming.swift Fuzz/FuzzSupport.swift Fuzz/FuzzResumeInfo.swift" ;;

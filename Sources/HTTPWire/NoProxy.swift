@@ -31,8 +31,9 @@ public struct NoProxyList: Sendable, Hashable, CustomStringConvertible {
     /// Never fails: an entry that is neither a valid address nor a CIDR range is taken as a name.
     public init(_ text: String) {
         entries = []
-        for raw in text.split(whereSeparator: { $0 == "," || $0 == " " || $0 == "\t" }) {
-            var token = String(raw)
+        // Split on bytes, not Characters: a combining mark after a comma must not hide the comma.
+        for raw in text.utf8.split(whereSeparator: { $0 == 0x2C || $0 == 0x20 || $0 == 0x09 }) {
+            var token = String(decoding: raw, as: UTF8.self)
             if token == "*" {
                 entries.append(.any)
                 continue
@@ -50,7 +51,13 @@ public struct NoProxyList: Sendable, Hashable, CustomStringConvertible {
                 token = String(token[..<colon])
             }
             let name = Self.normalizedName(token)
-            if !name.isEmpty { entries.append(.domain(name)) }
+            if name == "*" {
+                entries.append(.any)  // "*:80"
+            } else if let network = Self.parseNetwork(name) {
+                entries.append(network)  // "10.0.0.1." is the address
+            } else if !name.isEmpty, !name.contains(where: { $0 == ":" || $0 == "[" || $0 == "]" }) {
+                entries.append(.domain(name))  // ":", "[" or "]" cannot be in a host name: dropped
+            }
         }
     }
 
