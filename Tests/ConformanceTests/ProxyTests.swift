@@ -175,6 +175,26 @@ struct ProxyTests {
         #expect(entries.allSatisfy { $0.proxyAuthorization == nil })
     }
 
+    @Test func queueRunDownloadsThroughTheProxyGivenToIt() async throws {
+        let fixture = try await ProxyFixture.make()
+        let dir = try ScratchDirectory()
+        let state = dir.file("state")
+        let added = try await Self.runCLI(
+            ["queue", "--state", state, "add", fixture.url(https: true), "-o", dir.file("q.bin")], in: dir)
+        #expect(added.exitCode == 0, "\(added.output)")
+        let refused = try await Self.runCLI(
+            ["queue", "--state", state, "run", "--progress", "none",
+             "--proxy", fixture.microsocks.url(scheme: "socks5h", user: "bob", password: "nope")], in: dir)
+        #expect(refused.exitCode == 4 && refused.output.contains("refused the user name/password"), "\(refused.output)")
+        _ = try await Self.runCLI(["queue", "--state", state, "resume", "--all"], in: dir)
+        let run = try await Self.runCLI(
+            ["queue", "--state", state, "run", "--progress", "none",
+             "--proxy", fixture.microsocks.url(scheme: "socks5h", user: "bob", password: "pw")],
+            environment: ["SSL_CERT_FILE": fixture.certificates.caCertificatePath], in: dir)
+        #expect(run.exitCode == 0, "\(run.output)")
+        #expect(fileMatchesPattern(dir.file("q.bin"), size: ProxyFixture.size, seed: ProxyFixture.seed))
+    }
+
     @Test func noProxyFromTheEnvironmentOrTheCommandLineBypassesTheProxy() async throws {
         let fixture = try await ProxyFixture.make()
         let dir = try ScratchDirectory()

@@ -44,6 +44,17 @@ import Testing
         #expect(NoProxyList(c.list).matches(host: c.host) == c.bypasses)
     }
 
+    /// Fuzzer findings: every list reads back the same from its description.
+    @Test func oddEntriesRoundTrip() {
+        #expect(NoProxyList("*:80").entries == [.any])
+        #expect(NoProxyList("10.0.0.1.").entries == [.network(address: [10, 0, 0, 1], prefixLength: 32)])
+        #expect(NoProxyList(".[x],a:b:c").entries.isEmpty)
+        for text in ["a,\u{301}b", ".[\u{0}]:", "[::0]80,0.08,*:", "x\u{c}y, ::1 ,10.0.0.0/33"] {
+            let list = NoProxyList(text)
+            #expect(NoProxyList(list.description) == list, "\(text)")
+        }
+    }
+
     @Test func describesItsEntries() {
         #expect(NoProxyList(" .Example.com , 10.0.0.0/8,::1,*").description == "example.com,10.0.0.0/8,::1,*")
     }
