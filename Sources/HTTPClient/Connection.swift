@@ -97,11 +97,7 @@ public final class Connection {
         } else {
             addresses = try Resolver.resolve(host: host, port: port, deadline: deadline)
         }
-        switch options.addressFamily {
-        case .any: break
-        case .ipv4: addresses = addresses.filter { $0.family == AF_INET }
-        case .ipv6: addresses = addresses.filter { $0.family == AF_INET6 }
-        }
+        addresses = options.addressFamily.allowed(addresses)
         guard !addresses.isEmpty else {
             let family = options.addressFamily == .ipv4 ? "IPv4" : "IPv6"
             throw TransportError(

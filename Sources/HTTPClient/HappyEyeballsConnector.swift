@@ -1,5 +1,16 @@
 import Glibc
 
+extension AddressFamily {
+    /// The addresses of the allowed families (all for `.any`), in their order.
+    func allowed(_ addresses: [SocketAddress]) -> [SocketAddress] {
+        switch self {
+        case .any: addresses
+        case .ipv4: addresses.filter { $0.family == AF_INET }
+        case .ipv6: addresses.filter { $0.family == AF_INET6 }
+        }
+    }
+}
+
 /// How one address fared while a connection was being established.
 public struct ConnectAttempt: Sendable, Hashable, CustomStringConvertible {
     /// What happened to the attempt.

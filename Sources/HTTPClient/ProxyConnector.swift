@@ -229,12 +229,8 @@ enum ProxyConnector {
         func address(_ bytes: [UInt8]) -> SOCKS5.Address { bytes.count == 4 ? .ipv4(bytes) : .ipv6(bytes) }
         if let literal = IPAddressText.parse(url.host) { return address(literal) }
         if remoteDNS { return .domain(url.host) }
-        var resolved = try Resolver.resolve(host: url.host, port: url.effectivePort, deadline: deadline)
-        switch options.addressFamily {
-        case .any: break
-        case .ipv4: resolved = resolved.filter { $0.family == AF_INET }
-        case .ipv6: resolved = resolved.filter { $0.family == AF_INET6 }
-        }
+        let resolved = options.addressFamily.allowed(
+            try Resolver.resolve(host: url.host, port: url.effectivePort, deadline: deadline))
         guard let first = resolved.first, let bytes = IPAddressText.parse(first.ipAddress) else {
             throw TransportError(
                 .resolveFailed, operation: "getaddrinfo", detail: "\(url.host) has no usable address for the SOCKS5 proxy")

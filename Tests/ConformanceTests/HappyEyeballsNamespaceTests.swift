@@ -77,16 +77,10 @@ struct HappyEyeballsNamespaceTests {
                 guard status == 0 else { throw OriginError("\(command.0) \(command.1)", detail: output) }
             }
             // A listener on 127.0.0.1 in this namespace: the kernel completes handshakes for it.
-            let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-            defer { close(listener) }
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = UInt16(8080).bigEndian
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let bound = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            guard let listener = loopbackSocket(port: 8080, listening: true) else {
+                throw OriginError("listen in the namespace", errno: errno)
             }
-            guard bound == 0, listen(listener, 8) == 0 else { throw OriginError("listen in the namespace", errno: errno) }
+            defer { close(listener) }
 
             let connection = try Connection.connect(
                 host: "he.test", port: 8080, tls: nil, serverName: nil, deadline: .after(seconds: 30),

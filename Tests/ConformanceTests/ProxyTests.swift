@@ -322,16 +322,8 @@ final class ScriptedProxy: @unchecked Sendable {
 
     init(_ mode: Mode) throws {
         self.mode = mode
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard fd >= 0, bound == 0, listen(fd, 16) == 0 else {
-            if fd >= 0 { close(fd) }
-            throw OriginError("ScriptedProxy bind", errno: errno)
+        guard let fd = loopbackSocket(port: 0, listening: true) else {
+            throw OriginError("ScriptedProxy listen", errno: errno)
         }
         var storage = sockaddr_in()
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
@@ -430,15 +422,8 @@ final class ScriptedProxy: @unchecked Sendable {
         guard line.hasPrefix("CONNECT "), let portText = line.split(separator: " ")[1].split(separator: ":").last,
             let port = UInt16(portText)
         else { return finish(client) }
-        let upstream = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = port.bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(upstream, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0, track(upstream), send(client, Array("HTTP/1.1 200 Connection established\r\n\r\n".utf8))
+        guard let upstream = loopbackSocket(port: port, listening: false) else { return finish(client) }
+        guard track(upstream), send(client, Array("HTTP/1.1 200 Connection established\r\n\r\n".utf8))
         else { return finish(client, upstream) }
         var relayed = 0
         var buffer = [UInt8](repeating: 0, count: 64 << 10)
@@ -461,4 +446,28 @@ final class ScriptedProxy: @unchecked Sendable {
         }
         finish(client, upstream)
     }
+}
+
+/// A blocking TCP socket for 127.0.0.1:`port`: bound and listening (`port` 0: a free port), or
+/// connected to it. `nil` on failure (`errno` tells why).
+func loopbackSocket(port: UInt16, listening: Bool) -> Int32? {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard fd >= 0 else { return nil }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = port.bigEndian
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let size = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let ok = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+            listening ? bind(fd, pointer, size) == 0 && listen(fd, 16) == 0 : connect(fd, pointer, size) == 0
+        }
+    }
+    guard ok else {
+        let saved = errno
+        close(fd)
+        errno = saved
+        return nil
+    }
+    return fd
 }
