@@ -152,4 +152,20 @@ struct HappyEyeballsNamespaceTests {
         let listing = (try? String(contentsOfFile: dir + "/counter.txt", encoding: .utf8)) ?? ""
         #expect(droppedSYNs(listing) == 1, "one IPv6 SYN for the first connection only; later ones went IPv4 first: \(listing)")
     }
+
+    /// `-4` and `-6` restrict the families the CLI may use, with an error that says what is missing.
+    @Test func addressFamilyFlagsRestrictTheCLI() async throws {
+        let origin = try FaultOrigin()  // listens on 127.0.0.1 only
+        origin.serve("/f.bin", .resource(Resource(size: 64 << 10, seed: 5)))
+        let dir = try ScratchDirectory()
+        let v4 = try await ProxyTests.runCLI(
+            ["get", "http://localhost:\(origin.port)/f.bin", "-o", dir.file("f.bin"), "-4", "--progress", "none"], in: dir)
+        #expect(v4.exitCode == 0, "\(v4.output)")
+        #expect(fileMatchesPattern(dir.file("f.bin"), size: 64 << 10, seed: 5))
+        let v6 = try await ProxyTests.runCLI(
+            ["get", origin.url("/f.bin"), "-o", dir.file("g.bin"), "-6", "--progress", "none", "--retries", "0"], in: dir)
+        #expect(v6.exitCode == 4 && v6.output.contains("127.0.0.1 has no IPv6 address"), "\(v6.output)")
+        let both = try await ProxyTests.runCLI(["get", origin.url("/f.bin"), "-4", "-6"], in: dir)
+        #expect(both.exitCode == 64, "\(both.output)")
+    }
 }
