@@ -108,7 +108,9 @@ struct HappyEyeballsNamespaceTests {
         let seed: UInt64 = 0x4E
         try FileManager.default.createDirectory(atPath: dir + "/www", withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: dir + "/tmp", withIntermediateDirectories: true)
-        try Data(TestPattern.bytes(offset: 0, count: size, seed: seed)).write(to: URL(fileURLWithPath: dir + "/www/file.bin"))
+        try await offloaded {
+            try Data(TestPattern.bytes(offset: 0, count: size, seed: seed)).write(to: URL(fileURLWithPath: dir + "/www/file.bin"))
+        }
         try dropRules.write(toFile: dir + "/rules.nft", atomically: true, encoding: .utf8)
         try "\(blackHole) he.test\n127.0.0.1 he.test\n127.0.0.1 localhost\n"
             .write(toFile: dir + "/hosts", atomically: true, encoding: .utf8)
@@ -144,7 +146,7 @@ struct HappyEyeballsNamespaceTests {
             try runHere("unshare", ["-n", "-m", "bash", dir + "/run.sh"], scratch: scratch)
         }
         #expect(status == 0, "\(output)\n\((try? String(contentsOfFile: dir + "/error.log", encoding: .utf8)) ?? "")")
-        #expect(fileMatchesPattern(dir + "/out.bin", size: Int64(size), seed: seed))
+        #expect(try await offloaded { fileMatchesPattern(dir + "/out.bin", size: Int64(size), seed: seed) })
         let log = (try? String(contentsOfFile: dir + "/access.log", encoding: .utf8)) ?? ""
         let lines = log.split(separator: "\n")
         #expect(lines.count >= 2 && lines.allSatisfy { $0.hasPrefix("127.0.0.1 ") }, "all requests over IPv4: \(log)")
