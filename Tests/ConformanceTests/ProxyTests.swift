@@ -93,8 +93,9 @@ struct ProxyTests {
         }
     }
 
-    /// Starts the CLI at 2 MB/s (`--limit-rate`) and kills it with SIGKILL once the partial file
-    /// holds at least `bytes`.
+    /// Starts the CLI at 256 KB/s (`--limit-rate`, so the 6 MiB file needs 24 s) and kills it with
+    /// SIGKILL once the partial file holds at least `bytes`. Polls on its own thread, so a busy
+    /// cooperative pool cannot delay the kill until the download is done.
     static func killMidway(_ arguments: [String], in dir: ScratchDirectory, partial: String, bytes: Int64) async throws
         -> Int64
     {
@@ -103,21 +104,21 @@ struct ProxyTests {
         defer { try? FileManager.default.removeItem(atPath: log) }
         let child = try ChildProcess(
             "/usr/bin/env",
-            ["-u", "http_proxy", "-u", "https_proxy", "-u", "all_proxy", executable] + arguments + ["--limit-rate", "2M"],
+            ["-u", "http_proxy", "-u", "https_proxy", "-u", "all_proxy", executable] + arguments + ["--limit-rate", "256K"],
             outputPath: log)
-        var size: Int64 = 0
-        var polls = 0
-        for _ in 0..<2000 {
-            polls += 1
-            size = dir.size(partial) ?? 0
-            if size >= bytes || !child.isRunning { break }
-            try await Task.sleep(for: .milliseconds(5))
+        let (size, status) = try await offloaded { () -> (Int64, Int32?) in
+            var size: Int64 = 0
+            for _ in 0..<12_000 where child.isRunning {  // at most 60 s
+                size = dir.size(partial) ?? 0
+                if size >= bytes { break }
+                usleep(5_000)
+            }
+            kill(child.pid, SIGKILL)
+            _ = child.waitForExit(timeout: 10)
+            return (size, child.terminationStatus)
         }
-        let status = child.terminationStatus
-        kill(child.pid, SIGKILL)
-        _ = try await offloaded { child.waitForExit(timeout: 10) }
         let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-        #expect(size >= bytes, "the first run wrote \(size) bytes before the kill (\(polls) polls, exit status \(String(describing: status)), files \(dir.contents)): \(output)")
+        #expect(size >= bytes, "the first run wrote \(size) bytes before the kill (exit status \(String(describing: status)), files \(dir.contents)): \(output)")
         return dir.size(partial) ?? 0
     }
 
@@ -132,7 +133,7 @@ struct ProxyTests {
             "get", fixture.url(https: route.https), "-o", dir.file("f.bin"), "--proxy", proxy,
             "--cacert", fixture.certificates.caCertificatePath, "--progress", "none",
         ]
-        let killedAt = try await Self.killMidway(arguments, in: dir, partial: "f.bin.dkpart", bytes: 512 << 10)
+        let killedAt = try await Self.killMidway(arguments, in: dir, partial: "f.bin.dkpart", bytes: 256 << 10)
         let rerun = try await Self.runCLI(arguments, in: dir)
         #expect(rerun.exitCode == 0, "\(rerun.output)")
         #expect(try await Self.matchesPattern(dir.file("f.bin")))
@@ -280,7 +281,7 @@ struct ProxyTests {
             "get", fixture.url(https: true), "-o", dir.file("h.bin"), "--cacert", fixture.certificates.caCertificatePath,
             "--progress", "none",
         ]
-        let partial = try await Self.killMidway(direct, in: dir, partial: "h.bin.dkpart", bytes: 256 << 10)
+        let partial = try await Self.killMidway(direct, in: dir, partial: "h.bin.dkpart", bytes: 128 << 10)
 
         let viaProxy = try await Self.runCLI(
             direct + ["--proxy", "http://u:p@127.0.0.1:\(proxy.port)", "--retries", "0"], in: dir)
