@@ -50,6 +50,16 @@ private final class ProxyFixture: @unchecked Sendable {
         try await offloaded { try ProxyFixture() }
     }
 
+    /// Stops the servers off the cooperative pool (each stop waits for a process to exit); the
+    /// deinit's stops are then no-ops.
+    func shutdown() async {
+        _ = try? await offloaded { [self] in
+            nginx.stop()
+            tinyproxy.stop()
+            microsocks.stop()
+        }
+    }
+
     /// `http(s)://localhost:PORT/file.bin`.
     func url(https: Bool, host: String = "localhost") -> String {
         https ? nginx.tlsURL(site: "valid", path: "/file.bin", host: host)! : nginx.httpURL("/file.bin", host: host)
@@ -71,7 +81,9 @@ enum ProxyRoute: String, CaseIterable, Sendable, CustomTestStringConvertible {
     var testDescription: String { rawValue }
 }
 
-@Suite(.timeLimit(.minutes(5)))
+/// Serialized: each case starts nginx, two proxies and generates certificates; one at a time keeps the
+/// suite from starving the timing-sensitive tests that run beside it on a 2-core machine.
+@Suite(.serialized, .timeLimit(.minutes(5)))
 struct ProxyTests {
     /// Whether `path` holds the fixture's file, checked off the cooperative pool (6 MiB of pattern).
     static func matchesPattern(_ path: String) async throws -> Bool {
@@ -163,6 +175,7 @@ struct ProxyTests {
         #expect(refused.exitCode == 4, "\(refused.output)")
         let cause = route.scheme == "http" ? "requires authentication (realm \"Tinyproxy\")" : "refused the user name/password"
         #expect(refused.output.contains("error:") && refused.output.contains(cause), "\(refused.output)")
+        await fixture.shutdown()
     }
 
     @Test func segmentsShareTunnelsThroughTheProxy() async throws {
@@ -179,6 +192,7 @@ struct ProxyTests {
         // Kept-alive tunnels were reused: fewer TLS connections than requests.
         #expect(Set(entries.map(\.connection)).count < entries.count, "\(entries.map(\.connection))")
         #expect(entries.allSatisfy { $0.proxyAuthorization == nil })
+        await fixture.shutdown()
     }
 
     @Test func queueRunDownloadsThroughTheProxyGivenToIt() async throws {
@@ -199,6 +213,7 @@ struct ProxyTests {
             environment: ["SSL_CERT_FILE": fixture.certificates.caCertificatePath], in: dir)
         #expect(run.exitCode == 0, "\(run.output)")
         #expect(try await Self.matchesPattern(dir.file("q.bin")))
+        await fixture.shutdown()
     }
 
     @Test func noProxyFromTheEnvironmentOrTheCommandLineBypassesTheProxy() async throws {
@@ -229,6 +244,7 @@ struct ProxyTests {
         let badVariable = try await Self.runCLI(
             ["get", url, "-o", dir.file("d.bin"), "--progress", "none"], environment: ["http_proxy": "ftp://x"], in: dir)
         #expect(badVariable.exitCode == 64 && badVariable.output.contains("http_proxy"), "\(badVariable.output)")
+        await fixture.shutdown()
     }
 
     /// Origin credentials go inside the tunnel only; the proxy sees the CONNECT line with its own
@@ -258,6 +274,7 @@ struct ProxyTests {
         let entry = try #require(try await offloaded { try fixture.nginx.accessLog(waitingFor: 1) }.last)
         #expect(entry.authorization == "Basic " + Base64.encode("origin-user:origin-pw"))
         #expect(entry.proxyAuthorization == nil, "a caller's Proxy-Authorization never enters the tunnel")
+        await fixture.shutdown()
     }
 
     enum HostileCase: String, CaseIterable, Sendable, CustomTestStringConvertible {
@@ -301,6 +318,7 @@ struct ProxyTests {
         let finish = try await Self.runCLI(direct, in: dir)
         #expect(finish.exitCode == 0, "\(finish.output)")
         #expect(try await Self.matchesPattern(dir.file("h.bin")))
+        await fixture.shutdown()
     }
 }
 
