@@ -12,6 +12,7 @@
 #   cookies     Netscape cookie files and Set-Cookie storage rules: round trips, never to another host
 #   challenges  WWW-Authenticate grammar and Digest answers: no injected bytes, realm/nonce echoed exactly
 #   sessionprotocol  downloadkitd's socket framing and message decoding (split invariance, round trips)
+#   proxy       CONNECT answers split anywhere, SOCKS5 replies, NO_PROXY lists, IP text, proxy URLs
 #
 # Seeds: Fuzz/corpus/<target>/ (committed golden inputs). New inputs go to Fuzz/corpus-work/<target>/
 # and crashing inputs to Fuzz/corpus-work/<target>-crash-… (both gitignored). Reproduce a crash with
@@ -28,7 +29,7 @@ case "$seconds" in
 esac
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(parser grammars filenames resumeinfo netrc cookies challenges sessionprotocol)
+[ ${#targets[@]} -gt 0 ] || targets=(parser grammars filenames resumeinfo netrc cookies challenges sessionprotocol proxy)
 
 wire=(Sources/HTTPWire/*.swift)
 dk=Sources/DownloadKit
@@ -36,6 +37,7 @@ sources_for() {
     case "$1" in
         parser) echo "${wire[*]} Fuzz/FuzzSupport.swift Fuzz/FuzzParser.swift" ;;
         grammars) echo "${wire[*]} Fuzz/FuzzSupport.swift Fuzz/FuzzGrammars.swift" ;;
+        proxy) echo "${wire[*]} Fuzz/FuzzSupport.swift Fuzz/FuzzProxy.swift" ;;
         filenames) echo "${wire[*]} $dk/FileNaming.swift Fuzz/FuzzSupport.swift Fuzz/FuzzFileNames.swift" ;;
         resumeinfo) echo "$dk/ResumeInfo.swift $dk/ResumeInfoError.swift $dk/AppleResumeData.swift" \
             "$dk/KeyedArchive.swift $dk/FileNaming.swift Fuzz/FuzzSupport.swift Fuzz/FuzzResumeInfo.swift" ;;

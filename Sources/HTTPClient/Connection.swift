@@ -1,4 +1,5 @@
 import Glibc
+import HTTPWire
 
 /// A connected TCP socket, optionally with TLS on top, with deadline-bounded blocking I/O.
 ///
@@ -21,6 +22,12 @@ public final class Connection {
     public private(set) var negotiatedALPN: String?
     /// The negotiated TLS version ("TLSv1.2", "TLSv1.3"), or `nil` for plain connections.
     public private(set) var tlsVersion: String?
+    /// Every address tried while connecting and what became of it (Happy Eyeballs, RFC 8305).
+    public internal(set) var connectAttempts: [ConnectAttempt] = []
+    /// The IP version of the connection to the peer (`.ipv4` or `.ipv6`).
+    public internal(set) var addressFamily: AddressFamily = .any
+    /// The proxy this connection goes through, or `nil` for a direct connection.
+    public internal(set) var proxy: ProxyURL?
 
     private let control: ConnectionControl
     private var tls: TLSSession?
@@ -45,13 +52,13 @@ public final class Connection {
 
     // MARK: - Connecting
 
-    /// Resolves `host`, connects to the first address that accepts, and runs the TLS handshake when
-    /// `tls` is given.
+    /// Resolves `host`, connects with Happy Eyeballs, and runs the TLS handshake when `tls` is given.
     ///
-    /// Addresses from `getaddrinfo` (IPv4 and IPv6) are tried in order, each with a non-blocking
-    /// `connect` bounded by `poll`. Every address but the last gets at most half of the remaining
-    /// time, so one black-holed address cannot use up the whole budget. Sockets are close-on-exec,
-    /// have `TCP_NODELAY`, and never raise `SIGPIPE`.
+    /// Addresses from `getaddrinfo` (IPv4 and IPv6) are raced per RFC 8305: families interleaved
+    /// (IPv6 first, or the family in `options.preferredFamily`), a new non-blocking `connect` every
+    /// 250 ms while earlier ones are pending, or at once when one fails; the first to connect wins
+    /// and the others are closed (see ``connectAttempts``). Sockets are close-on-exec, have
+    /// `TCP_NODELAY`, and never raise `SIGPIPE`.
     ///
     /// With TLS, the server name is sent as SNI (not for IP literals) and the certificate is checked
     /// against it (`SSL_set1_host`, or the IP address for IP literals) when the context verifies.
@@ -61,81 +68,66 @@ public final class Connection {
     ///   - tls: The TLS context, or `nil` for plain TCP.
     ///   - serverName: The name for SNI and certificate checks; `nil` means `host`.
     ///   - deadline: When resolving, connecting and the handshake together must be done.
+    ///   - options: Address family restrictions, preferences and resolver overrides.
     /// - Returns: The open connection.
     /// - Throws: `.resolveFailed`, `.connectFailed` (with `errno`; transient for refused/unreachable),
     ///   `.connectTimeout`, a certificate code, `.tlsHandshakeFailed`, `.connectionClosed`/`.connectionReset`.
     public static func connect(
-        host: String, port: Int, tls: TLSContext?, serverName: String?, deadline: Deadline
+        host: String, port: Int, tls: TLSContext?, serverName: String?, deadline: Deadline,
+        options: ConnectOptions = ConnectOptions()
     ) throws(TransportError) -> Connection {
-        let addresses = try Resolver.resolve(host: host, port: port, deadline: deadline)
-        let (fd, address) = try connectFirst(of: addresses, host: host, deadline: deadline)
-        let connection = Connection(fileDescriptor: fd, remoteAddress: address)
+        let connection = try openTCP(host: host, port: port, deadline: deadline, options: options)
         if let tls {
             // On failure `connection` is released, which closes the socket.
-            let session = try TLSSession(
-                context: tls, fd: fd, control: connection.control, serverName: serverName ?? host)
-            connection.tls = session
-            try session.handshake(deadline: deadline)
-            connection.negotiatedALPN = session.negotiatedALPN
-            connection.tlsVersion = session.protocolVersion
+            try connection.startTLS(context: tls, serverName: serverName ?? host, deadline: deadline)
         }
         return connection
     }
 
-    /// Tries each address in turn; returns the first connected socket.
-    private static func connectFirst(
-        of addresses: [SocketAddress], host: String, deadline: Deadline
-    ) throws(TransportError) -> (Int32, SocketAddress) {
-        var failures: [(SocketAddress, TransportError)] = []
-        for (index, address) in addresses.enumerated() {
-            if deadline.hasPassed { break }
-            var attemptDeadline = deadline
-            if index < addresses.count - 1 && deadline != .distantFuture {
-                let half = Double(deadline.remainingMilliseconds) / 2000
-                attemptDeadline = min(deadline, Deadline.after(seconds: max(half, 0.05)))
+    /// Resolves `host` (or takes `options.addressOverride`), filters by family and races the
+    /// addresses. Plain TCP; the caller may then speak a proxy protocol or start TLS.
+    static func openTCP(
+        host: String, port: Int, deadline: Deadline, options: ConnectOptions
+    ) throws(TransportError) -> Connection {
+        var addresses: [SocketAddress] = []
+        if let override = options.addressOverride {
+            for literal in override {
+                addresses += try Resolver.resolve(host: literal, port: port, deadline: deadline)
             }
-            do {
-                return (try connectOne(to: address, deadline: attemptDeadline), address)
-            } catch {
-                failures.append((address, error))
-            }
+        } else {
+            addresses = try Resolver.resolve(host: host, port: port, deadline: deadline)
         }
-        guard let last = failures.last else {
+        addresses = options.addressFamily.allowed(addresses)
+        guard !addresses.isEmpty else {
+            let family = options.addressFamily == .ipv4 ? "IPv4" : "IPv6"
             throw TransportError(
-                .connectTimeout, operation: "connect", detail: "the deadline passed before connecting to \(host)")
+                .resolveFailed, operation: "getaddrinfo",
+                detail: "\(IPAddressLiteral.unbracketed(host)) has no \(family) address")
         }
-        var error = last.1
-        if deadline.hasPassed && failures.contains(where: { $0.1.code == .connectTimeout }) {
-            error = TransportError(.connectTimeout, operation: "connect", detail: "")
-        }
-        let attempts = failures.map { "\($0.0): \($0.1.detail)" }.joined(separator: "; ")
-        error.detail = "could not connect to \(host) (\(attempts))"
-        throw error
+        let families = addresses.map { $0.family == AF_INET6 ? HappyEyeballs.Family.v6 : .v4 }
+        let preferred: HappyEyeballs.Family? =
+            switch options.preferredFamily {
+            case .ipv4: .v4
+            case .ipv6: .v6
+            default: nil
+            }
+        let ordered = HappyEyeballs.order(families: families, preferring: preferred).map { addresses[$0] }
+        let delay = UInt64(max(0.001, options.attemptDelay) * 1e9)
+        let (fd, address, attempts) = try HappyEyeballsConnector.connect(
+            to: ordered, host: host, deadline: deadline, delay: delay)
+        let connection = Connection(fileDescriptor: fd, remoteAddress: address)
+        connection.connectAttempts = attempts
+        connection.addressFamily = address.family == AF_INET6 ? .ipv6 : .ipv4
+        return connection
     }
 
-    /// One non-blocking connect bounded by `deadline`; closes the socket on failure.
-    private static func connectOne(to address: SocketAddress, deadline: Deadline) throws(TransportError) -> Int32 {
-        let fd = try Socket.makeStreamSocket(family: address.family)
-        if let error = Socket.startConnect(fd, to: address) {
-            _ = Glibc.close(fd)
-            throw TransportError(.connectFailed, errno: error.rawValue, operation: "connect", detail: error.description)
-        }
-        switch Socket.poll(fd, for: .writable, deadline: deadline) {
-        case .success(.none):
-            _ = Glibc.close(fd)
-            throw TransportError(.connectTimeout, operation: "connect", detail: "timed out")
-        case .failure(let error):
-            _ = Glibc.close(fd)
-            throw TransportError(
-                .systemCall, errno: error.rawValue, operation: "poll", detail: "waiting for connect failed: \(error)")
-        case .success(.some):
-            if let error = Socket.pendingError(fd) {
-                _ = Glibc.close(fd)
-                throw TransportError(
-                    .connectFailed, errno: error.rawValue, operation: "connect", detail: error.description)
-            }
-            return fd
-        }
+    /// Runs the TLS handshake on this (plain, possibly tunnelled) connection.
+    func startTLS(context: TLSContext, serverName: String, deadline: Deadline) throws(TransportError) {
+        let session = try TLSSession(context: context, fd: fileDescriptor, control: control, serverName: serverName)
+        tls = session
+        try session.handshake(deadline: deadline)
+        negotiatedALPN = session.negotiatedALPN
+        tlsVersion = session.protocolVersion
     }
 
     // MARK: - I/O

@@ -1,6 +1,17 @@
 import Foundation
 import HTTPWire
 
+/// What a pooled connection is good for: requests to one origin over one route (direct, or through
+/// one proxy). Connections through different proxies, or direct and proxied, are never shared.
+struct ConnectionKey: Sendable, Hashable, CustomStringConvertible {
+    /// The origin the requests go to.
+    var origin: Origin
+    /// The proxy in between, or `nil`.
+    var proxy: ProxyURL?
+
+    var description: String { proxy.map { "\(origin) via \($0)" } ?? origin.description }
+}
+
 /// A connection taken from the pool for exactly one exchange.
 ///
 /// `@unchecked Sendable`: a `Connection` belongs to one thread at a time. The pool hands a lease to
@@ -8,7 +19,7 @@ import HTTPWire
 /// wrapped connection at once; the lock's acquire/release orders their accesses.
 final class ConnectionLease: @unchecked Sendable {
     let connection: Connection
-    let origin: Origin
+    let origin: ConnectionKey
     /// Whether this connection already carried at least one exchange before this one.
     let isReused: Bool
     /// A number identifying the connection within its pool, for logs and tests.
@@ -16,7 +27,7 @@ final class ConnectionLease: @unchecked Sendable {
     /// When the connection was last returned to the pool (monotonic seconds).
     var idleSince: Double
 
-    init(connection: Connection, origin: Origin, isReused: Bool, connectionID: Int, idleSince: Double) {
+    init(connection: Connection, origin: ConnectionKey, isReused: Bool, connectionID: Int, idleSince: Double) {
         self.connection = connection
         self.origin = origin
         self.isReused = isReused
@@ -38,7 +49,9 @@ final class ConnectionPool: Sendable {
     }
 
     private struct State {
-        var origins: [Origin: OriginState] = [:]
+        var origins: [ConnectionKey: OriginState] = [:]
+        /// The address family that last won Happy Eyeballs per dialled "host:port".
+        var families: [String: AddressFamily] = [:]
         var nextConnectionID = 1
         var connectionsOpened = 0
     }
@@ -65,11 +78,25 @@ final class ConnectionPool: Sendable {
         return state.connectionsOpened
     }
 
-    /// How many idle connections the pool holds for `origin`.
-    func idleCount(for origin: Origin) -> Int {
+    /// How many idle connections the pool holds for `origin` (through `proxy`).
+    func idleCount(for origin: Origin, proxy: ProxyURL? = nil) -> Int {
         condition.lock()
         defer { condition.unlock() }
-        return state.origins[origin]?.idle.count ?? 0
+        return state.origins[ConnectionKey(origin: origin, proxy: proxy)]?.idle.count ?? 0
+    }
+
+    /// The family that won the last connection to `hostAndPort`, tried first next time.
+    func preferredFamily(for hostAndPort: String) -> AddressFamily? {
+        condition.lock()
+        defer { condition.unlock() }
+        return state.families[hostAndPort]
+    }
+
+    /// Remembers the family a connection to `hostAndPort` used.
+    func recordFamily(_ family: AddressFamily, for hostAndPort: String) {
+        condition.lock()
+        state.families[hostAndPort] = family
+        condition.unlock()
     }
 
     enum Slot {
@@ -79,7 +106,7 @@ final class ConnectionPool: Sendable {
 
     /// Takes an idle connection or reserves the right to open a new one. Blocks while the origin is at
     /// its bound. `preferFresh` skips idle connections (used for the one retry after a stale reuse).
-    func reserve(origin: Origin, deadline: Deadline, preferFresh: Bool, isCancelled: () -> Bool) throws(TransportError)
+    func reserve(origin: ConnectionKey, deadline: Deadline, preferFresh: Bool, isCancelled: () -> Bool) throws(TransportError)
         -> Slot
     {
         var stale: [ConnectionLease] = []
@@ -133,7 +160,7 @@ final class ConnectionPool: Sendable {
     }
 
     /// Gives back a reserved slot whose connection could not be opened.
-    func cancelReservation(origin: Origin) {
+    func cancelReservation(origin: ConnectionKey) {
         condition.lock()
         state.origins[origin, default: OriginState()].open -= 1
         condition.broadcast()

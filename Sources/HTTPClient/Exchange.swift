@@ -157,12 +157,16 @@ public final class HTTPClient: Sendable {
     /// Built on the first `https` connection, then shared: plain-HTTP clients never pay for it.
     private let tlsContext = LockedValue<TLSContext?>(nil)
     let pool: ConnectionPool
+    /// The proxies in effect (the environment read once, at creation, when so configured).
+    public let proxies: ProxyConfiguration
 
     /// Creates a client. The TLS context is built once, on the first `https` request.
     /// - Throws: `TransportError` (`.tlsFailed`) when an extra CA file in the TLS configuration cannot
-    ///   be read, so a wrong `--cacert` fails at once rather than at the first https request.
+    ///   be read, so a wrong `--cacert` fails at once rather than at the first https request;
+    ///   `.invalidProxy` when a proxy variable in the environment is not a usable proxy URL.
     public init(configuration: HTTPClientConfiguration = HTTPClientConfiguration()) throws(TransportError) {
         self.configuration = configuration
+        self.proxies = try configuration.proxy.resolved()
         for path in configuration.tls.additionalTrustRootFiles where access(path, R_OK) != 0 {
             throw TransportError(
                 .tlsFailed, errno: errno, operation: "access",
@@ -259,19 +263,31 @@ public final class HTTPClient: Sendable {
         onBody: (UnsafeRawBufferPointer) throws -> Void,
         onSpliced: (Int) throws -> Void
     ) throws -> ExchangeSummary {
-        let head = try encodeHead(request)
+        let proxy = proxies.proxy(for: request.url)
+        let head = try encodeHead(request, proxy: proxy)
         var preferFresh = false
         while true {
-            let lease = try acquire(for: request.url, preferFresh: preferFresh, cancellation: cancellation)
+            let lease = try acquire(for: request.url, proxy: proxy, preferFresh: preferFresh, cancellation: cancellation)
             do {
                 return try exchange(
                     head: head, method: request.method, on: lease, cancellation: cancellation, buffer: buffer,
-                    onHead: onHead, onBody: onBody, onSpliced: onSpliced)
+                    onHead: { (head: ResponseHead) throws -> BodyDisposition in
+                        // Through an HTTP proxy, a 407 to an absolute-form request is the proxy's, not the origin's.
+                        if let proxy, proxy.kind == .http, request.url.scheme == .http, head.status == 407 {
+                            throw ProxyConnector.refusal(
+                                head, proxy: proxy, target: "GET \(request.url.absoluteFormTarget)", isConnect: false)
+                        }
+                        return try onHead(head)
+                    }, onBody: onBody, onSpliced: onSpliced)
             } catch let failure as StaleConnection {
                 // The server closed the kept-alive connection before answering: retry once, fresh.
                 pool.release(lease, reusable: false)
                 if preferFresh { throw failure.error }
                 preferFresh = true
+            } catch let error as TransportError {
+                pool.release(lease, reusable: false)
+                // Name the proxy: "closed early" means something else when a proxy sits in between.
+                throw proxy.map { ProxyConnector.annotated(error, proxy: $0) } ?? error
             } catch {
                 pool.release(lease, reusable: false)
                 throw error
@@ -382,7 +398,11 @@ public final class HTTPClient: Sendable {
         let error: TransportError
     }
 
-    private func encodeHead(_ request: HTTPRequest) throws(WireError) -> [UInt8] {
+    /// The request head. Through an HTTP proxy, `http` requests use the absolute form and carry the
+    /// proxy's `Proxy-Authorization`; in tunnels (CONNECT, SOCKS5) a caller's `Proxy-Authorization`
+    /// is dropped so proxy credentials never reach the origin.
+    private func encodeHead(_ request: HTTPRequest, proxy: ProxyURL?) throws(WireError) -> [UInt8] {
+        let viaHTTPProxy = proxy?.kind == .http && request.url.scheme == .http
         var headers = HTTPHeaders()
         if !request.headers.contains(name: "User-Agent") {
             headers.add(name: "User-Agent", value: configuration.userAgent)
@@ -398,18 +418,24 @@ public final class HTTPClient: Sendable {
             headers.add(name: "Authorization", value: basic)
         }
         for field in request.headers where !HTTPHeaders.namesEqual(field.name, "Host") {
+            if proxy != nil && HTTPHeaders.namesEqual(field.name, "Proxy-Authorization") {
+                if !viaHTTPProxy || proxy?.basicAuthorization != nil { continue }
+            }
             headers.add(name: field.name, value: field.value)
         }
+        if viaHTTPProxy, let credentials = proxy?.basicAuthorization {
+            headers.add(name: "Proxy-Authorization", value: credentials)
+        }
         let head = RequestHead(
-            method: request.method, target: request.url.requestTarget, host: request.url.hostHeaderValue,
-            headers: headers)
+            method: request.method, target: viaHTTPProxy ? request.url.absoluteFormTarget : request.url.requestTarget,
+            host: request.url.hostHeaderValue, headers: headers)
         return try head.encoded()
     }
 
-    private func acquire(for url: HTTPURL, preferFresh: Bool, cancellation: CancellationToken?) throws
-        -> ConnectionLease
+    private func acquire(for url: HTTPURL, proxy: ProxyURL?, preferFresh: Bool, cancellation: CancellationToken?)
+        throws -> ConnectionLease
     {
-        let origin = url.origin
+        let origin = ConnectionKey(origin: url.origin, proxy: proxy)
         let deadline = Deadline.after(seconds: configuration.connectTimeout)
         let slot = try pool.reserve(
             origin: origin, deadline: deadline, preferFresh: preferFresh,
@@ -420,15 +446,22 @@ public final class HTTPClient: Sendable {
         case .new(let connectionID):
             do {
                 // Waiting for a slot had its own bound; the connect and handshake get the full timeout.
-                let connection = try Connection.connect(
-                    host: url.host, port: url.effectivePort, tls: url.scheme == .https ? try sharedTLSContext() : nil,
-                    serverName: url.host, deadline: .after(seconds: configuration.connectTimeout))
+                let dialled = proxy.map { ($0.host, $0.port) } ?? (url.host, url.effectivePort)
+                let familyKey = "\(dialled.0):\(dialled.1)"
+                let options = ConnectOptions(
+                    addressFamily: configuration.addressFamily, preferredFamily: pool.preferredFamily(for: familyKey),
+                    addressOverride: configuration.addressOverrides[dialled.0.lowercased()])
+                let connection = try ProxyConnector.open(
+                    url: url, proxy: proxy, tls: url.scheme == .https ? try sharedTLSContext() : nil, options: options,
+                    userAgent: configuration.userAgent, parserLimits: configuration.parserLimits,
+                    deadline: .after(seconds: configuration.connectTimeout))
+                pool.recordFamily(connection.addressFamily, for: familyKey)
                 return ConnectionLease(
                     connection: connection, origin: origin, isReused: false, connectionID: connectionID,
                     idleSince: monotonicSeconds())
             } catch {
                 pool.cancelReservation(origin: origin)
-                throw error
+                throw proxy.map { ProxyConnector.annotated(error, proxy: $0) } ?? error
             }
         }
     }

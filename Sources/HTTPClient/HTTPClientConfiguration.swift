@@ -26,6 +26,16 @@ public struct HTTPClientConfiguration: Sendable, Hashable {
     public var authenticator: Authenticator? = nil
     /// Sends and stores cookies for every exchange (see ``CookieJar``). Default `nil`.
     public var cookieJar: CookieJar? = nil
+    /// Proxies (HTTP with CONNECT, SOCKS5) and the hosts that bypass them. Default
+    /// ``ProxyConfiguration/environment``: `http_proxy`, `https_proxy`, `all_proxy`, `no_proxy` as curl
+    /// reads them, when the client is created. Connections are pooled per origin and proxy.
+    public var proxy: ProxyConfiguration = .environment
+    /// Which IP versions to connect over (`-4`/`-6`). Default `.any`: Happy Eyeballs (RFC 8305)
+    /// races IPv6 and IPv4 and the pool remembers the family that won for each host.
+    public var addressFamily: AddressFamily = .any
+    /// Host names mapped to IP literals used instead of DNS (like curl's `--resolve`), for tests and
+    /// pinned deployments; keys are lower-case host names. Default empty.
+    public var addressOverrides: [String: [String]] = [:]
 
     /// Creates a configuration with the documented defaults.
     public init(

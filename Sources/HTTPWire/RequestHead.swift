@@ -26,7 +26,8 @@ extension WireError.Code {
 public struct RequestHead: Sendable, Hashable {
     /// The request method.
     public var method: HTTPMethod
-    /// The origin-form request target, `"/path?query"`, sent exactly as given.
+    /// The request target, sent exactly as given: origin-form `"/path?query"`, or absolute-form
+    /// `"http://host/path"` (RFC 9112 §3.2.2) for requests through an HTTP proxy.
     public var target: String
     /// The `Host` field value, for example `"example.com"` or `"[::1]:8080"`.
     public var host: String
@@ -37,7 +38,7 @@ public struct RequestHead: Sendable, Hashable {
     /// Creates a request head.
     /// - Parameters:
     ///   - method: The request method.
-    ///   - target: The origin-form target; must start with `/`.
+    ///   - target: The origin-form target (starts with `/`), or an absolute-form `http(s)://` target.
     ///   - host: The `Host` value (host and optional port).
     ///   - headers: Extra header fields; a `Host` field among them is ignored.
     public init(method: HTTPMethod, target: String, host: String, headers: HTTPHeaders = HTTPHeaders()) {
@@ -92,11 +93,14 @@ public struct RequestHead: Sendable, Hashable {
     /// origin-form = absolute-path [ "?" query ] (RFC 9112 §3.2.1). We accept any visible ASCII
     /// after the leading "/" except "#": a fragment is never sent (RFC 9110 §7.1), and space,
     /// controls, DEL or non-ASCII bytes would let the target end the request line early.
+    /// absolute-form = absolute-URI (RFC 9112 §3.2.2), accepted when it starts with `http://` or
+    /// `https://` and passes the same byte rules.
     private static func validateTarget(_ target: String) throws(WireError) {
         var index = 0
+        let isAbsoluteForm = target.utf8.starts(with: "http://".utf8) || target.utf8.starts(with: "https://".utf8)
         for byte in target.utf8 {
-            if index == 0 && byte != UInt8(ascii: "/") {
-                throw WireError(.invalidRequestTarget, offset: 0, "request target must start with \"/\" (origin-form)")
+            if index == 0 && byte != UInt8(ascii: "/") && !isAbsoluteForm {
+                throw WireError(.invalidRequestTarget, offset: 0, "request target must start with \"/\" (origin-form) or http(s):// (absolute-form)")
             }
             if byte <= 0x20 || byte >= 0x7F || byte == UInt8(ascii: "#") {
                 throw WireError(

@@ -109,6 +109,8 @@ public struct NginxAccessLogEntry: Sendable, Hashable {
     public var tlsSessionReused: Bool
     /// `$request_time` in seconds.
     public var requestTime: Double
+    /// `$http_proxy_authorization`, or `nil` (proxy credentials must never reach an origin).
+    public var proxyAuthorization: String? = nil
 }
 
 /// Runs nginx as a local origin for conformance tests and benchmarks.
@@ -274,6 +276,7 @@ public final class NginxServer: @unchecked Sendable {
         ("host", "$http_host"), ("serverPort", "$server_port"), ("scheme", "$scheme"),
         ("sslProtocol", "$ssl_protocol"), ("sslSessionReused", "$ssl_session_reused"),
         ("requestTime", "$request_time"),
+        ("proxyAuthorization", "$http_proxy_authorization"),
     ].map { "\"\($0.0)\":\"\($0.1)\"" }.joined(separator: ",")
 
     static func makeConfiguration(
@@ -445,7 +448,8 @@ public final class NginxServer: @unchecked Sendable {
             scheme: text("scheme") ?? "http",
             tlsProtocol: text("sslProtocol"),
             tlsSessionReused: text("sslSessionReused") == "r",
-            requestTime: text("requestTime").flatMap(Double.init) ?? 0
+            requestTime: text("requestTime").flatMap(Double.init) ?? 0,
+            proxyAuthorization: text("proxyAuthorization")
         )
     }
 }

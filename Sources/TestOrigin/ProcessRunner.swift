@@ -172,6 +172,10 @@ public func spawnProcess(
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
     defer { posix_spawn_file_actions_destroy(&actions) }
+    // Close every other inherited descriptor: Foundation's Pipe ends are not close-on-exec, and a
+    // long-lived child (nginx, a proxy) holding another thread's pipe would keep its reader from ever
+    // seeing EOF (found when the proxy tests started their servers next to certificate generation).
+    _ = closeFrom?(&actions, 3)
     posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
     posix_spawn_file_actions_addopen(&actions, 1, standardOutput, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
     if let standardError {
@@ -192,3 +196,12 @@ public func spawnProcess(
     let result = posix_spawn(&child, executable, &actions, &attributes, argv, envp)
     return (child, result)
 }
+
+/// glibc's `posix_spawn_file_actions_addclosefrom_np` (2.34+), looked up at run time because
+/// Glibc's Swift module does not export the GNU extensions.
+private let closeFrom: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32)? = {
+    guard let handle = dlopen(nil, RTLD_NOW), let symbol = dlsym(handle, "posix_spawn_file_actions_addclosefrom_np")
+    else { return nil }
+    return unsafeBitCast(
+        symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32).self)
+}()

@@ -74,6 +74,8 @@ struct GetCommand: AsyncParsableCommand {
 
     @OptionGroup(title: "Credentials, cookies and client certificates") var auth: AuthOptions
 
+    @OptionGroup var network: NetworkOptions
+
     mutating func validate() throws {
         if urls.isEmpty && inputFile == nil { throw ValidationError("give at least one URL (or -i FILE)") }
         if output != nil && directory != nil { throw ValidationError("-o and -d cannot be used together") }
@@ -123,6 +125,12 @@ struct GetCommand: AsyncParsableCommand {
         if insecure { clientConfiguration.tls.certificateVerification = .none }
         if let caCertificate { clientConfiguration.tls.additionalTrustRootFiles.append(caCertificate) }
         try auth.apply(to: &clientConfiguration, urls: allURLs)
+        do {
+            try network.apply(to: &clientConfiguration)
+        } catch {
+            FileHandle.standardError.write(Data("error: \(error.detail)\n".utf8))
+            throw ExitCode.validationFailure
+        }
         let client: HTTPClient
         do {
             client = try HTTPClient(configuration: clientConfiguration)

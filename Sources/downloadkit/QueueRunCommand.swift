@@ -49,6 +49,8 @@ struct QueueRunCommand: AsyncParsableCommand {
 
     @OptionGroup(title: "Credentials, cookies and client certificates") var auth: AuthOptions
 
+    @OptionGroup var network: NetworkOptions
+
     mutating func validate() throws {
         if maxConcurrent < 1 { throw ValidationError("--max-concurrent must be at least 1") }
         if let maxPerHost, maxPerHost < 1 { throw ValidationError("--max-per-host must be at least 1") }
@@ -71,6 +73,12 @@ struct QueueRunCommand: AsyncParsableCommand {
                 "at most \(download.client.maxConnectionsPerOrigin) connections to one host (--max-per-host); transfers beyond that to the same host wait for a free connection")
         }
         try auth.apply(to: &download.client, urls: [])
+        do {
+            try network.apply(to: &download.client)
+        } catch {
+            QueueOutput.error(error.detail)
+            throw ExitCode.validationFailure
+        }
         let configuration = DownloadManagerConfiguration(
             maxConcurrentDownloads: maxConcurrent, download: download,
             globalRateLimit: limitRate.flatMap(RateParser.parse))

@@ -32,7 +32,7 @@ let rejectedRequests: [RejectedRequest] = [
     RejectedRequest(name: "tab in the target", target: "/a\tb", code: .invalidRequestTarget),
     RejectedRequest(name: "non-ASCII in the target", target: "/ß", code: .invalidRequestTarget),
     RejectedRequest(name: "fragment in the target", target: "/a#frag", code: .invalidRequestTarget),
-    RejectedRequest(name: "absolute-form target", target: "http://example.com/", code: .invalidRequestTarget),
+    RejectedRequest(name: "absolute-form target of another scheme", target: "ftp://example.com/", code: .invalidRequestTarget),
     RejectedRequest(name: "empty target", target: "", code: .invalidRequestTarget),
     RejectedRequest(name: "empty host", host: "", code: .invalidHost),
     RejectedRequest(name: "CRLF in the host", host: "a\r\nX: 1", code: .invalidHost),
