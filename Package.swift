@@ -5,7 +5,8 @@ import PackageDescription
 
 let package = Package(
     name: "DownloadKit",
-    platforms: [.macOS(.v14)],
+    // Linux only (decided, issue #16): the engine uses Glibc, splice(2), fallocate(2), sync_file_range(2),
+    // flock on open file descriptions, SO_PEERCRED and /proc; there is no macOS port and no claim of one.
     products: [
         .library(name: "DownloadKit", targets: ["DownloadKit"]),
         .library(name: "HTTPWire", targets: ["HTTPWire"]),
@@ -27,7 +28,7 @@ let package = Package(
         .systemLibrary(
             name: "COpenSSL",
             pkgConfig: "openssl",
-            providers: [.apt(["libssl-dev"]), .brew(["openssl@3"])]
+            providers: [.apt(["libssl-dev"])]
         ),
         // C functions for OpenSSL macros and version differences, all prefixed `dk_`.
         .target(name: "CDownloadKitShims", dependencies: ["COpenSSL"]),
