@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "DownloadKit", targets: ["DownloadKit"]),
         .library(name: "HTTPWire", targets: ["HTTPWire"]),
         .library(name: "HTTPClient", targets: ["HTTPClient"]),
+        .library(name: "DownloadKitRPC", targets: ["DownloadKitRPC"]),
         .executable(name: "downloadkit", targets: ["downloadkit"]),
         .executable(name: "downloadkit-bench", targets: ["downloadkit-bench"]),
     ],
@@ -17,6 +18,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.0.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.0.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.0.0"),
     ],
     targets: [
         // OpenSSL 3 from the system (apt: libssl-dev). Holds only the module map and shim header.
@@ -40,12 +45,25 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
+        // aria2-compatible JSON-RPC over a DownloadManager (HTTP POST + WebSocket at /jsonrpc). The only
+        // target that depends on Hummingbird; its pure decoding files need only Foundation (fuzzed).
+        .target(
+            name: "DownloadKitRPC",
+            dependencies: [
+                "DownloadKit", "HTTPClient",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // A fault-injecting HTTP/1.1 origin on loopback plus an nginx harness (tests, demo, benchmarks).
         .target(name: "TestOrigin", dependencies: ["HTTPWire"]),
         .executableTarget(
             name: "downloadkit",
             dependencies: [
-                "DownloadKit", "TestOrigin",
+                "DownloadKit", "DownloadKitRPC", "TestOrigin",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -64,6 +82,7 @@ let package = Package(
             dependencies: ["DownloadKit", "HTTPClient", "HTTPWire", "TestOrigin"],
             resources: [.copy("Fixtures")]
         ),
+        .testTarget(name: "RPCTests", dependencies: ["DownloadKitRPC", "DownloadKit", "TestOrigin"]),
         .testTarget(name: "ConformanceTests", dependencies: ["DownloadKit", "HTTPClient", "HTTPWire", "TestOrigin"]),
     ]
 )
