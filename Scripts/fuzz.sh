@@ -8,6 +8,7 @@
 #   grammars    every header grammar, URL parsing and Location resolution
 #   filenames   Content-Disposition / URL names through FileNaming.sanitizedFileName
 #   resumeinfo  ResumeInfo.decode (DownloadKit plists, Apple resume data, keyed archives) round trips
+#   rpcrequest  aria2 JSON-RPC request decoding (size/depth/batch bounds, typed errors, JSON round trips)
 #
 # Seeds: Fuzz/corpus/<target>/ (committed golden inputs). New inputs go to Fuzz/corpus-work/<target>/
 # and crashing inputs to Fuzz/corpus-work/<target>-crash-… (both gitignored). Reproduce a crash with
@@ -24,7 +25,7 @@ case "$seconds" in
 esac
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(parser grammars filenames resumeinfo)
+[ ${#targets[@]} -gt 0 ] || targets=(parser grammars filenames resumeinfo rpcrequest)
 
 wire=(Sources/HTTPWire/*.swift)
 dk=Sources/DownloadKit
@@ -35,6 +36,8 @@ sources_for() {
         filenames) echo "${wire[*]} $dk/FileNaming.swift Fuzz/FuzzSupport.swift Fuzz/FuzzFileNames.swift" ;;
         resumeinfo) echo "$dk/ResumeInfo.swift $dk/ResumeInfoError.swift $dk/AppleResumeData.swift" \
             "$dk/KeyedArchive.swift $dk/FileNaming.swift Fuzz/FuzzSupport.swift Fuzz/FuzzResumeInfo.swift" ;;
+        rpcrequest) echo "Sources/DownloadKitRPC/JSONValue.swift Sources/DownloadKitRPC/JSONRPC.swift" \
+            "Fuzz/FuzzSupport.swift Fuzz/FuzzRPCRequest.swift" ;;
         *) return 1 ;;
     esac
 }
@@ -42,6 +45,7 @@ max_len_for() {
     case "$1" in
         parser) echo 4096 ;;
         resumeinfo) echo 16384 ;;
+        rpcrequest) echo 4096 ;;
         *) echo 512 ;;
     esac
 }
