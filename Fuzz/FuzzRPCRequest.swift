@@ -5,6 +5,8 @@
 // JSON that decodes to the same values (the serializer the responses use is faithful); every error
 // object is one of the typed codes (-32700, -32600).
 
+import Foundation
+
 let limits = RPCLimits(maxBytes: 4096, maxDepth: 16, maxBatch: 8)
 
 func checkRoundTrip(_ value: JSONValue) {
