@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "DownloadKitSession", targets: ["DownloadKitSession"]),
         .library(name: "DownloadKitDaemon", targets: ["DownloadKitDaemon"]),
         .executable(name: "downloadkitd", targets: ["downloadkitd"]),
+        .library(name: "DownloadKitRPC", targets: ["DownloadKitRPC"]),
         .executable(name: "downloadkit", targets: ["downloadkit"]),
         .executable(name: "downloadkit-bench", targets: ["downloadkit-bench"]),
     ],
@@ -22,6 +23,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.0.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.0.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.0.0"),
     ],
     targets: [
         // OpenSSL 3 from the system (apt: libssl-dev). Holds only the module map and shim header.
@@ -46,6 +51,19 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
+        // aria2-compatible JSON-RPC over a DownloadManager (HTTP POST + WebSocket at /jsonrpc). The only
+        // target that depends on Hummingbird; its pure decoding files need only Foundation (fuzzed).
+        .target(
+            name: "DownloadKitRPC",
+            dependencies: [
+                "DownloadKit", "HTTPClient",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // A fault-injecting HTTP/1.1 origin on loopback plus an nginx harness (tests, demo, benchmarks).
         .target(name: "TestOrigin", dependencies: ["HTTPWire"]),
         // Background sessions (docs/DAEMON.md): the wire protocol and client (Foundation only), the daemon.
@@ -66,7 +84,7 @@ let package = Package(
         .executableTarget(
             name: "downloadkit",
             dependencies: [
-                "DownloadKit", "TestOrigin", "DownloadKitSession", "DownloadKitDaemon",
+                "DownloadKit", "TestOrigin", "DownloadKitSession", "DownloadKitDaemon", "DownloadKitRPC",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -90,6 +108,7 @@ let package = Package(
             ],
             resources: [.copy("Fixtures")]
         ),
+        .testTarget(name: "RPCTests", dependencies: ["DownloadKitRPC", "DownloadKit", "TestOrigin"]),
         .testTarget(name: "ConformanceTests", dependencies: ["DownloadKit", "HTTPClient", "HTTPWire", "TestOrigin"]),
         .testTarget(name: "DaemonTests", dependencies: ["DownloadKitSession", "DownloadKitDaemon", "DownloadKit", "TestOrigin"]),
     ]

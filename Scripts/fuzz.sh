@@ -13,6 +13,7 @@
 #   challenges  WWW-Authenticate grammar and Digest answers: no injected bytes, realm/nonce echoed exactly
 #   sessionprotocol  downloadkitd's socket framing and message decoding (split invariance, round trips)
 #   proxy       CONNECT answers split anywhere, SOCKS5 replies, NO_PROXY lists, IP text, proxy URLs
+#   rpcrequest  aria2 JSON-RPC request decoding (size/depth/batch bounds, typed errors, JSON round trips)
 #
 # Seeds: Fuzz/corpus/<target>/ (committed golden inputs). New inputs go to Fuzz/corpus-work/<target>/
 # and crashing inputs to Fuzz/corpus-work/<target>-crash-… (both gitignored). Reproduce a crash with
@@ -29,7 +30,7 @@ case "$seconds" in
 esac
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(parser grammars filenames resumeinfo netrc cookies challenges sessionprotocol proxy)
+[ ${#targets[@]} -gt 0 ] || targets=(parser grammars filenames resumeinfo netrc cookies challenges sessionprotocol proxy rpcrequest)
 
 wire=(Sources/HTTPWire/*.swift)
 dk=Sources/DownloadKit
@@ -46,6 +47,8 @@ sources_for() {
         challenges) echo "${wire[*]} Fuzz/FuzzSupport.swift Fuzz/FuzzChallenges.swift" ;;
         sessionprotocol) echo "Sources/DownloadKitSession/Framing.swift Sources/DownloadKitSession/SessionProtocol.swift" \
             "Fuzz/FuzzSupport.swift Fuzz/FuzzSessionProtocol.swift" ;;
+        rpcrequest) echo "Sources/DownloadKitRPC/JSONValue.swift Sources/DownloadKitRPC/JSONRPC.swift" \
+            "Fuzz/FuzzSupport.swift Fuzz/FuzzRPCRequest.swift" ;;
         *) return 1 ;;
     esac
 }
@@ -54,6 +57,7 @@ max_len_for() {
         parser) echo 4096 ;;
         resumeinfo) echo 16384 ;;
         sessionprotocol) echo 8192 ;;
+        rpcrequest) echo 4096 ;;
         *) echo 512 ;;
     esac
 }

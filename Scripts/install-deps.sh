@@ -12,15 +12,24 @@ command -v tinyproxy >/dev/null || need+=(tinyproxy)      # HTTP proxy + CONNECT
 command -v microsocks >/dev/null || need+=(microsocks)    # SOCKS5 with RFC 1929 auth (proxy tests)
 command -v nft >/dev/null || [ -x /usr/sbin/nft ] || need+=(nftables)   # Happy Eyeballs test: drop SYNs in a netns
 command -v ip >/dev/null || [ -x /usr/sbin/ip ] || need+=(iproute2)
+# RPC tests: a real aria2c side by side, and aria2p (PyPI) as an independent client (below).
+command -v aria2c >/dev/null || need+=(aria2)
+command -v python3 >/dev/null || need+=(python3 python3-pip)
 if [ "${1:-}" = "--bench" ]; then
     command -v wget >/dev/null || need+=(wget)
     command -v aria2c >/dev/null || need+=(aria2)
     command -v axel >/dev/null || need+=(axel)
     [ -x /usr/bin/time ] || need+=(time)
 fi
-if [ ${#need[@]} -eq 0 ]; then exit 0; fi
+install_aria2p() {
+    python3 -c 'import aria2p, websocket' 2>/dev/null && return 0
+    echo "install-deps: installing aria2p (PyPI)"
+    python3 -m pip install -q aria2p 2>/dev/null || python3 -m pip install -q --break-system-packages aria2p
+}
+if [ ${#need[@]} -eq 0 ]; then install_aria2p; exit 0; fi
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 echo "install-deps: installing ${need[*]}"
 $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
 $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
+install_aria2p

@@ -14,8 +14,12 @@ public struct DaemonArguments: ParsableArguments {
     public init() {}
 
     /// Runs the daemon with these options until SIGTERM/SIGINT; throws the exit code on failure.
-    public func run() async throws {
-        let status = await SessionDaemon.main(stateRoot: state, socketPath: socket, maxConcurrent: maxConcurrent)
+    /// - Parameter frontEnd: See ``SessionDaemon/run(ready:frontEnd:)``.
+    public func run(
+        frontEnd: (@Sendable (SessionRegistry) async throws -> (@Sendable () async -> Void)?)? = nil
+    ) async throws {
+        let status = await SessionDaemon.main(
+            stateRoot: state, socketPath: socket, maxConcurrent: maxConcurrent, frontEnd: frontEnd)
         if status != 0 { throw ExitCode(status) }
     }
 }

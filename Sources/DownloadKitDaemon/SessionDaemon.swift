@@ -49,7 +49,12 @@ public final class SessionDaemon: Sendable {
     /// transfer and returns.
     /// - Parameter ready: Called once the socket accepts connections.
     /// - Throws: ``DaemonError`` when the state directory or the socket cannot be set up.
-    public func run(ready: @Sendable () -> Void = {}) async throws(DaemonError) {
+    /// - Parameter frontEnd: Starts another front end over the sessions (the CLI's aria2 JSON-RPC
+    ///   listener) once they are open; returns how to stop it, which runs before the sessions close.
+    public func run(
+        ready: @Sendable () -> Void = {},
+        frontEnd: (@Sendable (SessionRegistry) async throws -> (@Sendable () async -> Void)?)? = nil
+    ) async throws(DaemonError) {
         let lock = try lockStateRoot()
         defer { close(lock) }
         let wakeup = Wakeup()
@@ -61,9 +66,20 @@ public final class SessionDaemon: Sendable {
         try server.start()
         logger.info("downloadkitd listening on \(options.socketPath), state in \(options.stateRoot)")
         await registry.openExisting()
+        var stopFrontEnd: (@Sendable () async -> Void)?
+        if let frontEnd {
+            do {
+                stopFrontEnd = try await frontEnd(registry)
+            } catch {
+                server.stop()
+                await registry.closeAll()
+                throw DaemonError(.state, "cannot start the front end: \(error)")
+            }
+        }
         ready()
         await signals.wait()
         logger.info("downloadkitd stopping: checkpointing every transfer")
+        await stopFrontEnd?()
         server.stop()
         await registry.closeAll()
         logger.info("downloadkitd stopped")
@@ -135,7 +151,10 @@ extension SessionDaemon {
     /// The daemon's command-line entry (`downloadkitd`, `downloadkit daemon`): logs through swift-log to
     /// stderr, runs until SIGTERM/SIGINT and returns the exit status (0 after a clean shutdown; 1 with an
     /// `error:` line when it cannot start).
-    public static func main(stateRoot: String?, socketPath: String?, maxConcurrent: Int?) async -> Int32 {
+    public static func main(
+        stateRoot: String?, socketPath: String?, maxConcurrent: Int?,
+        frontEnd: (@Sendable (SessionRegistry) async throws -> (@Sendable () async -> Void)?)? = nil
+    ) async -> Int32 {
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = .info
@@ -146,7 +165,7 @@ extension SessionDaemon {
         let options = Options(
             stateRoot: stateRoot.map(absolutePath), socketPath: socketPath.map(absolutePath), configuration: configuration)
         do {
-            try await SessionDaemon(options: options).run()
+            try await SessionDaemon(options: options).run(frontEnd: frontEnd)
             return 0
         } catch {
             FileHandle.standardError.write(Data("error: \(error.detail)\n".utf8))

@@ -27,7 +27,10 @@ struct QueueCommand: AsyncParsableCommand {
     var state: String?
 
     /// The state directory to use, as an absolute path.
-    var stateDirectory: String {
+    var stateDirectory: String { Self.defaultStateDirectory(state) }
+
+    /// `state` as an absolute path, or the default state directory.
+    static func defaultStateDirectory(_ state: String?) -> String {
         if let state { return QueuePaths.absolute(state) }
         let environment = ProcessInfo.processInfo.environment
         if let xdg = environment["XDG_STATE_HOME"], xdg.hasPrefix("/") { return xdg + "/downloadkit" }

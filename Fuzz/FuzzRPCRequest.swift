@@ -1,0 +1,46 @@
+// libFuzzer harness for aria2 JSON-RPC request decoding (Sources/DownloadKitRPC/JSONRPC.swift and
+// JSONValue.swift, which need only Foundation), built by Scripts/fuzz.sh into one module with them.
+// The whole input is a request body. Properties: decoding never traps; bodies over the size limit and
+// nesting over the depth limit are refused before parsing; every decoded call's params re-serialise to
+// JSON that decodes to the same values (the serializer the responses use is faithful); every error
+// object is one of the typed codes (-32700, -32600).
+
+import Foundation
+
+let limits = RPCLimits(maxBytes: 4096, maxDepth: 16, maxBatch: 8)
+
+func checkRoundTrip(_ value: JSONValue) {
+    let text = value.serialized
+    guard let again = try? JSONDecoder().decode(JSONValue.self, from: Data(text.utf8)) else {
+        check(false, "serialized value does not parse: \(text)")
+        return
+    }
+    check(again.serialized == text, "round trip changed \(text) into \(again.serialized)")
+}
+
+func checkCall(_ call: Result<RPCRequest, RPCFailure>) {
+    switch call {
+    case .success(let request):
+        checkRoundTrip(request.id)
+        checkRoundTrip(.array(request.params))
+        checkRoundTrip(RPCResponse.success(id: request.id, result: .array(request.params)))
+    case .failure(let failure):
+        check([-32700, -32600].contains(failure.error.code), "unexpected code \(failure.error)")
+        checkRoundTrip(RPCResponse.failure(id: failure.id, error: failure.error))
+    }
+}
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
+    let body = Data(bytes: data, count: size)
+    let depth = RPCDecoder.nestingDepth(body)
+    switch RPCDecoder.decode(body, limits: limits) {
+    case .single(let call):
+        if depth > limits.maxDepth { check(call == .failure(RPCFailure(id: .null, error: .tooDeep(16))), "deep body decoded") }
+        checkCall(call)
+    case .batch(let calls):
+        check(depth <= limits.maxDepth && calls.count <= limits.maxBatch, "batch past the bounds")
+        calls.forEach(checkCall)
+    }
+    return 0
+}

@@ -1,0 +1,235 @@
+import DownloadKit
+import Foundation
+import HTTPClient
+
+/// aria2 GIDs for manager tasks: 16 lowercase hex digits derived from the task id, so a GID is stable
+/// across restarts without a mapping table. A UUID task id gives its first 16 hex digits (60 random
+/// bits); any other id gives the FNV-1a 64-bit hash of its UTF-8 bytes.
+public enum Aria2GID {
+    /// The GID of a task id.
+    public static func gid(forTaskID id: String) -> String {
+        let hex = id.lowercased().filter { $0 != "-" }
+        if hex.count == 32, hex.allSatisfy(\.isHexDigit) { return String(hex.prefix(16)) }
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in id.utf8 {
+            hash ^= UInt64(byte)
+            hash &*= 0x0000_0100_0000_01b3
+        }
+        let text = String(hash, radix: 16)
+        return String(repeating: "0", count: 16 - text.count) + text
+    }
+
+    /// Whether `text` is GID-shaped (aria2 answers `Invalid GID …` otherwise).
+    public static func isValid(_ text: String) -> Bool {
+        text.utf8.count == 16 && text.allSatisfy(\.isHexDigit)
+    }
+}
+
+/// aria2's status names for manager states.
+public enum Aria2Status {
+    /// `waiting→waiting`, `running→active`, `paused→paused`, `completed→complete`, `failed→error`,
+    /// `cancelled→removed`.
+    public static func name(_ state: ManagedTaskState) -> String {
+        switch state {
+        case .waiting: "waiting"
+        case .running: "active"
+        case .paused: "paused"
+        case .completed: "complete"
+        case .failed: "error"
+        case .cancelled: "removed"
+        }
+    }
+
+    /// Whether aria2 lists the state under `tellStopped` (complete, error, removed).
+    public static func isStopped(_ state: ManagedTaskState) -> Bool {
+        state == .completed || state == .failed || state == .cancelled
+    }
+
+    /// aria2's exit codes (its `errorCode`) for DownloadKit's error codes.
+    public static func errorCode(_ error: ManagedTaskError?) -> String {
+        guard let error else { return "0" }
+        switch error.code {
+        case "httpStatus": return error.message.contains("404") ? "3" : "22"
+        case "tooManyRedirects", "redirectLoop", "insecureRedirect", "invalidRedirect": return "1"
+        case "checksumMismatch", "contentMD5Mismatch": return "32"
+        case "insufficientSpace", "diskFull": return "9"
+        case "fileSystem": return "15"
+        case "transport": return "6"
+        case "tooSlow": return "5"
+        case "truncated", "contentRangeMismatch", "serverIgnoredRange", "protocolViolation": return "8"
+        default: return "1"
+        }
+    }
+}
+
+/// Parses aria2 size values: `0`, `1048576`, `10K`, `2M`, `1G` (binary multiples, as aria2).
+public enum Aria2Size {
+    public static func parse(_ text: String) -> Int? {
+        var digits = Substring(text.trimmingCharacters(in: .whitespaces))
+        var unit = 1
+        switch digits.last {
+        case "K", "k": unit = 1 << 10
+        case "M", "m": unit = 1 << 20
+        case "G", "g": unit = 1 << 30
+        default: break
+        }
+        if unit != 1 { digits = digits.dropLast() }
+        guard !digits.isEmpty, digits.allSatisfy(\.isASCII), let value = Int(digits), value >= 0 else { return nil }
+        let (product, overflow) = value.multipliedReportingOverflow(by: unit)
+        return overflow ? nil : product
+    }
+}
+
+/// The aria2 options of one `addUri`/`changeOption` call that DownloadKit acts on. Options it does not
+/// know are ignored, as aria2 ignores them; a known option with a bad value is refused with aria2's
+/// message.
+public struct Aria2TaskOptions: Sendable, Hashable {
+    public var dir: String?
+    public var out: String?
+    public var headers: [String: String] = [:]
+    public var checksum: Checksum?
+    /// `max-download-limit` in bytes per second; 0 means unlimited.
+    public var maxDownloadLimit: Int?
+    /// `pause: true` adds the task paused.
+    public var pause = false
+    /// `split`, `max-connection-per-server`, `max-tries`, `timeout`: validated; DownloadKit applies these
+    /// per manager, not per task (see docs/RPC.md).
+    public var split: Int?
+    public var maxConnectionPerServer: Int?
+    public var maxTries: Int?
+    public var timeout: Int?
+
+    public init() {}
+
+    /// Reads the options object (values are strings; `header` may be an array of strings).
+    public init(_ options: [String: JSONValue]) throws(RPCError) {
+        for (name, value) in options {
+            switch name {
+            case "dir": dir = try Self.string(name, value)
+            case "out": out = try Self.string(name, value)
+            case "header":
+                let lines: [String]
+                if let array = value.arrayValue {
+                    lines = try array.map { item throws(RPCError) in try Self.string(name, item) }
+                } else {
+                    lines = try Self.string(name, value).split(separator: "\n").map(String.init)
+                }
+                for line in lines {
+                    guard let colon = line.firstIndex(of: ":") else { throw Self.bad(name) }
+                    let field = line[..<colon].trimmingCharacters(in: .whitespaces)
+                    guard !field.isEmpty else { throw Self.bad(name) }
+                    headers[field] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                }
+            case "checksum":
+                // aria2 spells algorithms `sha-256`, `sha-1`, `md5`.
+                let text = try Self.string(name, value).replacingOccurrences(of: "-", with: "")
+                guard let parsed = Checksum(parsing: text) else { throw Self.bad(name) }
+                checksum = parsed
+            case "max-download-limit":
+                guard let limit = Aria2Size.parse(try Self.string(name, value)) else { throw Self.bad(name) }
+                maxDownloadLimit = limit
+            case "pause":
+                let text = try Self.string(name, value)
+                guard text == "true" || text == "false" else { throw Self.bad(name) }
+                pause = text == "true"
+            case "split": split = try Self.positive(name, value)
+            case "max-connection-per-server": maxConnectionPerServer = try Self.positive(name, value)
+            case "max-tries": maxTries = try Self.count(name, value)
+            case "timeout": timeout = try Self.positive(name, value)
+            default: break
+            }
+        }
+        if let out, out.isEmpty || out.contains("/") || out == "." || out == ".." { throw Self.bad("out") }
+    }
+
+    /// aria2's message for an option it could not use.
+    static func bad(_ name: String) -> RPCError {
+        .aria2("We encountered a problem while processing the option '--\(name)'.")
+    }
+
+    private static func string(_ name: String, _ value: JSONValue) throws(RPCError) -> String {
+        if let text = value.stringValue { return text }
+        if let number = value.intValue { return String(number) }
+        throw bad(name)
+    }
+
+    private static func count(_ name: String, _ value: JSONValue) throws(RPCError) -> Int {
+        guard let number = Int(try string(name, value)), number >= 0 else { throw bad(name) }
+        return number
+    }
+
+    private static func positive(_ name: String, _ value: JSONValue) throws(RPCError) -> Int {
+        let number = try count(name, value)
+        guard number > 0 else { throw bad(name) }
+        return number
+    }
+
+    /// The destination these options ask for (nil: the manager's default directory, named from the response).
+    public func destination(defaultDirectory: String) -> DownloadDestination? {
+        switch (dir, out) {
+        case (let dir?, let out?): .file(dir + "/" + out)
+        case (nil, let out?): .file(defaultDirectory + "/" + out)
+        case (let dir?, nil): .directory(dir, naming: .fromResponse)
+        case (nil, nil): .directory(defaultDirectory, naming: .fromResponse)
+        }
+    }
+}
+
+/// Builds aria2's result objects from manager tasks.
+public enum Aria2Shapes {
+    /// aria2's fixed piece length for HTTP downloads (1 MiB).
+    public static let pieceLength: Int64 = 1 << 20
+
+    /// The directory a task's file goes to.
+    public static func directory(of task: ManagedTask) -> String {
+        switch task.destination {
+        case .file(let path): (path as NSString).deletingLastPathComponent
+        case .directory(let directory, _): directory
+        }
+    }
+
+    /// `getUris`: the URI in use (`used` once it started, else `waiting`).
+    public static func uris(_ task: ManagedTask) -> JSONValue {
+        let status = task.state == .waiting || (task.state == .paused && task.bytesReceived == 0) ? "waiting" : "used"
+        return .array([.object(["uri": .string(task.currentURL), "status": .string(status)])])
+    }
+
+    /// `getFiles`: one file (HTTP downloads have exactly one).
+    public static func files(_ task: ManagedTask) -> JSONValue {
+        .array([
+            .object([
+                "index": .string("1"), "path": .string(task.path ?? ""),
+                "length": .string(String(task.totalBytes ?? 0)),
+                "completedLength": .string(String(task.bytesReceived)), "selected": .string("true"),
+                "uris": uris(task),
+            ])
+        ])
+    }
+
+    /// `tellStatus`: the full status object, or only `keys` when given (unknown keys are left out, as aria2).
+    public static func status(
+        _ task: ManagedTask, downloadSpeed: Int, connections: Int, keys: [String]? = nil
+    ) -> JSONValue {
+        let total = task.totalBytes ?? 0
+        var object: [String: JSONValue] = [
+            "gid": .string(Aria2GID.gid(forTaskID: task.id)),
+            "status": .string(Aria2Status.name(task.state)),
+            "totalLength": .string(String(total)),
+            "completedLength": .string(String(task.bytesReceived)),
+            "uploadLength": .string("0"),
+            "downloadSpeed": .string(String(task.state == .running ? downloadSpeed : 0)),
+            "uploadSpeed": .string("0"),
+            "connections": .string(String(task.state == .running ? connections : 0)),
+            "numPieces": .string(String((total + pieceLength - 1) / pieceLength)),
+            "pieceLength": .string(String(pieceLength)),
+            "dir": .string(directory(of: task)),
+            "files": files(task),
+        ]
+        if Aria2Status.isStopped(task.state) {
+            object["errorCode"] = .string(Aria2Status.errorCode(task.error))
+            object["errorMessage"] = .string(task.error?.message ?? "")
+        }
+        guard let keys else { return .object(object) }
+        return .object(object.filter { keys.contains($0.key) })
+    }
+}

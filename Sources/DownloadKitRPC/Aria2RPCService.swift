@@ -1,0 +1,544 @@
+import DownloadKit
+import Foundation
+import HTTPClient
+
+/// Executes aria2 JSON-RPC calls against a ``DownloadKit/DownloadManager`` and turns the manager's events
+/// into aria2 notifications. Transport-free: the server hands it request bodies and WebSocket frames.
+///
+/// ```swift
+/// let service = Aria2RPCService(manager: manager, secret: "s3cret")
+/// await service.start()
+/// let reply = await service.handle(Data(#"{"jsonrpc":"2.0","id":1,"method":"aria2.getVersion","params":["token:s3cret"]}"#.utf8))
+/// ```
+public actor Aria2RPCService {
+    /// Every method answered (what `system.listMethods` returns).
+    public static let methods = [
+        "aria2.addUri", "aria2.addTorrent", "aria2.getPeers", "aria2.addMetalink", "aria2.remove", "aria2.pause",
+        "aria2.forcePause", "aria2.pauseAll", "aria2.forcePauseAll", "aria2.unpause", "aria2.unpauseAll",
+        "aria2.forceRemove", "aria2.changePosition", "aria2.tellStatus", "aria2.getUris", "aria2.getFiles",
+        "aria2.getServers", "aria2.tellActive", "aria2.tellWaiting", "aria2.tellStopped", "aria2.getOption",
+        "aria2.changeOption", "aria2.getGlobalOption", "aria2.changeGlobalOption", "aria2.purgeDownloadResult",
+        "aria2.removeDownloadResult", "aria2.getVersion", "aria2.getSessionInfo", "aria2.getGlobalStat",
+        "aria2.saveSession", "system.multicall", "system.listMethods", "system.listNotifications",
+    ]
+    /// The notifications sent over WebSocket (what `system.listNotifications` returns).
+    public static let notificationMethods = [
+        "aria2.onDownloadStart", "aria2.onDownloadPause", "aria2.onDownloadStop", "aria2.onDownloadComplete",
+        "aria2.onDownloadError", "aria2.onBtDownloadComplete",
+    ]
+
+    /// The manager the calls act on.
+    public nonisolated let manager: DownloadManager
+    /// Bounds on request size, nesting and batch length.
+    public nonisolated let limits: RPCLimits
+    private let secret: [UInt8]?
+    /// A random id for this service's lifetime (`getSessionInfo`).
+    public nonisolated let sessionID: String
+    private var gidToTask: [String: String] = [:]
+    private var speeds: [String: DownloadProgress] = [:]
+    private var subscribers: [Int: AsyncStream<String>.Continuation] = [:]
+    private var nextSubscriber = 0
+    private var pump: Task<Void, Never>?
+
+    /// - Parameters:
+    ///   - secret: When set, every call (but `system.listMethods`/`listNotifications`) must carry
+    ///     `token:<secret>` as its first parameter, compared in constant time.
+    public init(manager: DownloadManager, secret: String? = nil, limits: RPCLimits = RPCLimits()) {
+        self.manager = manager
+        self.secret = secret.map { Array($0.utf8) }
+        self.limits = limits
+        var bytes = [UInt8](repeating: 0, count: 20)
+        for index in bytes.indices { bytes[index] = UInt8.random(in: 0...255) }
+        sessionID = bytes.map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// Starts following the manager's events (speeds for `tellStatus`, notifications). Idempotent.
+    public func start() {
+        guard pump == nil else { return }
+        let events = manager.events
+        pump = Task { [weak self] in
+            for await event in events {
+                await self?.observe(event)
+            }
+            await self?.finishSubscribers()
+        }
+    }
+
+    /// Stops following events and ends every notification stream.
+    public func stop() {
+        pump?.cancel()
+        pump = nil
+        finishSubscribers()
+    }
+
+    /// A stream of notification frames (JSON text) for one WebSocket client.
+    public func notifications() -> AsyncStream<String> {
+        let (stream, continuation) = AsyncStream<String>.makeStream(bufferingPolicy: .bufferingNewest(1024))
+        let id = nextSubscriber
+        nextSubscriber += 1
+        subscribers[id] = continuation
+        continuation.onTermination = { [weak self] _ in
+            Task { await self?.unsubscribe(id) }
+        }
+        return stream
+    }
+
+    private func unsubscribe(_ id: Int) { subscribers[id] = nil }
+
+    private func finishSubscribers() {
+        for continuation in subscribers.values { continuation.finish() }
+        subscribers = [:]
+    }
+
+    private func observe(_ event: ManagerEvent) {
+        switch event {
+        case .progress(let taskID, let progress):
+            speeds[taskID] = progress
+        case .stateChanged(let taskID, let state):
+            if state != .running { speeds[taskID] = nil }
+            let method: String? =
+                switch state {
+                case .running: "aria2.onDownloadStart"
+                case .paused: "aria2.onDownloadPause"
+                case .cancelled: "aria2.onDownloadStop"
+                case .completed: "aria2.onDownloadComplete"
+                case .failed: "aria2.onDownloadError"
+                case .waiting: nil
+                }
+            guard let method else { return }
+            let gid = Aria2GID.gid(forTaskID: taskID)
+            gidToTask[gid] = taskID
+            let frame = RPCResponse.notification(method: method, gid: gid).serialized
+            for continuation in subscribers.values { continuation.yield(frame) }
+        case .removed(let taskID):
+            speeds[taskID] = nil
+            gidToTask[Aria2GID.gid(forTaskID: taskID)] = nil
+        default:
+            break
+        }
+    }
+
+    // MARK: - Messages
+
+    /// Answers one HTTP body or WebSocket frame: a response object, or an array for a batch.
+    public func handle(_ body: Data) async -> Data {
+        switch RPCDecoder.decode(body, limits: limits) {
+        case .single(let call):
+            return await answer(call).serializedData
+        case .batch(let calls):
+            var responses: [JSONValue] = []
+            for call in calls { responses.append(await answer(call)) }
+            return JSONValue.array(responses).serializedData
+        }
+    }
+
+    private func answer(_ call: Result<RPCRequest, RPCFailure>) async -> JSONValue {
+        switch call {
+        case .failure(let failure):
+            return RPCResponse.failure(id: failure.id, error: failure.error)
+        case .success(let request):
+            return await respond(to: request)
+        }
+    }
+
+    /// Executes one decoded call and returns its response object.
+    public func respond(to request: RPCRequest) async -> JSONValue {
+        do throws(RPCError) {
+            let result = try await call(request.method, request.params, nested: false)
+            return RPCResponse.success(id: request.id, result: result)
+        } catch {
+            return RPCResponse.failure(id: request.id, error: error)
+        }
+    }
+
+    /// Checks the secret and runs a method. `nested` is true inside `system.multicall`.
+    func call(_ method: String, _ rawParams: [JSONValue], nested: Bool) async throws(RPCError) -> JSONValue {
+        var params = rawParams
+        var token: String?
+        if let first = params.first?.stringValue, first.hasPrefix("token:") {
+            token = String(first.dropFirst("token:".count))
+            params.removeFirst()
+        }
+        if method != "system.listMethods", method != "system.listNotifications", method != "system.multicall",
+            let secret
+        {
+            guard let token, Self.constantTimeEqual(Array(token.utf8), secret) else {
+                throw .aria2("Unauthorized")
+            }
+        }
+        return try await dispatch(method, Params(params), nested: nested)
+    }
+
+    /// Compares two byte strings in time that depends only on their lengths.
+    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        var difference = UInt8(a.count == b.count ? 0 : 1)
+        let length = max(a.count, b.count)
+        for index in 0..<length {
+            let x = index < a.count ? a[index] : 0
+            let y = index < b.count ? b[index] : 0
+            difference |= x ^ y
+        }
+        return difference == 0
+    }
+
+    // MARK: - Methods
+
+    private func dispatch(_ method: String, _ p: Params, nested: Bool) async throws(RPCError) -> JSONValue {
+        switch method {
+        case "aria2.addUri": return try await addUri(p)
+        case "aria2.addTorrent": throw .aria2("BitTorrent is not supported by DownloadKit.")
+        case "aria2.addMetalink": throw .aria2("Metalink is not supported by DownloadKit.")
+        case "aria2.getPeers":
+            _ = try await task(p.gid(0))
+            return .array([])
+        case "aria2.remove", "aria2.forceRemove": return try await remove(p.gid(0))
+        case "aria2.pause", "aria2.forcePause": return try await pause(p.gid(0))
+        case "aria2.pauseAll", "aria2.forcePauseAll":
+            try await perform { try await manager.pauseAll() }
+            return .string("OK")
+        case "aria2.unpause": return try await unpause(p.gid(0))
+        case "aria2.unpauseAll":
+            for task in await manager.allTasks() where task.state == .paused {
+                try await perform { try await manager.resume(taskID: task.id) }
+            }
+            return .string("OK")
+        case "aria2.changePosition": return try await changePosition(p)
+        case "aria2.tellStatus":
+            let task = try await task(p.gid(0))
+            return status(task, keys: try p.keys(1))
+        case "aria2.getUris": return Aria2Shapes.uris(try await task(p.gid(0)))
+        case "aria2.getFiles": return Aria2Shapes.files(try await task(p.gid(0)))
+        case "aria2.getServers":
+            let gid = try p.gid(0)
+            let task = try await task(gid)
+            guard task.state == .running else { throw .aria2("No active download for GID#\(gid)") }
+            let speed = Int(speeds[task.id]?.bytesPerSecond ?? 0)
+            return .array([
+                .object([
+                    "index": .string("1"),
+                    "servers": .array([
+                        .object([
+                            "uri": .string(task.currentURL), "currentUri": .string(task.currentURL),
+                            "downloadSpeed": .string(String(speed)),
+                        ])
+                    ]),
+                ])
+            ])
+        case "aria2.tellActive":
+            let keys = try p.keys(0)
+            return .array(await manager.allTasks().filter { $0.state == .running }.map { status($0, keys: keys) })
+        case "aria2.tellWaiting": return try await tellList(p, stopped: false)
+        case "aria2.tellStopped": return try await tellList(p, stopped: true)
+        case "aria2.getOption": return .object(options(of: try await task(p.gid(0))))
+        case "aria2.changeOption": return try await changeOption(p)
+        case "aria2.getGlobalOption": return .object(await globalOptions())
+        case "aria2.changeGlobalOption": return try await changeGlobalOption(p)
+        case "aria2.getGlobalStat": return await globalStat()
+        case "aria2.purgeDownloadResult":
+            for task in await manager.allTasks() where Aria2Status.isStopped(task.state) {
+                try await perform { try await manager.remove(taskID: task.id) }
+            }
+            return .string("OK")
+        case "aria2.removeDownloadResult":
+            let gid = try p.gid(0)
+            let task = try await task(gid)
+            guard Aria2Status.isStopped(task.state) else {
+                throw .aria2("Could not remove download result of GID#\(gid)")
+            }
+            try await perform { try await manager.remove(taskID: task.id) }
+            return .string("OK")
+        case "aria2.getVersion":
+            return .object([
+                "version": .string(DownloadKitVersion.string),
+                "enabledFeatures": .array(["HTTPS", "Message Digest"].map(JSONValue.string)),
+            ])
+        case "aria2.getSessionInfo": return .object(["sessionId": .string(sessionID)])
+        case "aria2.saveSession": return .string("OK")  // every change is already committed to tasks.sqlite
+        case "system.listMethods": return .array(Self.methods.map(JSONValue.string))
+        case "system.listNotifications": return .array(Self.notificationMethods.map(JSONValue.string))
+        case "system.multicall":
+            guard !nested else { throw .aria2("Recursive system.multicall forbidden.") }
+            return try await multicall(p)
+        default:
+            throw .aria2("No such method: \(method)")
+        }
+    }
+
+    private func multicall(_ p: Params) async throws(RPCError) -> JSONValue {
+        let calls = try p.array(0)
+        guard calls.count <= limits.maxBatch else { throw RPCError.batchTooLong(limits.maxBatch) }
+        var results: [JSONValue] = []
+        for call in calls {
+            guard let object = call.objectValue, let name = object["methodName"]?.stringValue else {
+                results.append(RPCError.aria2("system.multicall expected struct.").json)
+                continue
+            }
+            let params: [JSONValue]
+            switch object["params"] {
+            case nil, .null?: params = []
+            case .array(let array)?: params = array
+            default:
+                results.append(RPCError.aria2("Missing params. or params is not array.").json)
+                continue
+            }
+            do throws(RPCError) {
+                results.append(.array([try await self.call(name, params, nested: true)]))
+            } catch {
+                results.append(error.json)
+            }
+        }
+        return .array(results)
+    }
+
+    private func addUri(_ p: Params) async throws(RPCError) -> JSONValue {
+        let uris = try p.array(0).compactMap(\.stringValue)
+        guard let url = uris.first else { throw .aria2("URI is not provided.") }
+        let options = try Aria2TaskOptions(p.object(1) ?? [:])
+        let position = try p.optionalInt(2)
+        let request = DownloadManager.TaskRequest(
+            url: url, destination: options.destination(defaultDirectory: defaultDirectory),
+            checksum: options.checksum, headers: options.headers,
+            rateLimit: options.maxDownloadLimit.flatMap { $0 > 0 ? $0 : nil })
+        let id = try await perform { try await manager.enqueue([request])[0] }
+        if let existing = await manager.task(id), existing.state == .failed || existing.state == .cancelled {
+            try await perform { try await manager.resume(taskID: id) }
+        }
+        if options.pause {
+            try await perform { try await manager.pause(taskID: id) }
+        } else if let position, await manager.task(id)?.state == .waiting {
+            let line = await manager.waitingTaskIDs()
+            try await perform {
+                try await manager.move(taskID: id, toPosition: min(max(0, Int(position)), line.count - 1))
+            }
+        }
+        let gid = Aria2GID.gid(forTaskID: id)
+        gidToTask[gid] = id
+        return .string(gid)
+    }
+
+    private func remove(_ gid: String) async throws(RPCError) -> JSONValue {
+        let task = try await task(gid)
+        guard !Aria2Status.isStopped(task.state) else { throw .aria2("Active Download not found for GID#\(gid)") }
+        try await perform { try await manager.cancel(taskID: task.id) }
+        return .string(gid)
+    }
+
+    private func pause(_ gid: String) async throws(RPCError) -> JSONValue {
+        let task = try await task(gid)
+        guard task.state == .waiting || task.state == .running else { throw .aria2("GID#\(gid) cannot be paused now") }
+        try await perform { try await manager.pause(taskID: task.id) }
+        return .string(gid)
+    }
+
+    private func unpause(_ gid: String) async throws(RPCError) -> JSONValue {
+        let task = try await task(gid)
+        guard task.state == .paused else { throw .aria2("GID#\(gid) cannot be unpaused now") }
+        try await perform { try await manager.resume(taskID: task.id) }
+        return .string(gid)
+    }
+
+    /// `changePosition(gid, pos, how)`: `POS_SET`, `POS_CUR`, `POS_END` within the waiting line.
+    private func changePosition(_ p: Params) async throws(RPCError) -> JSONValue {
+        let gid = try p.gid(0)
+        let offset = Int(try p.int(1))
+        let how = try p.string(2)
+        let task = try await task(gid)
+        let line = await manager.waitingTaskIDs()
+        guard let current = line.firstIndex(of: task.id) else {
+            throw .aria2("GID#\(gid) is not in the waiting queue.")
+        }
+        let target: Int
+        switch how {
+        case "POS_SET": target = offset
+        case "POS_CUR": target = current + offset
+        case "POS_END": target = line.count - 1 + offset
+        default: throw .aria2("Illegal argument.")
+        }
+        let clamped = min(max(0, target), line.count - 1)
+        try await perform { try await manager.move(taskID: task.id, toPosition: clamped) }
+        return .int(Int64(await manager.waitingTaskIDs().firstIndex(of: task.id) ?? clamped))
+    }
+
+    private func changeOption(_ p: Params) async throws(RPCError) -> JSONValue {
+        let task = try await task(p.gid(0))
+        let options = try Aria2TaskOptions(p.object(1) ?? [:])
+        if let limit = options.maxDownloadLimit {
+            try await perform { try await manager.setRateLimit(taskID: task.id, bytesPerSecond: limit > 0 ? limit : nil) }
+        }
+        return .string("OK")
+    }
+
+    private func changeGlobalOption(_ p: Params) async throws(RPCError) -> JSONValue {
+        let options = p.object(0) ?? [:]
+        if let value = options["max-concurrent-downloads"] {
+            guard let limit = (value.stringValue.flatMap { Int($0) } ?? value.intValue.map { Int($0) }), limit > 0 else {
+                throw Aria2TaskOptions.bad("max-concurrent-downloads")
+            }
+            try await perform { try await manager.setMaxConcurrent(limit) }
+        }
+        if let value = options["max-overall-download-limit"] {
+            guard let limit = (value.stringValue.flatMap(Aria2Size.parse) ?? value.intValue.map { Int($0) }), limit >= 0
+            else { throw Aria2TaskOptions.bad("max-overall-download-limit") }
+            await manager.setGlobalRateLimit(limit > 0 ? limit : nil)
+        }
+        return .string("OK")
+    }
+
+    /// `tellWaiting`/`tellStopped(offset, num, keys)`; a negative offset counts from the end, listing backwards.
+    private func tellList(_ p: Params, stopped: Bool) async throws(RPCError) -> JSONValue {
+        let offset = Int(try p.int(0))
+        let count = Int(try p.int(1))
+        let keys = try p.keys(2)
+        let all = await manager.allTasks()
+        var list: [ManagedTask]
+        if stopped {
+            list = all.filter { Aria2Status.isStopped($0.state) }
+                .sorted { ($0.finishedAt ?? $0.updatedAt, $0.id) < ($1.finishedAt ?? $1.updatedAt, $1.id) }
+        } else {
+            let byID = Dictionary(uniqueKeysWithValues: all.map { ($0.id, $0) })
+            list = await manager.waitingTaskIDs().compactMap { byID[$0] }
+            list += all.filter { $0.state == .paused }
+        }
+        guard count > 0, !list.isEmpty else { return .array([]) }
+        var selected: ArraySlice<ManagedTask>
+        if offset >= 0 {
+            guard offset < list.count else { return .array([]) }
+            selected = list[offset..<min(list.count, offset + count)]
+        } else {
+            let start = list.count + offset
+            guard start >= 0 else { return .array([]) }
+            selected = ArraySlice(list[max(0, start - count + 1)...start].reversed())
+        }
+        return .array(selected.map { status($0, keys: keys) })
+    }
+
+    private func globalStat() async -> JSONValue {
+        let all = await manager.allTasks()
+        let active = all.filter { $0.state == .running }
+        let speed = active.reduce(0) { $0 + Int(speeds[$1.id]?.bytesPerSecond ?? 0) }
+        let stopped = all.filter { Aria2Status.isStopped($0.state) }.count
+        return .object([
+            "downloadSpeed": .string(String(speed)), "uploadSpeed": .string("0"),
+            "numActive": .string(String(active.count)),
+            "numWaiting": .string(String(all.filter { $0.state == .waiting || $0.state == .paused }.count)),
+            "numStopped": .string(String(stopped)), "numStoppedTotal": .string(String(stopped)),
+        ])
+    }
+
+    // MARK: - Helpers
+
+    private var defaultDirectory: String {
+        manager.configuration.defaultDownloadDirectory ?? manager.stateDirectory + "/Downloads"
+    }
+
+    private func status(_ task: ManagedTask, keys: [String]?) -> JSONValue {
+        let progress = speeds[task.id]
+        return Aria2Shapes.status(
+            task, downloadSpeed: Int(progress?.bytesPerSecond ?? 0), connections: progress?.activeConnections ?? 1,
+            keys: keys)
+    }
+
+    /// Settings the manager applies to all tasks, as aria2 option strings.
+    private func sharedOptions() -> [String: JSONValue] {
+        let download = manager.configuration.download
+        return [
+            "split": .string(String(download.connections)),
+            "max-connection-per-server": .string(String(download.client.maxConnectionsPerOrigin)),
+            "max-tries": .string(String(download.retries + 1)),
+            "timeout": .string(String(Int(download.client.idleTimeout))),
+        ]
+    }
+
+    private func options(of task: ManagedTask) -> [String: JSONValue] {
+        var options = sharedOptions()
+        options["dir"] = .string(Aria2Shapes.directory(of: task))
+        if case .file(let path) = task.destination { options["out"] = .string((path as NSString).lastPathComponent) }
+        if !task.headers.isEmpty {
+            options["header"] = .string(task.headers.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)\n" }.joined())
+        }
+        if let checksum = task.checksum {
+            let name = ["sha256": "sha-256", "sha1": "sha-1", "md5": "md5"][checksum.algorithm.rawValue] ?? checksum.algorithm.rawValue
+            options["checksum"] = .string("\(name)=\(checksum.expectedHex)")
+        }
+        options["max-download-limit"] = .string(String(task.rateLimit ?? 0))
+        return options
+    }
+
+    private func globalOptions() async -> [String: JSONValue] {
+        var options = sharedOptions()
+        options["dir"] = .string(defaultDirectory)
+        options["max-concurrent-downloads"] = .string(String(await manager.maxConcurrent))
+        options["max-overall-download-limit"] = .string(String(await manager.currentGlobalRateLimit ?? 0))
+        options["max-download-limit"] = .string("0")
+        return options
+    }
+
+    /// The task with this GID (aria2's messages for a malformed or unknown GID).
+    private func task(_ gid: String) async throws(RPCError) -> ManagedTask {
+        if let id = gidToTask[gid], let task = await manager.task(id) { return task }
+        var found: ManagedTask?
+        for task in await manager.allTasks() {
+            let taskGID = Aria2GID.gid(forTaskID: task.id)
+            gidToTask[taskGID] = task.id
+            if taskGID == gid { found = task }
+        }
+        guard let found else { throw .aria2("GID \(gid) is not found") }
+        return found
+    }
+
+    /// Runs a manager operation, turning its errors into aria2 error objects.
+    private func perform<T>(_ body: () async throws -> T) async throws(RPCError) -> T {
+        do {
+            return try await body()
+        } catch let error as DownloadManagerError {
+            throw .aria2(error.detail)
+        } catch {
+            throw .aria2("\(error)")
+        }
+    }
+}
+
+/// Positional parameters with aria2's type errors (`The parameter at N has wrong type.`).
+struct Params {
+    var values: [JSONValue]
+    init(_ values: [JSONValue]) { self.values = values }
+
+    private func wrongType(_ index: Int) -> RPCError { .aria2("The parameter at \(index) has wrong type.") }
+
+    func string(_ index: Int) throws(RPCError) -> String {
+        guard index < values.count, let text = values[index].stringValue else { throw wrongType(index) }
+        return text
+    }
+
+    func gid(_ index: Int) throws(RPCError) -> String {
+        let text = try string(index)
+        guard Aria2GID.isValid(text) else { throw .aria2("Invalid GID \(text)") }
+        return text.lowercased()
+    }
+
+    func int(_ index: Int) throws(RPCError) -> Int64 {
+        guard index < values.count, let number = values[index].intValue else { throw wrongType(index) }
+        return number
+    }
+
+    func optionalInt(_ index: Int) throws(RPCError) -> Int64? {
+        guard index < values.count, values[index] != .null else { return nil }
+        return try int(index)
+    }
+
+    func array(_ index: Int) throws(RPCError) -> [JSONValue] {
+        guard index < values.count, let array = values[index].arrayValue else { throw wrongType(index) }
+        return array
+    }
+
+    func object(_ index: Int) -> [String: JSONValue]? {
+        index < values.count ? values[index].objectValue : nil
+    }
+
+    /// An optional `keys` array of strings.
+    func keys(_ index: Int) throws(RPCError) -> [String]? {
+        guard index < values.count, values[index] != .null else { return nil }
+        guard let array = values[index].arrayValue else { throw wrongType(index) }
+        return array.compactMap(\.stringValue)
+    }
+}
