@@ -55,6 +55,9 @@ public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible 
         public static let cancelled = Code("cancelled")
         /// The download was paused by the caller (the resume data is available).
         public static let paused = Code("paused")
+        /// Another download (another `Download`, manager task or process) is writing the same
+        /// destination: its partial file is locked. Nothing was touched; retry once it is done.
+        public static let destinationInUse = Code("destinationInUse")
     }
 
     /// What went wrong.

@@ -34,9 +34,10 @@ final class FileHandleFD {
         self.path = path
     }
 
-    /// Opens (creating if needed, mode 0644) a file for reading and writing, without truncating it.
+    /// Opens (creating if needed, mode 0600: partial data is private until it is renamed into place)
+    /// a file for reading and writing, without truncating it and without following a symbolic link.
     static func openForUpdate(_ path: String) throws(FileSystemError) -> FileHandleFD {
-        let fd = path.withCString { open($0, O_RDWR | O_CREAT | O_CLOEXEC, 0o644) }
+        let fd = path.withCString { open($0, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600) }
         if fd < 0 { throw FileSystemError("open", path: path, errno: errno) }
         return FileHandleFD(fd: fd, path: path)
     }

@@ -104,11 +104,17 @@ final class TransferEngine {
     private func stop(with failure: DownloadError) throws(DownloadError) -> Never {
         // A background checkpoint must not write the plist after the files are removed or moved.
         checkpointQueue.sync {}
+        // Files are removed only by the writer holding the partial's lock (`file` is open): a writer
+        // refused with `.destinationInUse` (or failing before the open) must not touch another's files.
+        let holdsLock = file != nil
         switch control.stopRequest {
         case .cancel:
+            // Unlink while the lock is held, so no second writer can lock the doomed file.
+            if holdsLock {
+                try? FileSystem.remove(tempPath)
+                try? FileSystem.remove(infoPath)
+            }
             file = nil
-            try? FileSystem.remove(tempPath)
-            try? FileSystem.remove(infoPath)
             control.setState(.cancelled, .pausedByCaller)
             throw DownloadError(.cancelled, "the download was cancelled; its partial data was removed")
         case .pause:
@@ -118,16 +124,20 @@ final class TransferEngine {
             throw DownloadError(
                 .paused, "the download was paused at \(offset) bytes; resume data is available")
         case .none:
-            if failure.code == .checksumMismatch || failure.code == .contentMD5Mismatch {
+            if !holdsLock {
+                // Nothing of ours is on disk to keep or remove.
+            } else if failure.code == .checksumMismatch || failure.code == .contentMD5Mismatch {
                 // The bytes are complete but wrong: nothing here is worth resuming.
-                file = nil
+                // Unlink while the lock is held, so no second writer can lock the doomed file.
                 try? FileSystem.remove(tempPath)
                 try? FileSystem.remove(infoPath)
+                file = nil
             } else if offset == 0 {
                 // Nothing was received (404, TLS failure, redirect loop…): leave no clutter behind.
-                file = nil
+                // Unlink while the lock is held, so no second writer can lock the doomed file.
                 try? FileSystem.remove(tempPath)
                 try? FileSystem.remove(infoPath)
+                file = nil
             } else if !tempPath.isEmpty && file != nil {
                 try? checkpoint(force: true)
                 control.setResumeData(try? currentResumeInfo().encoded())
@@ -183,7 +193,7 @@ final class TransferEngine {
             }
         }
 
-        let handle = try FileHandleFD.openForUpdate(tempPath)
+        let handle = try PartialFileLock.openLocked(tempPath, destination: destinationPath ?? FileSystem.directory(of: tempPath))
         file = handle
         let size = try handle.size()
         if let info = resumeInfo, !info.segments.isEmpty {
@@ -240,7 +250,11 @@ final class TransferEngine {
             fileName = name
         }
         // Apple resume data names its own temp file; adopt it when it is there and ours is not.
-        if !FileSystem.exists(tempPath), FileSystem.exists(info.tempFilePath), info.tempFilePath != tempPath {
+        // Only a file of ours in the working directory qualifies (docs/RESUME-INFO.md, "Paths"): a
+        // planted record must never move another file into place.
+        if !FileSystem.exists(tempPath), info.tempFilePath != tempPath,
+            RecordPath.isAdoptable(info.tempFilePath, in: workingDirectory)
+        {
             _ = rename(info.tempFilePath, tempPath)
         }
     }
@@ -387,6 +401,7 @@ final class TransferEngine {
 
     private func restartFromZero(_ reason: RestartReason) throws {
         guard let file else { return }
+        discardBackgroundSync()
         try file.truncate(to: 0)
         offset = 0
         durableOffset = -1
@@ -931,6 +946,7 @@ final class TransferEngine {
     /// Small files thus pay two syncs in all (data, then the directory after the rename), not six.
     private func recordValidatorsCheckpoint() throws {
         checkpointQueue.sync {}
+        applyBackgroundSync()
         if let failure = backgroundCheckpoint.takeFailure() { throw failure }
         guard infoDirty else { return }
         try currentResumeInfo().write(to: infoPath, durable: false)
@@ -954,15 +970,18 @@ final class TransferEngine {
             try currentResumeInfo().write(to: infoPath)
             return
         }
+        applyBackgroundSync()
         if let failure = backgroundCheckpoint.takeFailure() { throw failure }
         guard offset != durableOffset || infoDirty else { return }
         if !force {
             guard backgroundCheckpoint.begin() else { return }  // one in flight is enough
             // The snapshot claims only bytes already written; the fdatasync below covers them all.
+            // `durableOffset` moves only once the sync succeeded (``BackgroundCheckpointState``): a
+            // failed sync leaves the old durable offset, and the failure surfaces at the next checkpoint.
             var snapshot = currentResumeInfo()
             snapshot.bytesReceived = offset
             let info = snapshot
-            durableOffset = offset
+            let claimed = offset
             infoDirty = false
             let shared = SharedFile(handle: file)
             let path = infoPath
@@ -970,6 +989,7 @@ final class TransferEngine {
             checkpointQueue.async {
                 do {
                     try shared.handle.syncData()
+                    state.synced(claimed)
                     try info.write(to: path)
                     state.end(failure: nil)
                 } catch {
@@ -979,11 +999,26 @@ final class TransferEngine {
             return
         }
         checkpointQueue.sync {}
+        applyBackgroundSync()
         if let failure = backgroundCheckpoint.takeFailure() { throw failure }
         try file.syncData()
         durableOffset = offset
         infoDirty = false
         try currentResumeInfo().write(to: infoPath)
+    }
+
+    /// Takes the offset the last finished background `fdatasync` made durable; after a failed
+    /// sync nothing moves and the resume info must be rewritten (`infoDirty`).
+    private func applyBackgroundSync() {
+        let (synced, failed) = backgroundCheckpoint.takeSynced()
+        if let synced, synced > durableOffset { durableOffset = synced }
+        if failed { infoDirty = true }
+    }
+
+    /// Waits for a background checkpoint and forgets what it synced (the partial is about to restart).
+    private func discardBackgroundSync() {
+        checkpointQueue.sync {}
+        _ = backgroundCheckpoint.takeSynced()
     }
 
     func currentResumeInfo() -> ResumeInfo {
@@ -1031,12 +1066,15 @@ final class TransferEngine {
             }
         }
         let destination = try finalDestination()
-        self.file = nil
+        // The partial was private (0600) while incomplete; the finished file gets the usual 0644.
+        _ = fchmod(file.fd, 0o644)
         try FileSystem.moveDurably(from: tempPath, to: destination)
         // Whether this unlink survives a power loss does not matter: a resume-info file without its
         // temp file only makes a rerun download again.
         try FileSystem.remove(infoPath)
         ResumeInfo.removeStaleTemporaryFiles(for: infoPath)
+        // The lock on the partial is released only now, after the rename and the cleanup.
+        self.file = nil
         publishProgress()
         control.setState(.completed, .started)
         return DownloadResult(
@@ -1125,6 +1163,10 @@ final class BackgroundCheckpointState: Sendable {
     private struct State {
         var inFlight = false
         var failure: (any Error)?
+        /// The offset the last successful background `fdatasync` covered, not yet taken by the engine.
+        var synced: Int64?
+        /// A background checkpoint failed since the engine last looked.
+        var failedSinceTaken = false
     }
 
     private let state = LockedValue(State())
@@ -1141,7 +1183,26 @@ final class BackgroundCheckpointState: Sendable {
     func end(failure: (any Error)?) {
         state.withLock { state in
             state.inFlight = false
-            if let failure, state.failure == nil { state.failure = failure }
+            if let failure {
+                state.failedSinceTaken = true
+                if state.failure == nil { state.failure = failure }
+            }
+        }
+    }
+
+    /// Records that the data up to `offset` reached stable storage (called after `fdatasync` returns).
+    func synced(_ offset: Int64) {
+        state.withLock { state in state.synced = max(state.synced ?? offset, offset) }
+    }
+
+    /// The durable offset the background made good, and whether a background checkpoint failed.
+    func takeSynced() -> (offset: Int64?, failed: Bool) {
+        state.withLock { state in
+            defer {
+                state.synced = nil
+                state.failedSinceTaken = false
+            }
+            return (state.synced, state.failedSinceTaken)
         }
     }
 

@@ -12,6 +12,7 @@ enum Exit {
     static let protocolViolation: Int32 = 8
     static let space: Int32 = 9
     static let fileSystem: Int32 = 10
+    static let inUse: Int32 = 11
     static let interrupted: Int32 = 130
     static let terminated: Int32 = 143
 
@@ -28,6 +29,7 @@ enum Exit {
         case .contentRangeMismatch, .serverIgnoredRange, .protocolViolation: return protocolViolation
         case .insufficientSpace, .diskFull: return space
         case .fileSystem, .invalidResumeData: return fileSystem
+        case .destinationInUse: return inUse
         default: return failure
         }
     }
@@ -51,6 +53,7 @@ extension ExitCode {
           8    the server broke HTTP or range rules (bad Content-Range, malformed response)
           9    not enough disk space / disk full (partial data kept; rerun to resume)
           10   file-system error (permissions, missing directory)
+          11   the file is in use by another download (its partial file is locked; nothing touched)
           64   usage error
           130  interrupted by Ctrl-C (progress checkpointed; rerun to resume)
           143  terminated by SIGTERM (progress checkpointed; rerun to resume)

@@ -1,0 +1,66 @@
+import Glibc
+
+/// One destination, one writer: the engine holds an exclusive advisory lock (`flock`) on its open
+/// `.dkpart` from `prepare()` until the final rename and cleanup are done (docs/ENGINE.md, "One
+/// destination, one writer").
+///
+/// `flock` locks belong to the open file description, so a second `Download` in the same process
+/// conflicts exactly like a second process does, and the kernel drops the lock when the holder's
+/// descriptor closes — a kill -9 never leaves a stale lock. A second writer is refused at once
+/// (``DownloadError/Code/destinationInUse``); it does not wait.
+enum PartialFileLock {
+    /// Opens `path` for update (creating it with mode 0600) and takes the exclusive lock.
+    ///
+    /// After the lock is granted the descriptor's inode is compared with the one the path names now:
+    /// a holder that finished in between renamed the locked file into place, and writing through a
+    /// descriptor opened before that rename would truncate the finished file. Then the open is retried
+    /// (bounded) on the new path entry.
+    static func openLocked(_ path: String, destination: String) throws -> FileHandleFD {
+        for _ in 0..<8 {
+            let handle = try FileHandleFD.openForUpdate(path)
+            while flock(handle.fd, LOCK_EX | LOCK_NB) != 0 {
+                let code = errno
+                if code == EINTR { continue }
+                if code == EWOULDBLOCK {
+                    throw DownloadError(
+                        .destinationInUse,
+                        "\(destination) is in use by another download (its partial file \(path) is locked by another writer)")
+                }
+                throw DownloadError(.fileSystem, FileSystemError("flock", path: path, errno: code).description)
+            }
+            var open = stat()
+            var named = stat()
+            if fstat(handle.fd, &open) != 0 {
+                throw DownloadError(.fileSystem, FileSystemError("fstat", path: path, errno: errno).description)
+            }
+            if lstat(path, &named) == 0, named.st_dev == open.st_dev, named.st_ino == open.st_ino {
+                return handle
+            }
+            // The path now names another file (the previous holder renamed ours away): try again.
+        }
+        throw DownloadError(
+            .destinationInUse, "\(destination) is in use by another download (its partial file \(path) keeps changing)")
+    }
+}
+
+/// Paths read from a resume record (ours or Apple's) are data, not instructions.
+enum RecordPath {
+    /// Whether `path` may be adopted as a download's partial: it lies directly in `directory` (no
+    /// `..`, no other directory), is a regular file (not a symbolic link) and belongs to this user.
+    static func isAdoptable(_ path: String, in directory: String) -> Bool {
+        guard !path.isEmpty else { return false }
+        let name = FileSystem.lastComponent(of: path)
+        guard !name.isEmpty, name != ".", name != ".." else { return false }
+        guard sameDirectory(FileSystem.directory(of: path), directory) else { return false }
+        var st = stat()
+        guard lstat(path, &st) == 0 else { return false }
+        return (st.st_mode & S_IFMT) == S_IFREG && st.st_uid == geteuid()
+    }
+
+    private static func sameDirectory(_ a: String, _ b: String) -> Bool {
+        var sa = stat()
+        var sb = stat()
+        guard stat(a, &sa) == 0, stat(b, &sb) == 0 else { return false }
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino
+    }
+}
