@@ -221,6 +221,39 @@ enum FileSystem {
         try remove(source)
     }
 
+    /// Like ``moveDurably(from:to:)`` but never replaces an existing `destination`: the file is linked
+    /// in (`link` fails with `EEXIST` atomically, even against a concurrent writer), then `source` is
+    /// unlinked. Returns false, touching nothing, when `destination` exists.
+    static func moveDurablyWithoutReplacing(from source: String, to destination: String) throws(FileSystemError) -> Bool {
+        if link(source, destination) == 0 {
+            try syncDirectory(directory(of: destination))
+            try remove(source)
+            return true
+        }
+        let code = errno
+        if code == EEXIST { return false }
+        guard code == EXDEV || code == EPERM || code == ENOTSUP else {
+            throw FileSystemError("link", path: destination, errno: code)
+        }
+        // No hard links here (another file system, or one without links): copy beside the destination,
+        // then link the copy in (or, without link support at all, check and rename).
+        let staging = destination + ".dkmove-\(getpid())"
+        if code == EXDEV { try copyFile(from: source, to: staging) } else if rename(source, staging) != 0 {
+            throw FileSystemError("rename", path: staging, errno: errno)
+        }
+        var placed = link(staging, destination) == 0
+        if !placed, errno != EEXIST, !exists(destination) { placed = rename(staging, destination) == 0 }
+        if !placed {
+            if code == EXDEV { _ = unlink(staging) } else { _ = rename(staging, source) }
+            if exists(destination) { return false }
+            throw FileSystemError("rename", path: destination, errno: errno)
+        }
+        _ = unlink(staging)
+        try syncDirectory(directory(of: destination))
+        if code == EXDEV { try remove(source) }
+        return true
+    }
+
     private static func copyFile(from source: String, to destination: String) throws(FileSystemError) {
         let input = try FileHandleFD.openForReading(source)
         let outputFD = destination.withCString { open($0, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }

@@ -1065,10 +1065,9 @@ final class TransferEngine {
                     "checksum mismatch: \(checksum.algorithm.rawValue) of the download is \(hex), expected \(checksum.expectedHex)")
             }
         }
-        let destination = try finalDestination()
         // The partial was private (0600) while incomplete; the finished file gets the usual 0644.
         _ = fchmod(file.fd, 0o644)
-        try FileSystem.moveDurably(from: tempPath, to: destination)
+        let destination = try placeFinalFile()
         // Whether this unlink survives a power loss does not matter: a resume-info file without its
         // temp file only makes a rerun download again.
         try FileSystem.remove(infoPath)
@@ -1081,6 +1080,24 @@ final class TransferEngine {
             path: destination, bytes: offset, resumedFrom: resumedFrom, bytesTransferred: bytesThisRun,
             finalURL: currentURL.absoluteString, checksumHex: checksumHex,
             isResumable: control.isResumable ?? (acceptsRanges == true))
+    }
+
+    /// Renames the partial into place. `-o FILE` replaces the file the caller named; a directory
+    /// destination never replaces an existing file: it takes the first free name of
+    /// ``FileNaming/freeNameCandidates(for:)`` (docs/ENGINE.md, "Final names").
+    private func placeFinalFile() throws -> String {
+        let destination = try finalDestination()
+        guard case .directory(let directory, _) = request.destination else {
+            try FileSystem.moveDurably(from: tempPath, to: destination)
+            return destination
+        }
+        for name in FileNaming.freeNameCandidates(for: FileSystem.lastComponent(of: destination)) {
+            let path = FileSystem.join(directory, name)
+            guard FileNaming.isContained(path, in: directory) else { continue }
+            if try FileSystem.moveDurablyWithoutReplacing(from: tempPath, to: path) { return path }
+        }
+        throw DownloadError(
+            .fileSystem, "\(destination) and its 99 numbered alternatives exist; refusing to overwrite any of them")
     }
 
     private func finalDestination() throws -> String {

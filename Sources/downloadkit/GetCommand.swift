@@ -95,6 +95,10 @@ struct GetCommand: AsyncParsableCommand {
             allURLs += text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
                 .filter { !$0.isEmpty && !$0.hasPrefix("#") }
         }
+        // A URL listed twice is downloaded once: two writers would share one partial (README, "One
+        // destination, one writer").
+        var seen = Set<String>()
+        allURLs = allURLs.filter { seen.insert($0).inserted }
         if output != nil && allURLs.count > 1 {
             throw ValidationError("-o FILE takes a single URL; use -d DIR for several")
         }

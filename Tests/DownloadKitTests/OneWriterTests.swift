@@ -111,6 +111,28 @@ struct OneWriterTests {
         #expect(lstat(link, &st) == 0 && (st.st_mode & S_IFMT) == S_IFLNK)
     }
 
+    @Test func directoryDestinationsNeverOverwriteAndNeverTakeAWorkingFileName() async throws {
+        let origin = try FaultOrigin()
+        defer { origin.shutdown() }
+        let dir = try ScratchDirectory()
+        try Data("mine".utf8).write(to: URL(fileURLWithPath: dir.file("report.pdf")))
+        origin.serve("/r", .resource(Resource(size: 300_000, seed: 44, contentDisposition: "attachment; filename=\"report.pdf\"")))
+        for expected in ["report (1).pdf", "report (2).pdf"] {
+            let (result, _) = await runDownload(DownloadRequest(url: origin.url("/r"), destination: .directory(dir.path, naming: .fromResponse)))
+            #expect(try result.get().path == dir.file(expected))
+            #expect(fileMatchesPattern(dir.file(expected), size: 300_000, seed: 44))
+        }
+        #expect(FileManager.default.contents(atPath: dir.file("report.pdf")) == Data("mine".utf8))
+
+        // A server naming its file after another download's working files gets a harmless name.
+        for (proposed, safe) in [("other.bin.dkpart", "other.bin_dkpart"), ("other.bin.DKRESUME", "other.bin_DKRESUME"), ("j.dkjournal", "j_dkjournal")] {
+            origin.serve("/w", .resource(Resource(size: 1000, seed: 45, contentDisposition: "attachment; filename=\"\(proposed)\"")))
+            let (result, _) = await runDownload(DownloadRequest(url: origin.url("/w"), destination: .directory(dir.path, naming: .fromResponse)))
+            #expect(try result.get().path == dir.file(safe))
+        }
+        #expect(dir.contents.allSatisfy { !$0.hasSuffix(".dkpart") && !$0.lowercased().hasSuffix(".dkresume") && !$0.hasSuffix(".dkjournal") })
+    }
+
     func mode(_ path: String) -> mode_t? {
         var st = stat()
         guard stat(path, &st) == 0 else { return nil }
