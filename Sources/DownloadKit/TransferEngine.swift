@@ -237,7 +237,11 @@ final class TransferEngine {
         // The identity stays the recorded original URL (a different URL for the same file is a
         // refreshed one, seed 002). Requests start from the URL given now and follow redirects again:
         // a recorded redirect target (often a signed CDN URL) may have expired since.
-        if case .file = request.destination, let original = try? HTTPURL(info.originalURL) {
+        // Records hold URLs without userinfo (passwords never rest on disk): the URL given now keeps
+        // its credentials when it names the recorded resource.
+        if case .file = request.destination, let original = try? HTTPURL(info.originalURL),
+            original.absoluteString != originalURL.withoutUserinfo.absoluteString
+        {
             originalURL = original
         }
         entityTagText = info.entityTag
@@ -392,7 +396,7 @@ final class TransferEngine {
     private func follow(redirectTo target: HTTPURL) {
         // Credentials never cross to another origin (scheme, host, port), and never come from a redirect.
         if target.origin != currentURL.origin {
-            for name in ["Authorization", "Cookie", "Proxy-Authorization"] { requestHeaders.remove(name: name) }
+            for name in ["Authorization", "Cookie", "Proxy-Authorization"] + request.credentialHeaderNames { requestHeaders.remove(name: name) }
         }
         currentURL = target
         infoDirty = true
@@ -1023,7 +1027,7 @@ final class TransferEngine {
 
     func currentResumeInfo() -> ResumeInfo {
         var info = ResumeInfo(
-            originalURL: originalURL.absoluteString, currentURL: currentURL.absoluteString,
+            originalURL: originalURL.withoutUserinfo.absoluteString, currentURL: currentURL.withoutUserinfo.absoluteString,
             tempFilePath: absolutePath(tempPath),
             bytesReceived: savedSegments.isEmpty ? max(0, durableOffset) : Self.contiguousPrefix(savedSegments))
         info.segments = savedSegments
