@@ -90,10 +90,14 @@ final class FileHandleFD {
 
     /// Flushes the file's data (and the size, which `fdatasync` includes when it changed) to stable storage.
     func syncData() throws(FileSystemError) {
+        if let injected = FileIOFaults.injectedDataSyncError(path: path) {
+            throw FileSystemError("fdatasync", path: path, errno: injected)
+        }
         while fdatasync(fd) != 0 {
             if errno == EINTR { continue }
             throw FileSystemError("fdatasync", path: path, errno: errno)
         }
+        FileIOFaults.recordDataSync(path: path, fd: fd)
     }
 
     /// Starts writing the file's dirty pages to disk without waiting (`sync_file_range` with
@@ -183,14 +187,18 @@ enum FileSystem {
         }
     }
 
-    /// Creates a directory and its parents (mode 0755). Existing directories are fine.
+    /// Creates a directory and its parents (mode 0755). Existing directories are fine. Each directory
+    /// created is made durable by an `fsync` of its parent, so a power loss cannot take away the
+    /// directory that later checkpoints and the final rename rely on.
     static func createDirectories(_ path: String) throws(FileSystemError) {
         if isDirectory(path) { return }
         let parent = directory(of: path)
         if parent != path && parent != "." && parent != "/" { try createDirectories(parent) }
-        if mkdir(path, 0o755) != 0 && errno != EEXIST {
-            throw FileSystemError("mkdir", path: path, errno: errno)
+        if mkdir(path, 0o755) != 0 {
+            if errno != EEXIST { throw FileSystemError("mkdir", path: path, errno: errno) }
+            return
         }
+        try syncDirectory(parent)
     }
 
     /// Bytes available to an unprivileged user on the file system holding `path` (statvfs `f_bavail`,
