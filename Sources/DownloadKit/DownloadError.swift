@@ -56,8 +56,8 @@ public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible 
         public static let cancelled = Code("cancelled")
         /// The download was paused by the caller (the resume data is available).
         public static let paused = Code("paused")
-        /// Another download (another process, or another `Download` or manager task in this one) is
-        /// writing the same destination; nothing was touched. One destination has one writer.
+        /// Another download (another `Download`, manager task or process) is writing the same
+        /// destination: its partial file is locked. Nothing was touched; retry once it is done.
         public static let destinationInUse = Code("destinationInUse")
         /// The segment map failed its final accounting (a byte missing or credited twice): the file is
         /// not moved into place.

@@ -67,6 +67,10 @@ public struct DownloadRequest: Sendable {
     /// A replacement URL for the partial data (expiring signed URLs): the download continues from its
     /// partial bytes at this URL when the server's validator still matches, and restarts otherwise.
     public var replacementURL: String?
+    /// Names of further ``headers`` that carry credentials (`X-Api-Key`, `X-Auth-Token`, …): like
+    /// `Authorization`, `Cookie` and `Proxy-Authorization` they are dropped when a redirect leads to
+    /// another origin. Case-insensitive.
+    public var credentialHeaderNames: [String] = []
 
     /// Creates a request.
     public init(

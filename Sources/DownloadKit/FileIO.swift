@@ -34,9 +34,10 @@ final class FileHandleFD {
         self.path = path
     }
 
-    /// Opens (creating if needed, mode 0644) a file for reading and writing, without truncating it.
+    /// Opens (creating if needed, mode 0600: partial data is private until it is renamed into place)
+    /// a file for reading and writing, without truncating it and without following a symbolic link.
     static func openForUpdate(_ path: String) throws(FileSystemError) -> FileHandleFD {
-        let fd = path.withCString { open($0, O_RDWR | O_CREAT | O_CLOEXEC, 0o644) }
+        let fd = path.withCString { open($0, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600) }
         if fd < 0 { throw FileSystemError("open", path: path, errno: errno) }
         return FileHandleFD(fd: fd, path: path)
     }
@@ -89,10 +90,14 @@ final class FileHandleFD {
 
     /// Flushes the file's data (and the size, which `fdatasync` includes when it changed) to stable storage.
     func syncData() throws(FileSystemError) {
+        if let injected = FileIOFaults.injectedDataSyncError(path: path) {
+            throw FileSystemError("fdatasync", path: path, errno: injected)
+        }
         while fdatasync(fd) != 0 {
             if errno == EINTR { continue }
             throw FileSystemError("fdatasync", path: path, errno: errno)
         }
+        FileIOFaults.recordDataSync(path: path, fd: fd)
     }
 
     /// Starts writing the file's dirty pages to disk without waiting (`sync_file_range` with
@@ -182,14 +187,18 @@ enum FileSystem {
         }
     }
 
-    /// Creates a directory and its parents (mode 0755). Existing directories are fine.
+    /// Creates a directory and its parents (mode 0755). Existing directories are fine. Each directory
+    /// created is made durable by an `fsync` of its parent, so a power loss cannot take away the
+    /// directory that later checkpoints and the final rename rely on.
     static func createDirectories(_ path: String) throws(FileSystemError) {
         if isDirectory(path) { return }
         let parent = directory(of: path)
         if parent != path && parent != "." && parent != "/" { try createDirectories(parent) }
-        if mkdir(path, 0o755) != 0 && errno != EEXIST {
-            throw FileSystemError("mkdir", path: path, errno: errno)
+        if mkdir(path, 0o755) != 0 {
+            if errno != EEXIST { throw FileSystemError("mkdir", path: path, errno: errno) }
+            return
         }
+        try syncDirectory(parent)
     }
 
     /// Bytes available to an unprivileged user on the file system holding `path` (statvfs `f_bavail`,
@@ -218,6 +227,39 @@ enum FileSystem {
         }
         try syncDirectory(directory(of: destination))
         try remove(source)
+    }
+
+    /// Like ``moveDurably(from:to:)`` but never replaces an existing `destination`: the file is linked
+    /// in (`link` fails with `EEXIST` atomically, even against a concurrent writer), then `source` is
+    /// unlinked. Returns false, touching nothing, when `destination` exists.
+    static func moveDurablyWithoutReplacing(from source: String, to destination: String) throws(FileSystemError) -> Bool {
+        if link(source, destination) == 0 {
+            try syncDirectory(directory(of: destination))
+            try remove(source)
+            return true
+        }
+        let code = errno
+        if code == EEXIST { return false }
+        guard code == EXDEV || code == EPERM || code == ENOTSUP else {
+            throw FileSystemError("link", path: destination, errno: code)
+        }
+        // No hard links here (another file system, or one without links): copy beside the destination,
+        // then link the copy in (or, without link support at all, check and rename).
+        let staging = destination + ".dkmove-\(getpid())"
+        if code == EXDEV { try copyFile(from: source, to: staging) } else if rename(source, staging) != 0 {
+            throw FileSystemError("rename", path: staging, errno: errno)
+        }
+        var placed = link(staging, destination) == 0
+        if !placed, errno != EEXIST, !exists(destination) { placed = rename(staging, destination) == 0 }
+        if !placed {
+            if code == EXDEV { _ = unlink(staging) } else { _ = rename(staging, source) }
+            if exists(destination) { return false }
+            throw FileSystemError("rename", path: destination, errno: errno)
+        }
+        _ = unlink(staging)
+        try syncDirectory(directory(of: destination))
+        if code == EXDEV { try remove(source) }
+        return true
     }
 
     private static func copyFile(from source: String, to destination: String) throws(FileSystemError) {

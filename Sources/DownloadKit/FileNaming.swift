@@ -46,7 +46,32 @@ public enum FileNaming {
         guard !name.isEmpty else { return nil }
         if name.utf8.count > maxNameBytes { name = trimmed(truncated(name, toBytes: maxNameBytes)) }
         guard !name.isEmpty, name != ".", name != ".." else { return nil }
-        return name
+        return reservingWorkingSuffixes(name)
+    }
+
+    /// The suffixes of DownloadKit's working files (partials, resume records, journals, staging
+    /// copies). A proposed name never ends up looking like another download's working file.
+    public static let reservedSuffixes = [".dkpart", ".dkresume", ".dkjournal", ".dkmove-"]
+
+    /// Replaces the dot that starts a reserved working-file suffix with `_`, wherever it occurs
+    /// (case-insensitively): `x.dkpart` → `x_dkpart`, `a.dkresume.tmp-7` → `a_dkresume.tmp-7`.
+    static func reservingWorkingSuffixes(_ name: String) -> String {
+        var result = name
+        for suffix in reservedSuffixes {
+            while let range = result.range(of: suffix, options: .caseInsensitive) {
+                result.replaceSubrange(range.lowerBound..<result.index(after: range.lowerBound), with: "_")
+            }
+        }
+        return result
+    }
+
+    /// The names tried, in order, for a file that must not replace an existing one in a directory
+    /// destination: `name`, then `stem (1).ext`, `stem (2).ext`, … up to `stem (99).ext`.
+    public static func freeNameCandidates(for name: String) -> [String] {
+        let dot = name.lastIndex(of: ".").flatMap { $0 == name.startIndex ? nil : $0 }
+        let stem = dot.map { String(name[..<$0]) } ?? name
+        let ext = dot.map { String(name[$0...]) } ?? ""
+        return [name] + (1...99).map { "\(stem) (\($0))\(ext)" }
     }
 
     /// Names a download file the YCDownloadManager way: the file ID if one is given, otherwise the MD5 of the URL

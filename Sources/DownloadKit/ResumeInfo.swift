@@ -478,7 +478,7 @@ public struct ResumeInfo: Sendable, Hashable {
     public func write(to path: String, format: PropertyListFormat = .binary, durable: Bool = true) throws(ResumeInfoError) {
         let data = try encoded(format: format)
         let temporary = path + ".tmp-\(getpid())"
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard descriptor >= 0 else { throw Self.ioError("open", temporary) }
         var isOpen = true
         do throws(ResumeInfoError) {

@@ -21,8 +21,6 @@ final class TransferEngine {
     private var requestHeaders: HTTPHeaders
     private var workingDirectory = ""
     private var tempPath = ""
-    /// The exclusive lock on the partial file (see ``PartialFileLock``).
-    private var partialLock: PartialFileLock?
     private var infoPath = ""
     private var fileName: String?
     private var destinationPath: String?
@@ -94,7 +92,6 @@ final class TransferEngine {
         } catch {
             throw DownloadError.wrap(error)
         }
-        defer { partialLock = nil }  // released after the final rename or the cleanup, never before
         do {
             try prepare()
             let result = try transfer(using: client)
@@ -107,19 +104,20 @@ final class TransferEngine {
 
     /// Ends a run that did not complete: keeps partial data (checkpointed) unless cancelled.
     private func stop(with failure: DownloadError) throws(DownloadError) -> Never {
-        // Without the lock, the files belong to another writer (or were never ours): touch nothing.
-        guard partialLock != nil else {
-            control.setState(.failed, .error(failure.detail))
-            throw failure
-        }
         // A background checkpoint must not write the plist after the files are removed or moved.
         checkpointQueue.sync {}
+        // Files are removed only by the writer holding the partial's lock (`file` is open): a writer
+        // refused with `.destinationInUse` (or failing before the open) must not touch another's files.
+        let holdsLock = file != nil
         switch control.stopRequest {
         case .cancel:
+            // Unlink while the lock is held, so no second writer can lock the doomed file.
+            if holdsLock {
+                try? FileSystem.remove(tempPath)
+                try? FileSystem.remove(infoPath)
+                SegmentJournal.remove(forTempFile: tempPath)
+            }
             file = nil
-            try? FileSystem.remove(tempPath)
-            try? FileSystem.remove(infoPath)
-            SegmentJournal.remove(forTempFile: tempPath)
             control.setState(.cancelled, .pausedByCaller)
             throw DownloadError(.cancelled, "the download was cancelled; its partial data was removed")
         case .pause:
@@ -129,18 +127,22 @@ final class TransferEngine {
             throw DownloadError(
                 .paused, "the download was paused at \(offset) bytes; resume data is available")
         case .none:
-            if failure.code == .checksumMismatch || failure.code == .contentMD5Mismatch {
+            if !holdsLock {
+                // Nothing of ours is on disk to keep or remove.
+            } else if failure.code == .checksumMismatch || failure.code == .contentMD5Mismatch {
                 // The bytes are complete but wrong: nothing here is worth resuming.
-                file = nil
+                // Unlink while the lock is held, so no second writer can lock the doomed file.
                 try? FileSystem.remove(tempPath)
                 try? FileSystem.remove(infoPath)
                 SegmentJournal.remove(forTempFile: tempPath)
+                file = nil
             } else if offset == 0 && !savedSegments.contains(where: { $0.written > 0 }) {
                 // Nothing was received anywhere (404, TLS failure, redirect loop…): leave no clutter behind.
-                file = nil
+                // Unlink while the lock is held, so no second writer can lock the doomed file.
                 try? FileSystem.remove(tempPath)
                 try? FileSystem.remove(infoPath)
                 SegmentJournal.remove(forTempFile: tempPath)
+                file = nil
             } else if !tempPath.isEmpty && file != nil {
                 try? checkpoint(force: true)
                 control.setResumeData(try? currentResumeInfo().encoded())
@@ -196,9 +198,7 @@ final class TransferEngine {
             }
         }
 
-        // One destination, one writer: held until run() returns, after the final rename or cleanup.
-        partialLock = try PartialFileLock.acquire(tempPath, destination: destinationPath ?? workingDirectory)
-        let handle = try FileHandleFD.openForUpdate(tempPath)
+        let handle = try PartialFileLock.openLocked(tempPath, destination: destinationPath ?? FileSystem.directory(of: tempPath))
         file = handle
         let size = try handle.size()
         if let info = resumeInfo, !info.segments.isEmpty {
@@ -242,7 +242,11 @@ final class TransferEngine {
         // The identity stays the recorded original URL (a different URL for the same file is a
         // refreshed one, seed 002). Requests start from the URL given now and follow redirects again:
         // a recorded redirect target (often a signed CDN URL) may have expired since.
-        if case .file = request.destination, let original = try? HTTPURL(info.originalURL) {
+        // Records hold URLs without userinfo (passwords never rest on disk): the URL given now keeps
+        // its credentials when it names the recorded resource.
+        if case .file = request.destination, let original = try? HTTPURL(info.originalURL),
+            original.absoluteString != originalURL.withoutUserinfo.absoluteString
+        {
             originalURL = original
         }
         entityTagText = info.entityTag
@@ -255,7 +259,11 @@ final class TransferEngine {
             fileName = name
         }
         // Apple resume data names its own temp file; adopt it when it is there and ours is not.
-        if !FileSystem.exists(tempPath), FileSystem.exists(info.tempFilePath), info.tempFilePath != tempPath {
+        // Only a file of ours in the working directory qualifies (docs/RESUME-INFO.md, "Paths"): a
+        // planted record must never move another file into place.
+        if !FileSystem.exists(tempPath), info.tempFilePath != tempPath,
+            RecordPath.isAdoptable(info.tempFilePath, in: workingDirectory)
+        {
             _ = rename(info.tempFilePath, tempPath)
         }
     }
@@ -398,7 +406,7 @@ final class TransferEngine {
     private func follow(redirectTo target: HTTPURL) {
         // Credentials never cross to another origin (scheme, host, port), and never come from a redirect.
         if target.origin != currentURL.origin {
-            for name in ["Authorization", "Cookie", "Proxy-Authorization"] { requestHeaders.remove(name: name) }
+            for name in ["Authorization", "Cookie", "Proxy-Authorization"] + request.credentialHeaderNames { requestHeaders.remove(name: name) }
         }
         currentURL = target
         infoDirty = true
@@ -408,6 +416,7 @@ final class TransferEngine {
     private func restartFromZero(_ reason: RestartReason) throws {
         guard let file else { return }
         SegmentJournal.remove(forTempFile: tempPath)  // its records describe the old version
+        discardBackgroundSync()
         try file.truncate(to: 0)
         offset = 0
         durableOffset = -1
@@ -866,6 +875,7 @@ final class TransferEngine {
     /// Small files thus pay two syncs in all (data, then the directory after the rename), not six.
     private func recordValidatorsCheckpoint() throws {
         checkpointQueue.sync {}
+        applyBackgroundSync()
         if let failure = backgroundCheckpoint.takeFailure() { throw failure }
         guard infoDirty else { return }
         try currentResumeInfo().write(to: infoPath, durable: false)
@@ -889,15 +899,18 @@ final class TransferEngine {
             try currentResumeInfo().write(to: infoPath)
             return
         }
+        applyBackgroundSync()
         if let failure = backgroundCheckpoint.takeFailure() { throw failure }
         guard offset != durableOffset || infoDirty else { return }
         if !force {
             guard backgroundCheckpoint.begin() else { return }  // one in flight is enough
             // The snapshot claims only bytes already written; the fdatasync below covers them all.
+            // `durableOffset` moves only once the sync succeeded (``BackgroundCheckpointState``): a
+            // failed sync leaves the old durable offset, and the failure surfaces at the next checkpoint.
             var snapshot = currentResumeInfo()
             snapshot.bytesReceived = offset
             let info = snapshot
-            durableOffset = offset
+            let claimed = offset
             infoDirty = false
             let shared = SharedFile(handle: file)
             let path = infoPath
@@ -905,6 +918,7 @@ final class TransferEngine {
             checkpointQueue.async {
                 do {
                     try shared.handle.syncData()
+                    state.synced(claimed)
                     try info.write(to: path)
                     state.end(failure: nil)
                 } catch {
@@ -914,6 +928,7 @@ final class TransferEngine {
             return
         }
         checkpointQueue.sync {}
+        applyBackgroundSync()
         if let failure = backgroundCheckpoint.takeFailure() { throw failure }
         try file.syncData()
         durableOffset = offset
@@ -921,9 +936,23 @@ final class TransferEngine {
         try currentResumeInfo().write(to: infoPath)
     }
 
+    /// Takes the offset the last finished background `fdatasync` made durable; after a failed
+    /// sync nothing moves and the resume info must be rewritten (`infoDirty`).
+    private func applyBackgroundSync() {
+        let (synced, failed) = backgroundCheckpoint.takeSynced()
+        if let synced, synced > durableOffset { durableOffset = synced }
+        if failed { infoDirty = true }
+    }
+
+    /// Waits for a background checkpoint and forgets what it synced (the partial is about to restart).
+    private func discardBackgroundSync() {
+        checkpointQueue.sync {}
+        _ = backgroundCheckpoint.takeSynced()
+    }
+
     func currentResumeInfo() -> ResumeInfo {
         var info = ResumeInfo(
-            originalURL: originalURL.absoluteString, currentURL: currentURL.absoluteString,
+            originalURL: originalURL.withoutUserinfo.absoluteString, currentURL: currentURL.withoutUserinfo.absoluteString,
             tempFilePath: absolutePath(tempPath),
             bytesReceived: savedSegments.isEmpty ? max(0, durableOffset) : Self.contiguousPrefix(savedSegments))
         info.segments = savedSegments
@@ -965,20 +994,40 @@ final class TransferEngine {
                     "checksum mismatch: \(checksum.algorithm.rawValue) of the download is \(hex), expected \(checksum.expectedHex)")
             }
         }
-        let destination = try finalDestination()
-        self.file = nil
-        try FileSystem.moveDurably(from: tempPath, to: destination)
+        // The partial was private (0600) while incomplete; the finished file gets the usual 0644.
+        _ = fchmod(file.fd, 0o644)
+        let destination = try placeFinalFile()
         // Whether this unlink survives a power loss does not matter: a resume-info file without its
         // temp file only makes a rerun download again.
         try FileSystem.remove(infoPath)
         SegmentJournal.remove(forTempFile: tempPath)
         ResumeInfo.removeStaleTemporaryFiles(for: infoPath)
+        // The lock on the partial is released only now, after the rename and the cleanup.
+        self.file = nil
         publishProgress()
         control.setState(.completed, .started)
         return DownloadResult(
             path: destination, bytes: offset, resumedFrom: resumedFrom, bytesTransferred: bytesThisRun,
             finalURL: currentURL.absoluteString, checksumHex: checksumHex,
             isResumable: control.isResumable ?? (acceptsRanges == true))
+    }
+
+    /// Renames the partial into place. `-o FILE` replaces the file the caller named; a directory
+    /// destination never replaces an existing file: it takes the first free name of
+    /// ``FileNaming/freeNameCandidates(for:)`` (docs/ENGINE.md, "Final names").
+    private func placeFinalFile() throws -> String {
+        let destination = try finalDestination()
+        guard case .directory(let directory, _) = request.destination else {
+            try FileSystem.moveDurably(from: tempPath, to: destination)
+            return destination
+        }
+        for name in FileNaming.freeNameCandidates(for: FileSystem.lastComponent(of: destination)) {
+            let path = FileSystem.join(directory, name)
+            guard FileNaming.isContained(path, in: directory) else { continue }
+            if try FileSystem.moveDurablyWithoutReplacing(from: tempPath, to: path) { return path }
+        }
+        throw DownloadError(
+            .fileSystem, "\(destination) and its 99 numbered alternatives exist; refusing to overwrite any of them")
     }
 
     private func finalDestination() throws -> String {
@@ -1061,6 +1110,10 @@ final class BackgroundCheckpointState: Sendable {
     private struct State {
         var inFlight = false
         var failure: (any Error)?
+        /// The offset the last successful background `fdatasync` covered, not yet taken by the engine.
+        var synced: Int64?
+        /// A background checkpoint failed since the engine last looked.
+        var failedSinceTaken = false
     }
 
     private let state = LockedValue(State())
@@ -1077,7 +1130,26 @@ final class BackgroundCheckpointState: Sendable {
     func end(failure: (any Error)?) {
         state.withLock { state in
             state.inFlight = false
-            if let failure, state.failure == nil { state.failure = failure }
+            if let failure {
+                state.failedSinceTaken = true
+                if state.failure == nil { state.failure = failure }
+            }
+        }
+    }
+
+    /// Records that the data up to `offset` reached stable storage (called after `fdatasync` returns).
+    func synced(_ offset: Int64) {
+        state.withLock { state in state.synced = max(state.synced ?? offset, offset) }
+    }
+
+    /// The durable offset the background made good, and whether a background checkpoint failed.
+    func takeSynced() -> (offset: Int64?, failed: Bool) {
+        state.withLock { state in
+            defer {
+                state.synced = nil
+                state.failedSinceTaken = false
+            }
+            return (state.synced, state.failedSinceTaken)
         }
     }
 

@@ -55,7 +55,7 @@ extension ExitCode {
           8    the server broke HTTP or range rules (bad Content-Range, malformed response)
           9    not enough disk space / disk full (partial data kept; rerun to resume)
           10   file-system error (permissions, missing directory)
-          11   the destination is in use by another download (one destination, one writer)
+          11   the file is in use by another download (its partial file is locked; nothing touched)
           64   usage error
           130  interrupted by Ctrl-C (progress checkpointed; rerun to resume)
           143  terminated by SIGTERM (progress checkpointed; rerun to resume)

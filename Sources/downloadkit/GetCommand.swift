@@ -49,6 +49,9 @@ struct GetCommand: AsyncParsableCommand {
     @Option(name: .customLong("header"), help: "Extra request header 'Name: value' (repeatable). Authorization, Cookie and Proxy-Authorization never follow a redirect to another origin.")
     var headers: [String] = []
 
+    @Option(name: .customLong("credential-header"), help: "Like --header, for a header that carries a credential (e.g. 'X-Api-Key: v'): never sent to another origin after a redirect.")
+    var credentialHeaders: [String] = []
+
     @Option(name: .customLong("checksum"), help: "ALGO=HEX (sha256, sha384, sha512, sha1, md5), checked before the final rename.")
     var checksum: String?
 
@@ -91,7 +94,7 @@ struct GetCommand: AsyncParsableCommand {
         if let limitRate, RateParser.parse(limitRate) == nil {
             throw ValidationError("--limit-rate must be a number of bytes per second, optionally with K, M or G (e.g. 500K)")
         }
-        for header in headers where HeaderParser.parse(header) == nil {
+        for header in headers + credentialHeaders where HeaderParser.parse(header) == nil {
             throw ValidationError("--header must look like 'Name: value' (got \(header))")
         }
     }
@@ -108,7 +111,8 @@ struct GetCommand: AsyncParsableCommand {
         if output != nil && allURLs.count > 1 {
             throw ValidationError("-o FILE takes a single URL; use -d DIR for several")
         }
-        // The same URL twice would be two writers on one partial file: each URL is downloaded once.
+        // A URL listed twice is downloaded once: two writers would share one partial (README, "One
+        // destination, one writer").
         var seen = Set<String>()
         allURLs = allURLs.filter { seen.insert($0).inserted }
 
@@ -148,12 +152,21 @@ struct GetCommand: AsyncParsableCommand {
         for header in headers {
             if let (name, value) = HeaderParser.parse(header) { extraHeaders.add(name: name, value: value) }
         }
+        var credentialNames: [String] = []
+        for header in credentialHeaders {
+            if let (name, value) = HeaderParser.parse(header) {
+                extraHeaders.add(name: name, value: value)
+                credentialNames.append(name)
+            }
+        }
         let checksum = self.checksum.flatMap(Checksum.init(parsing:))
         let requests = allURLs.map { url in
-            DownloadRequest(
+            var request = DownloadRequest(
                 url: url,
                 destination: output.map { .file($0) } ?? .directory(directory ?? ".", naming: .fromResponse),
                 headers: extraHeaders, checksum: checksum)
+            request.credentialHeaderNames = credentialNames
+            return request
         }
 
         let renderer = ProgressRenderer(mode: logging.progressMode(progress), count: requests.count)

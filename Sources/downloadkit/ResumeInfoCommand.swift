@@ -1,5 +1,6 @@
 import ArgumentParser
 import DownloadKit
+import HTTPWire
 import Foundation
 
 struct ResumeInfoCommand: ParsableCommand {
@@ -41,7 +42,7 @@ struct ResumeInfoCommand: ParsableCommand {
         }
         if json {
             var fields: [String: Any] = [
-                "file": file, "format": format, "url": info.currentURL, "originalURL": info.originalURL,
+                "file": file, "format": format, "url": redacted(info.currentURL), "originalURL": redacted(info.originalURL),
                 "bytesReceived": info.bytesReceived, "tempFile": info.tempFilePath,
                 "segments": info.segments.map { segment -> [String: Any] in
                     ["start": segment.start, "end": segment.end ?? -1, "written": segment.written]
@@ -60,9 +61,9 @@ struct ResumeInfoCommand: ParsableCommand {
         }
         var lines = [
             "resume info:    \(file) (\(format))",
-            "URL:            \(info.currentURL)",
+            "URL:            \(redacted(info.currentURL))",
         ]
-        if info.originalURL != info.currentURL { lines.append("original URL:   \(info.originalURL)") }
+        if info.originalURL != info.currentURL { lines.append("original URL:   \(redacted(info.originalURL))") }
         let total = info.totalLength.map { " of \($0)" } ?? ""
         let percent = info.totalLength.flatMap { $0 > 0 ? String(format: " (%.1f%%)", Double(info.bytesReceived) * 100 / Double($0)) : nil } ?? ""
         lines.append("bytes received: \(info.bytesReceived)\(total)\(percent)")
@@ -88,4 +89,10 @@ struct ResumeInfoCommand: ParsableCommand {
         var isDirectory: ObjCBool = false
         return FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) && isDirectory.boolValue
     }
+}
+
+/// A URL as printed by `resume-info`: any `user:password@` is removed (records written by this
+/// version hold none, older ones and Apple resume data may).
+func redacted(_ url: String) -> String {
+    (try? HTTPURL(url))?.withoutUserinfo.absoluteString ?? url
 }

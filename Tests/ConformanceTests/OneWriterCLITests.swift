@@ -1,54 +1,79 @@
+import DownloadKit
 import Foundation
 import Glibc
 import Testing
 import TestOrigin
 
-/// Issue #13: two `downloadkit get` processes on one destination; a SIGKILLed writer leaves no stale
-/// lock; duplicate URLs in `-i` are downloaded once.
+/// One destination, one writer through the CLI (issue #13: behaviour, defects 5 and 6): a second
+/// process is refused with exit 11 and an `error:` line, a kill -9 holder leaves no stale lock,
+/// duplicate URLs are downloaded once, and `-d DIR` never overwrites or takes a reserved name.
 @Suite(.timeLimit(.minutes(3)))
 struct OneWriterCLITests {
-    @Test func aSecondProcessOnTheSameDestinationIsRefusedWithExit11() async throws {
-        let executable = try #require(CLITests.executable)
+    let cli = CLITests()
+
+    @Test func twoProcessesOnOneDestinationAndAKilledHolderLeavesNoStaleLock() async throws {
+        let size: Int64 = 64 << 20
         let origin = try FaultOrigin()
-        let size: Int64 = 8 << 20
-        // Slow enough (about 32 s) that the first writer is still at work however loaded the machine.
-        origin.serve("/two", .resource(Resource(size: size, seed: 113, bytesPerSecond: 256 << 10)))
+        defer { origin.shutdown() }
+        origin.serve("/w.bin", .resource(Resource(size: size, seed: 61, bytesPerSecond: 1 << 20)))
         let dir = try ScratchDirectory()
-        let first = try ChildProcess(
-            executable, ["get", origin.url("/two"), "-o", dir.file("two"), "--progress", "none"],
-            outputPath: dir.path + "/../first-\(UUID().uuidString).log")
-        defer { first.terminate(grace: 1) }
-        for _ in 0..<1000 where (try? FileManager.default.attributesOfItem(atPath: dir.file("two.dkpart"))[.size] as? Int ?? 0) ?? 0 == 0 {
-            try await Task.sleep(for: .milliseconds(10))
+        let executable = try #require(CLITests.executable)
+        let arguments = ["get", origin.url("/w.bin"), "-o", dir.file("w.bin"), "--progress", "none"]
+        let holder = try ChildProcess(executable, arguments, outputPath: dir.path + "/../holder-\(UUID().uuidString).log")
+        // Bounded wait until the holder has bytes on disk (it holds the lock from before its first byte).
+        let partial = dir.file("w.bin.dkpart")
+        let started = try await offloaded { () -> Bool in
+            for _ in 0..<600 {
+                if (try? FileManager.default.attributesOfItem(atPath: partial)[.size] as? Int64) ?? 0 > 0 { return true }
+                usleep(50_000)
+            }
+            return false
         }
-        let second = try await CLITests().run(["get", origin.url("/two"), "-o", dir.file("two"), "--progress", "none"], in: dir)
+        #expect(started)
+
+        let second = try await cli.run(arguments, in: dir)
         #expect(second.exitCode == 11, "\(second.output)")
         #expect(second.output.contains("error:"))
-        #expect(second.output.contains("in use by another download (pid \(first.pid))"))
+        #expect(second.output.contains("in use by another download"), "\(second.output)")
+        #expect(dir.contents.contains("w.bin.dkpart"))
 
-        // SIGKILL the writer: the kernel drops its lock, and a rerun continues from its bytes.
-        first.send(SIGKILL)
-        _ = try await offloaded { first.waitForExit(timeout: 10) }
-        let have = try #require(dir.size("two.dkpart"))
-        origin.serve("/two", .resource(Resource(size: size, seed: 113)))
-        let rerun = try await CLITests().run(["get", origin.url("/two"), "-o", dir.file("two"), "--progress", "none"], in: dir)
+        kill(holder.pid, SIGKILL)
+        _ = try await offloaded { holder.waitForExit(timeout: 10) }
+        // The kernel dropped the dead holder's lock: a rerun resumes and finishes.
+        origin.serve("/w.bin", .resource(Resource(size: size, seed: 61)))
+        let rerun = try await cli.run(arguments, in: dir)
         #expect(rerun.exitCode == 0, "\(rerun.output)")
-        #expect(fileMatchesPattern(dir.file("two"), size: size, seed: 113))
-        #expect(origin.requests("/two").last?.header("Range") == "bytes=\(have)-")
+        #expect(fileMatchesPattern(dir.file("w.bin"), size: size, seed: 61))
+        #expect(dir.contents == ["w.bin"])
     }
 
-    @Test func duplicateURLsInAListAreDownloadedOnce() async throws {
+    @Test func duplicateURLsInAnInputFileAreDownloadedOnce() async throws {
         let origin = try FaultOrigin()
-        origin.serve("/dup.bin", .resource(Resource(size: 1 << 20, seed: 114)))
+        defer { origin.shutdown() }
+        origin.serve("/d.bin", .resource(Resource(size: 2 << 20, seed: 62)))
         let dir = try ScratchDirectory()
-        let out = try ScratchDirectory()
-        let list = dir.file("urls.txt")
-        try [origin.url("/dup.bin"), origin.url("/dup.bin"), origin.url("/dup.bin")].joined(separator: "\n")
+        let list = dir.path + "/../dup-\(UUID().uuidString).txt"
+        defer { try? FileManager.default.removeItem(atPath: list) }
+        try [origin.url("/d.bin"), origin.url("/d.bin"), origin.url("/d.bin")].joined(separator: "\n")
             .write(toFile: list, atomically: true, encoding: .utf8)
-        let result = try await CLITests().run(["get", "-i", list, "-d", out.path, "--progress", "none"], in: dir)
+        let result = try await cli.run(["get", "-i", list, "-d", dir.path, "--progress", "none"], in: dir)
         #expect(result.exitCode == 0, "\(result.output)")
-        #expect(origin.requests("/dup.bin").count == 1)
-        #expect(out.contents == ["dup.bin"])
-        #expect(fileMatchesPattern(out.file("dup.bin"), size: 1 << 20, seed: 114))
+        #expect(dir.contents == ["d.bin"])
+        #expect(fileMatchesPattern(dir.file("d.bin"), size: 2 << 20, seed: 62))
+        #expect(origin.requests("/d.bin").count == 1)
+    }
+
+    @Test func directoryDownloadsKeepAnExistingFileAndTakeAFreeName() async throws {
+        let origin = try FaultOrigin()
+        defer { origin.shutdown() }
+        origin.serve("/n", .resource(Resource(size: 5000, seed: 63, contentDisposition: "attachment; filename=\"notes.txt\"")))
+        origin.serve("/p", .resource(Resource(size: 5000, seed: 64, contentDisposition: "attachment; filename=\"x.dkpart\"")))
+        let dir = try ScratchDirectory()
+        try Data("keep me".utf8).write(to: URL(fileURLWithPath: dir.file("notes.txt")))
+        let result = try await cli.run(["get", origin.url("/n"), origin.url("/p"), "-d", dir.path, "--progress", "none"], in: dir)
+        #expect(result.exitCode == 0, "\(result.output)")
+        #expect(dir.contents == ["notes (1).txt", "notes.txt", "x_dkpart"])
+        #expect(FileManager.default.contents(atPath: dir.file("notes.txt")) == Data("keep me".utf8))
+        #expect(fileMatchesPattern(dir.file("notes (1).txt"), size: 5000, seed: 63))
     }
 }

@@ -15,7 +15,13 @@ final class TaskStore: Sendable {
 
     /// Opens (creating if needed) `<directory>/tasks.sqlite` and migrates it to the newest schema.
     init(directory: String) throws {
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        // The rows hold request headers (Authorization, Cookie…): the state directory is 0700 and the
+        // database 0600 (SQLite gives its -wal and -shm files the database's mode).
+        try FileManager.default.createDirectory(
+            atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let path = directory + "/" + Self.fileName
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        if descriptor >= 0 { close(descriptor) }
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
         configuration.prepareDatabase { db in
