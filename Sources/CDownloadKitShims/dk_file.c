@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/xattr.h>
 #include <linux/falloc.h>
 #include <unistd.h>
 
@@ -32,4 +33,16 @@ int dk_start_writeback(int fd, off_t offset, off_t length) {
 int dk_set_current_thread_name(const char *name) {
     /* The kernel keeps 15 bytes and a NUL; longer names are cut. Shown by ps, top and /proc. */
     return pthread_setname_np(pthread_self(), name);
+}
+
+int dk_fsetxattr(int fd, const char *name, const void *value, size_t size) {
+    return fsetxattr(fd, name, value, size, 0);
+}
+
+ssize_t dk_fgetxattr(int fd, const char *name, void *value, size_t size) {
+    return fgetxattr(fd, name, value, size);
+}
+
+int dk_fremovexattr(int fd, const char *name) {
+    return fremovexattr(fd, name);
 }

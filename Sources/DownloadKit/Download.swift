@@ -108,9 +108,17 @@ public final class Download: Sendable {
             _ = dk_set_current_thread_name(name)
             let outcome: Result<DownloadResult, DownloadError>
             do throws(DownloadError) {
-                let engine = try TransferEngine(
-                    request: request, configuration: configuration, control: control, client: client)
-                outcome = .success(try engine.run())
+                if let kept = try Download.existingFileOutcome(request, configuration: configuration, client: client) {
+                    control.setState(.completed, .started)
+                    outcome = .success(kept)
+                } else {
+                    let engine = try TransferEngine(
+                        request: request, configuration: configuration, control: control, client: client)
+                    let result = try engine.run()
+                    FinishedFileValidators.record(
+                        entityTag: result.entityTag, lastModified: result.lastModified, at: result.path)
+                    outcome = .success(result)
+                }
             } catch {
                 outcome = .failure(error)
             }

@@ -67,6 +67,8 @@ public struct DownloadRequest: Sendable {
     /// A replacement URL for the partial data (expiring signed URLs): the download continues from its
     /// partial bytes at this URL when the server's validator still matches, and restarts otherwise.
     public var replacementURL: String?
+    /// What to do when the destination (a `.file`) already exists complete. Default ``ExistingFilePolicy/replace``.
+    public var existingFile: ExistingFilePolicy = .replace
     /// Names of further ``headers`` that carry credentials (`X-Api-Key`, `X-Auth-Token`, …): like
     /// `Authorization`, `Cookie` and `Proxy-Authorization` they are dropped when a redirect leads to
     /// another origin. Case-insensitive.
@@ -321,4 +323,9 @@ public struct DownloadResult: Sendable, Hashable {
     public var checksumHex: String?
     /// Whether the server supports resuming (range requests with a validator or Accept-Ranges).
     public var isResumable: Bool
+    /// The existing destination was kept (``ExistingFilePolicy``): nothing was downloaded.
+    public var keptExistingFile: Bool = false
+    /// The final response's `ETag` and `Last-Modified` (recorded on the file for ``ExistingFilePolicy/keepIfNotModified``).
+    public var entityTag: String? = nil
+    public var lastModified: String? = nil
 }

@@ -1009,7 +1009,8 @@ final class TransferEngine {
         return DownloadResult(
             path: destination, bytes: offset, resumedFrom: resumedFrom, bytesTransferred: bytesThisRun,
             finalURL: currentURL.absoluteString, checksumHex: checksumHex,
-            isResumable: control.isResumable ?? (acceptsRanges == true))
+            isResumable: control.isResumable ?? (acceptsRanges == true), entityTag: entityTagText,
+            lastModified: lastModified)
     }
 
     /// Renames the partial into place. `-o FILE` replaces the file the caller named; a directory

@@ -73,6 +73,12 @@ struct GetCommand: AsyncParsableCommand {
     @Option(name: .customLong("progress"), help: "auto, bar, json or none (auto: bar on a terminal, none otherwise).")
     var progress: ProgressMode = .auto
 
+    @Flag(name: .customLong("no-clobber"), help: "An existing complete -o FILE is kept: nothing is requested, exit 0.")
+    var noClobber = false
+
+    @Flag(name: .customLong("if-modified"), help: "An existing complete -o FILE is kept when the server answers 304 to If-None-Match / If-Modified-Since (its recorded validator, else its mtime); otherwise it is downloaded again.")
+    var ifModified = false
+
     @OptionGroup var logging: LoggingOptions
 
     @OptionGroup(title: "Credentials, cookies and client certificates") var auth: AuthOptions
@@ -82,6 +88,7 @@ struct GetCommand: AsyncParsableCommand {
     mutating func validate() throws {
         if urls.isEmpty && inputFile == nil { throw ValidationError("give at least one URL (or -i FILE)") }
         if output != nil && directory != nil { throw ValidationError("-o and -d cannot be used together") }
+        if noClobber && ifModified { throw ValidationError("--no-clobber and --if-modified cannot be used together") }
         if maxConcurrent < 1 { throw ValidationError("--max-concurrent must be at least 1") }
         if let maxPerHost, maxPerHost < 1 { throw ValidationError("--max-per-host must be at least 1") }
         if connections < 1 || connections > 64 { throw ValidationError("--connections must be 1 to 64") }
@@ -166,9 +173,16 @@ struct GetCommand: AsyncParsableCommand {
                 destination: output.map { .file($0) } ?? .directory(directory ?? ".", naming: .fromResponse),
                 headers: extraHeaders, checksum: checksum)
             request.credentialHeaderNames = credentialNames
+            request.existingFile = noClobber ? .keep : ifModified ? .keepIfNotModified : .replace
             return request
         }
 
+        // A rerun after success says what it does with the file already there.
+        if let output, !noClobber, !ifModified, FileManager.default.fileExists(atPath: output),
+            !FileManager.default.fileExists(atPath: output + ".dkpart")
+        {
+            logging.note("\(output) exists; downloading it again and replacing it when complete (--no-clobber keeps it, --if-modified asks the server first)")
+        }
         let renderer = ProgressRenderer(mode: logging.progressMode(progress), count: requests.count)
         let active = ActiveDownloads()
         let signals = SignalHandling(active: active, renderer: renderer)
@@ -231,6 +245,10 @@ extension GetCommand {
         await active.remove(download)
         switch await download.resultOrError() {
         case .success(let result):
+            if result.keptExistingFile {
+                FileHandle.standardError.write(Data("note: \(result.path) kept (\(result.bytes) bytes, not downloaded again)\n".utf8))
+                return nil
+            }
             if let onComplete { await CompletionCommand.run(onComplete, path: result.path, renderer: renderer) }
             return nil
         case .failure(let error):

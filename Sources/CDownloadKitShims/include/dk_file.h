@@ -30,4 +30,13 @@ int dk_start_writeback(int fd, off_t offset, off_t length);
 /// Names the calling thread for ps/top//proc (pthread_setname_np; at most 15 bytes are kept).
 int dk_set_current_thread_name(const char *name);
 
+/// fsetxattr(fd, name, value, size, 0); 0 or -1 with errno set (ENOTSUP where there are no user xattrs).
+int dk_fsetxattr(int fd, const char *name, const void *value, size_t size);
+
+/// fgetxattr; the value's length or -1 with errno set.
+ssize_t dk_fgetxattr(int fd, const char *name, void *value, size_t size);
+
+/// fremovexattr; 0 or -1 with errno set.
+int dk_fremovexattr(int fd, const char *name);
+
 #endif

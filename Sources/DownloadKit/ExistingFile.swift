@@ -1,0 +1,103 @@
+import CDownloadKitShims
+import Foundation
+import Glibc
+import HTTPClient
+import HTTPWire
+
+/// What a download does when its destination file already exists (complete, with no partial data
+/// beside it) — curl's `--no-clobber` and wget's `-N`, decided before any byte is written.
+public enum ExistingFilePolicy: Sendable, Hashable {
+    /// Download again and replace it when the new file is complete and verified (the default).
+    case replace
+    /// Keep it and send no request (`--no-clobber`).
+    case keep
+    /// Ask the server with `If-None-Match` (the validator recorded when the file was downloaded) and
+    /// `If-Modified-Since` (the recorded `Last-Modified`, else the file's mtime); a `304` keeps the file,
+    /// anything else downloads it again (`--if-modified`).
+    case keepIfNotModified
+}
+
+/// The validators of a finished file, kept in its extended attributes (`user.downloadkit.etag`,
+/// `user.downloadkit.last-modified`) so that a later conditional download can ask "has it changed?"
+/// after the resume info is gone. Best effort: file systems without user xattrs fall back to the mtime.
+enum FinishedFileValidators {
+    static let entityTagAttribute = "user.downloadkit.etag"
+    static let lastModifiedAttribute = "user.downloadkit.last-modified"
+
+    static func record(entityTag: String?, lastModified: String?, at path: String) {
+        let fd = path.withCString { open($0, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        for (name, value) in [(entityTagAttribute, entityTag), (lastModifiedAttribute, lastModified)] {
+            if let value {
+                let bytes = Array(value.utf8)
+                _ = bytes.withUnsafeBytes { dk_fsetxattr(fd, name, $0.baseAddress, $0.count) }
+            } else {
+                _ = dk_fremovexattr(fd, name)
+            }
+        }
+    }
+
+    static func read(at path: String) -> (entityTag: String?, lastModified: String?) {
+        let fd = path.withCString { open($0, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
+        guard fd >= 0 else { return (nil, nil) }
+        defer { close(fd) }
+        func value(_ name: String) -> String? {
+            var buffer = [UInt8](repeating: 0, count: 512)
+            let count = buffer.withUnsafeMutableBytes { dk_fgetxattr(fd, name, $0.baseAddress, $0.count) }
+            guard count > 0 else { return nil }
+            // A value with control bytes is not ours (or was tampered with): never put it in a header.
+            guard let text = String(validating: buffer[0..<count], as: UTF8.self),
+                text.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value < 0x7F })
+            else { return nil }
+            return text
+        }
+        return (value(entityTagAttribute), value(lastModifiedAttribute))
+    }
+}
+
+extension Download {
+    /// Whether an existing destination makes this run unnecessary; returns the result to report then.
+    /// Runs on the transfer thread before the engine.
+    static func existingFileOutcome(
+        _ request: DownloadRequest, configuration: DownloadConfiguration, client: HTTPClient?
+    ) throws(DownloadError) -> DownloadResult? {
+        guard request.existingFile != .replace, case .file(let path) = request.destination else { return nil }
+        var st = stat()
+        guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
+        // Partial data beside it: a download of it is under way or interrupted; let the engine decide.
+        guard !FileManager.default.fileExists(atPath: path + ".dkpart") else { return nil }
+        let kept = DownloadResult(
+            path: path, bytes: Int64(st.st_size), resumedFrom: Int64(st.st_size), bytesTransferred: 0,
+            finalURL: request.url, checksumHex: nil, isResumable: false, keptExistingFile: true)
+        if request.existingFile == .keep { return kept }
+
+        let url: HTTPURL
+        do {
+            url = try HTTPURL(request.url)
+        } catch {
+            throw DownloadError(.invalidURL, "invalid URL \(request.url): \(error.detail)")
+        }
+        let (entityTag, lastModified) = FinishedFileValidators.read(at: path)
+        var headers = request.headers
+        if let entityTag { headers.replaceOrAdd(name: "If-None-Match", value: entityTag) }
+        headers.replaceOrAdd(
+            name: "If-Modified-Since",
+            value: lastModified ?? HTTPDate(secondsSince1970: Int64(st.st_mtim.tv_sec)).headerValue)
+        var status = 0
+        do {
+            let http = try client ?? HTTPClient(configuration: configuration.client)
+            _ = try http.execute(
+                HTTPRequest(method: .GET, url: url, headers: headers),
+                onHead: { head in
+                    status = head.status
+                    return .discard
+                },
+                onBody: { _ in })
+        } catch {
+            // The question could not be asked: the download itself will meet (and report) the problem.
+            return nil
+        }
+        return status == 304 ? kept : nil
+    }
+}
