@@ -443,7 +443,7 @@ struct FaultOriginTests {
         #expect(response.body.count == 100_000)
         // Nominal 0.25 s; generous bounds so a loaded machine does not flake.
         #expect(elapsed >= 0.18)
-        #expect(elapsed < 5)
+        #expect(elapsed < 30, "a hang bound, not a speed assertion")
     }
 
     @Test func stallAfterPausesMidBodyThenCompletes() throws {

@@ -147,7 +147,6 @@ struct ManagerSchedulerTests {
         }
         print("Scheduler scale: \(count) enqueues \(enqueue), \(count) ends \(drain)")
         #expect(scheduler.isIdle)
-        #expect(enqueue < .seconds(10))
-        #expect(drain < .seconds(10))
+        // Speed is the benchmark's to show, never a timed assertion here.
     }
 }

@@ -330,9 +330,7 @@ struct ManagerTests {
         print(
             "Manager scale: enqueue \(count) in one batch \(enqueueTime); \(operations) pause+resume pairs \(controlTime) (\(controlTime / operations) each); restore \(count) tasks \(restoreTime)"
         )
-        #expect(enqueueTime < .seconds(10))
-        #expect(controlTime < .seconds(10))
-        #expect(restoreTime < .seconds(10))
+        // Speed is the benchmark's to show (downloadkit-bench `queue`), never a timed assertion here.
         await reopened.close()
     }
 }

@@ -231,7 +231,7 @@ func transportError(_ body: () throws -> Void) -> TransportError? {
         let elapsed = Double(Deadline.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9
         #expect(error?.code == .readTimeout)
         #expect(error?.isTransient == true)
-        #expect(elapsed >= 0.19 && elapsed < 2)
+        #expect(elapsed >= 0.19 && elapsed < 30, "a hang bound, not a speed assertion")
     }
 
     @Test func readReturnsZeroAtOrderlyEOF() throws {
@@ -257,7 +257,7 @@ func transportError(_ body: () throws -> Void) -> TransportError? {
         let error = transportError { _ = try connection.readText(deadline: .after(seconds: 10)) }
         let elapsed = Double(Deadline.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9
         #expect(error?.code == .cancelled)
-        #expect(elapsed < 1)
+        #expect(elapsed < 9, "woken by the cancel, not by its 10 s deadline (a bound, not a speed assertion)")
         #expect(canceller.isCancelled)
         // Later operations keep saying cancelled, not reset.
         #expect(transportError { try connection.writeText("x", deadline: .after(seconds: 1)) }?.code == .cancelled)
