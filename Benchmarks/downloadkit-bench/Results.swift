@@ -95,7 +95,10 @@ enum ScenarioName: String, CaseIterable, Codable, Sendable {
         case .resume:
             return "Each client is killed with SIGKILL when the partial file reaches half the size, then rerun "
                 + "to completion. Wall time is both runs together; nginx's access log gives the bytes the "
-                + "second run fetched, and bytes fetched twice = second run − (size − bytes on disk at the kill)."
+                + "second run fetched, and bytes fetched twice = second run − (size − bytes on disk at the kill). "
+                + "The `--connections 4` row is killed when nginx has sent half the size in completed range requests "
+                + "(its partial file is sparse, so its length says nothing and shows as 0); its bytes fetched twice "
+                + "= everything nginx sent over both runs − the size: what was in flight per connection at the kill."
         case .queue:
             return "DownloadManager: enqueue 10,000 tasks in one batch call (one transaction), close, and restore "
                 + "them by opening a new manager on the same state directory. Timed inside the fetch child; "

@@ -206,14 +206,20 @@ extension ScenarioContext {
         for client in clients where client.kind != .axel {
             plan.append(client)
             rows.append(Row(label: client.kind == .downloadkit ? "downloadkit get" : client.kind.rawValue, client: client.kind, bytes: bytes))
+            if client.kind == .downloadkit {
+                // Segmented too (issue #24): the progress journal makes a kill cost only what was in flight.
+                plan.append(client)
+                rows.append(Row(label: "downloadkit get --connections 4", client: client.kind, bytes: bytes, connections: 4))
+            }
         }
         if !FileManager.default.isExecutableFile(atPath: cli), let index = rows.firstIndex(where: { $0.client == .downloadkit }) {
             rows[index].failure = "\(cli) is missing: swift build -c release --product downloadkit"
         }
         rows = alternate(.resume, rows: rows) { index, run in
             let client = plan[index]
-            let destination = downloadDirectory + "/resume-\(client.kind.rawValue).bin"
-            let invocation = try client.resumeInvocation(url: url, destination: destination, cli: cli)
+            let connections = rows[index].connections ?? 1
+            let destination = downloadDirectory + "/resume-\(client.kind.rawValue)-\(connections).bin"
+            let invocation = try client.resumeInvocation(url: url, destination: destination, cli: cli, connections: connections)
             let cleanup = [destination] + invocation.leftovers
             for file in cleanup { unlink(file) }
             defer {
@@ -221,20 +227,35 @@ extension ScenarioContext {
                 syncFileSystem()
             }
             let partial = client.kind == .downloadkit ? destination + ".dkpart" : destination
-            let logBase = logDirectory + "/resume-\(client.kind.rawValue)-\(run)"
+            let logBase = logDirectory + "/resume-\(client.kind.rawValue)-\(connections)-\(run)"
 
             // First run: SIGKILL once the partial file holds half the bytes.
             let before = try nginx.accessLog().count
             let first = try measureKilling(
                 invocation.executable, invocation.arguments, stdoutPath: logBase + "-1.out",
                 stderrPath: logBase + "-1.err", timeout: 120
-            ) { fileSize(partial) >= bytes / 2 }
+            ) {
+                // A segmented partial is sparse (its length says nothing): count what nginx has sent in
+                // completed range requests instead.
+                if connections > 1 {
+                    let sent = (try? nginx.accessLog()).map { bodyBytes(Array($0.dropFirst(before))) } ?? 0
+                    return sent >= bytes / 2
+                }
+                return fileSize(partial) >= bytes / 2
+            }
             guard first.signal == SIGKILL else {
                 throw BenchError("the first run ended before it was killed (exit status \(first.exitStatus))")
             }
-            let atKill = fileSize(partial)
+            // What the killed run had written: the sparse partial's length means nothing with segments,
+            // so "fetched twice" below compares bytes sent by nginx instead.
+            let atKill = connections > 1 ? 0 : fileSize(partial)
             // The killed request is logged when nginx notices the closed connection.
-            let firstEntries = try nginx.accessLog(waitingFor: before + 1, timeout: 5).dropFirst(before)
+            var firstEntries = try nginx.accessLog(waitingFor: before + 1, timeout: 5).dropFirst(before)
+            if connections > 1 {
+                // Each killed connection's request is logged when nginx notices it closed.
+                usleep(500_000)
+                firstEntries = try nginx.accessLog().dropFirst(before)
+            }
             let firstSent = bodyBytes(Array(firstEntries))
 
             // Second run to completion, measured (with exact RSS).
@@ -243,7 +264,7 @@ extension ScenarioContext {
                 invocation.executable, invocation.arguments, stdoutPath: logBase + "-2.out",
                 stderrPath: logBase + "-2.err")
             try requireSuccess(second, logBase: logBase + "-2")
-            let entries = try logEntries(after: middle, atLeastBytes: bytes - atKill)
+            let entries = try logEntries(after: middle, atLeastBytes: connections > 1 ? bytes - firstSent : bytes - atKill)
             let secondSent = bodyBytes(entries)
             if let problem = spotCheck(path: destination, bytes: bytes, seed: BenchRunner.seed) {
                 throw BenchError("downloaded file: \(problem)")
@@ -255,7 +276,7 @@ extension ScenarioContext {
                 rssIsExact: second.rssIsExact,
                 metrics: [
                     "bytesAtKill": Double(atKill), "firstRunSentBytes": Double(firstSent),
-                    "secondRunBytes": Double(secondSent), "fetchedTwice": Double(secondSent - (bytes - atKill)),
+                    "secondRunBytes": Double(secondSent), "fetchedTwice": Double(connections > 1 ? firstSent + secondSent - bytes : secondSent - (bytes - atKill)),
                     "firstRunSeconds": first.wallSeconds, "secondRunSeconds": second.wallSeconds,
                     "secondRunRequests": Double(entries.count),
                 ])
@@ -434,14 +455,14 @@ extension Client {
     }
 
     /// `resume`: the same command for the killed first run and the completing second run.
-    func resumeInvocation(url: String, destination: String, cli: String) throws -> Invocation {
+    func resumeInvocation(url: String, destination: String, cli: String, connections: Int = 1) throws -> Invocation {
         let directory = (destination as NSString).deletingLastPathComponent
         let name = (destination as NSString).lastPathComponent
         switch kind {
         case .downloadkit:
             return Invocation(
-                executable: cli, arguments: ["get", url, "-o", destination, "--progress", "none"],
-                leftovers: [destination + ".dkpart", destination + ".dkresume"])
+                executable: cli, arguments: ["get", url, "-o", destination, "--progress", "none", "--connections", "\(connections)"],
+                leftovers: [destination + ".dkpart", destination + ".dkresume", destination + ".dkjournal"])
         case .curl:
             return Invocation(executable: executable, arguments: ["-s", "-f", "-C", "-", "-o", destination, url])
         case .wget:
