@@ -84,7 +84,7 @@ let package = Package(
         .executableTarget(
             name: "downloadkit",
             dependencies: [
-                "DownloadKit", "TestOrigin", "DownloadKitSession", "DownloadKitDaemon", "DownloadKitRPC",
+                "DownloadKit", "DownloadKitSession", "DownloadKitDaemon", "DownloadKitRPC",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

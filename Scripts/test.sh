@@ -2,7 +2,8 @@
 # The project's test command (README "The two commands"; .ci/run calls exactly this).
 #
 # 1. installs what the tests need when missing (nginx, openssl CLI, libssl-dev, curl, aria2c, aria2p);
-# 2. builds and runs the whole suite (unit, nginx conformance, fault origin, CLI end to end);
+# 2. builds and runs the whole suite (unit, nginx conformance, fault origin, CLI end to end), then checks
+#    that the shipped executables carry no test harness (Scripts/check-products.sh);
 # 3. runs every libFuzzer target for a short bounded time (FUZZ_SECONDS, default 15 s each;
 #    longer runs: `bash Scripts/fuzz.sh 600`);
 # 4. kills and reruns real `downloadkit get` processes at random moments against nginx (Scripts/chaos.sh,
@@ -16,6 +17,7 @@ cd "$(dirname "$0")/.."
 bash Scripts/install-deps.sh
 swift build --build-tests
 swift test --skip-build
+bash Scripts/check-products.sh
 if [ "${DOWNLOADKIT_QUICK_TESTS:-0}" = 1 ]; then exit 0; fi
 bash Scripts/fuzz.sh "${FUZZ_SECONDS:-15}"
 DOWNLOADKIT="$(swift build --show-bin-path)/downloadkit" bash Scripts/chaos.sh "${CHAOS_SECONDS:-40}"

@@ -2,14 +2,13 @@ import ArgumentParser
 import DownloadKit
 import Foundation
 import HTTPClient
-import TestOrigin
 
 struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
         abstract: "Show a resumable download end to end, offline: serve, download, interrupt, resume, verify.",
         discussion: """
-            Starts the package's own HTTP origin on 127.0.0.1, downloads a generated file with a live
+            Starts a small HTTP origin of its own on 127.0.0.1, downloads a generated file with a live
             progress bar, interrupts it part-way, resumes it from the partial file on disk (showing the
             offset and the Range request the server saw), verifies its SHA-256, and prints what happened.
             """
@@ -35,20 +34,16 @@ struct DemoCommand: AsyncParsableCommand {
 
     func run() async throws {
         let bytes = Int64(size) << 20
-        let seed: UInt64 = 2026
-        let origin = try FaultOrigin()
+        let origin = try DemoOrigin(size: bytes, seed: DemoPattern.seed, bytesPerSecond: rate << 20)
         defer { origin.shutdown() }
-        origin.serve(
-            "/files/demo.bin",
-            .resource(Resource(size: bytes, seed: seed, bytesPerSecond: rate > 0 ? rate << 20 : nil)))
-        let url = origin.url("/files/demo.bin")
+        let url = origin.url
         let folder = directory ?? NSTemporaryDirectory() + "downloadkit-demo-\(getpid())"
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         let destination = folder + "/demo.bin"
         try? FileManager.default.removeItem(atPath: destination)
 
         say("1. serving a generated \(size) MiB file at \(url)")
-        let expected = Self.sha256OfPattern(bytes: bytes, seed: seed)
+        let expected = Self.sha256OfPattern(bytes: bytes)
         say("   its SHA-256 is \(expected)")
 
         let request = DownloadRequest(
@@ -96,7 +91,7 @@ struct DemoCommand: AsyncParsableCommand {
             FileHandle.standardError.write(Data("error: \(error.detail)\n".utf8))
             throw ExitCode(Exit.status(for: error))
         }
-        let ranges = origin.requests("/files/demo.bin").compactMap { $0.header("Range") }
+        let ranges = origin.rangesSeen
         say("   resumed from byte \(result.resumedFrom); the server saw: \(ranges.isEmpty ? "no Range request" : ranges.map { "Range: \($0)" }.joined(separator: ", "))")
         say("4. verified: SHA-256 \(result.checksumHex ?? "?") matches")
         let transferred = partial + result.bytesTransferred
@@ -118,7 +113,7 @@ struct DemoCommand: AsyncParsableCommand {
     }
 
     /// SHA-256 of the generated file, computed independently of the download.
-    static func sha256OfPattern(bytes: Int64, seed: UInt64) -> String {
+    static func sha256OfPattern(bytes: Int64) -> String {
         let digest = Digest(.sha256)
         let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 64)
         defer { chunk.deallocate() }
@@ -126,7 +121,7 @@ struct DemoCommand: AsyncParsableCommand {
         while offset < bytes {
             let count = Int(min(Int64(chunk.count), bytes - offset))
             let slice = UnsafeMutableRawBufferPointer(rebasing: chunk[0..<count])
-            TestPattern.fill(slice, offset: offset, seed: seed)
+            DemoPattern.fill(slice, offset: offset)
             digest.update(UnsafeRawBufferPointer(slice))
             offset += Int64(count)
         }

@@ -185,7 +185,10 @@ struct GetCommand: AsyncParsableCommand {
         }
         let renderer = ProgressRenderer(mode: logging.progressMode(progress), count: requests.count)
         let active = ActiveDownloads()
-        let signals = SignalHandling(active: active, renderer: renderer)
+        let signals = SignalHandling(rerunHint: "rerun the same command") {
+            await renderer.beginShutdown()
+            await active.pauseAll()
+        }
         signals.install()
 
         let configurationForTasks = configuration

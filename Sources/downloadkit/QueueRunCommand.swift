@@ -125,7 +125,13 @@ struct QueueRunCommand: AsyncParsableCommand {
         await manager.setCompletionHandler { completion in continuation.yield(.completion(completion)) }
 
         let renderer = ProgressRenderer(mode: logging.progressMode(progress), count: work.count)
-        let signals = QueueSignals(session: session, renderer: renderer, updates: continuation)
+        // On a signal: close the manager (every running transfer stops with its bytes checkpointed and stays
+        // in the waiting line), then end the run loop.
+        let signals = SignalHandling(rerunHint: "run `downloadkit queue run` again") { [session, continuation] in
+            await renderer.beginShutdown()
+            await session.close()
+            continuation.finish()
+        }
         signals.install()
         let bridge = QueueProgressBridge(tasks: work, renderer: renderer)
 
@@ -170,8 +176,8 @@ struct QueueRunCommand: AsyncParsableCommand {
         await signals.stopped()
         await renderer.finish()
         try? download.client.cookieJar?.save()
-        if let code = signals.exitCode {
-            QueueOutput.error(signals.message)
+        if let code = signals.exitCode, let message = signals.message {
+            QueueOutput.error(message)
             throw ExitCode(code)
         }
         if let first = failures.first {
@@ -230,56 +236,3 @@ actor QueueProgressBridge {
     }
 }
 
-/// Ctrl-C and SIGTERM during `queue run`: close the manager (every running transfer stops with its bytes
-/// checkpointed and stays in the waiting line), end the run loop, exit 130 or 143. A second signal exits at
-/// once (durable bytes are safe on disk either way).
-final class QueueSignals: Sendable {
-    private let session: QueueSession
-    private let renderer: ProgressRenderer
-    private let updates: AsyncStream<QueueUpdate>.Continuation
-    private let state = LockedValue<(code: Int32?, closing: Task<Void, Never>?)>((nil, nil))
-    /// Kept alive for the process's lifetime; written once by `install()` on the main task.
-    nonisolated(unsafe) private static var sources: [any DispatchSourceSignal] = []
-
-    init(session: QueueSession, renderer: ProgressRenderer, updates: AsyncStream<QueueUpdate>.Continuation) {
-        self.session = session
-        self.renderer = renderer
-        self.updates = updates
-    }
-
-    var exitCode: Int32? { state.withLock { $0.code } }
-    var isStopping: Bool { exitCode != nil }
-
-    var message: String {
-        let name = exitCode == Exit.interrupted ? "Ctrl-C" : "SIGTERM"
-        return "error: interrupted by \(name); progress was checkpointed, run `downloadkit queue run` again to resume"
-    }
-
-    func install() {
-        for (signalNumber, status) in [(SIGINT, Exit.interrupted), (SIGTERM, Exit.terminated)] {
-            signal(signalNumber, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
-            source.setEventHandler { [self] in
-                let first: Bool = state.withLock { current in
-                    if current.code != nil { return false }
-                    current.code = status
-                    current.closing = Task { [session, renderer, updates] in
-                        await renderer.beginShutdown()
-                        await session.close()
-                        updates.finish()
-                    }
-                    return true
-                }
-                if !first { exit(status) }
-            }
-            source.resume()
-            Self.sources.append(source)
-        }
-    }
-
-    /// Waits until the shutdown a signal started has finished (returns at once without a signal).
-    func stopped() async {
-        let closing = state.withLock { $0.closing }
-        await closing?.value
-    }
-}
