@@ -62,6 +62,8 @@ public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible 
         /// The segment map failed its final accounting (a byte missing or credited twice): the file is
         /// not moved into place.
         public static let segmentAccounting = Code("segmentAccounting")
+        /// An error of a type the library does not know reached the engine: a bug; the detail names it.
+        public static let internalError = Code("internalError")
     }
 
     /// What went wrong.
@@ -72,6 +74,8 @@ public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible 
     public var httpStatus: Int?
     /// The lower-level error, when there is one (a `TransportError` or `WireError` description).
     public var underlying: String?
+    /// The lower-level error as a value, when there is one: match on it instead of parsing ``underlying``.
+    public var cause: Cause?
     /// Whether retrying later from the durable bytes may succeed (reset, timeout, 5xx, 429, …).
     public var isTransient: Bool
     /// For transport failures, the transport error code (e.g. `certificateExpired`).
@@ -118,35 +122,58 @@ public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible 
             return error
         case let error as TransportError:
             if error.code == .cancelled {
-                return DownloadError(.cancelled, "the download was cancelled")
+                return DownloadError(.cancelled, "the download was cancelled").caused(by: .transport(error))
             }
             return DownloadError(
                 .transport, transportSentence(error), underlying: error.description, isTransient: error.isTransient,
-                transportCode: error.code.name)
+                transportCode: error.code.name
+            ).caused(by: .transport(error))
         case let error as WireError:
             // A body cut short is a network event worth retrying; other violations are the server's fault.
-            let truncation: Set<String> = ["truncatedBody", "incompleteChunkedBody", "truncatedHead", "missingResponseHead"]
-            if truncation.contains(error.code.name) {
+            if error.isTruncation {
                 return DownloadError(
                     .truncated, "the connection closed early: \(error.detail)", underlying: error.description,
-                    isTransient: true)
+                    isTransient: true
+                ).caused(by: .wire(error))
             }
             return DownloadError(
                 .protocolViolation, "the server sent an invalid response: \(error.detail)",
-                underlying: error.description)
+                underlying: error.description
+            ).caused(by: .wire(error))
         case let error as BodyFileWriteError:
-            if error.errno == ENOSPC {
-                return DownloadError(.diskFull, "the disk is full: \(error.description)", underlying: error.description)
-            }
-            return DownloadError(.fileSystem, error.description, underlying: error.description)
+            return fileFailure(errno: error.errno, error.description, cause: .bodyWrite(error))
         case let error as FileSystemError:
-            if error.errno == ENOSPC {
-                return DownloadError(.diskFull, "the disk is full: \(error.description)", underlying: error.description)
+            return fileFailure(errno: error.errno, error.description, cause: .fileSystem(error))
+        case let error as ResumeInfoError:
+            // Writing or reading the resume info failed: an I/O failure is a file-system (or disk-full)
+            // failure like any other write; a record that does not decode is invalid resume data.
+            if error.code == .ioFailed {
+                return fileFailure(errno: error.errno, error.description, cause: .resumeInfo(error))
             }
-            return DownloadError(.fileSystem, error.description, underlying: error.description)
+            return DownloadError(.invalidResumeData, "invalid resume info: \(error.description)", underlying: error.description)
+                .caused(by: .resumeInfo(error))
+        case is CancellationError:
+            return DownloadError(.cancelled, "the download was cancelled")
         default:
-            return DownloadError(.fileSystem, "\(error)", underlying: "\(error)")
+            // Not one of the library's error types: a programming error somewhere below. Say what it was
+            // instead of calling it a file-system error.
+            return DownloadError(.internalError, "internal error: \(error)", underlying: "\(error)")
+                .caused(by: .other(String(describing: error)))
         }
+    }
+
+    /// ENOSPC (and EDQUOT) is a full disk wherever it happens; any other errno a file-system failure.
+    private static func fileFailure(errno code: Int32?, _ description: String, cause: Cause) -> DownloadError {
+        if code == ENOSPC || code == EDQUOT {
+            return DownloadError(.diskFull, "the disk is full: \(description)", underlying: description).caused(by: cause)
+        }
+        return DownloadError(.fileSystem, description, underlying: description).caused(by: cause)
+    }
+
+    private func caused(by cause: Cause) -> DownloadError {
+        var copy = self
+        copy.cause = cause
+        return copy
     }
 
     private static func transportSentence(_ error: TransportError) -> String {

@@ -16,30 +16,21 @@ enum Exit {
     static let interrupted: Int32 = 130
     static let terminated: Int32 = 143
 
-    /// Maps a download error's category to an exit status.
+    /// The exit status for a download error: one per ``DownloadError/Category`` (the library classifies).
     static func status(for error: DownloadError) -> Int32 {
-        switch error.code {
-        case .httpStatus: return httpStatus
-        case .transport:
-            if let code = error.transportCode, tlsCodes.contains(code) { return tls }
-            return network
-        case .truncated, .tooSlow: return network
-        case .tooManyRedirects, .redirectLoop, .insecureRedirect, .invalidRedirect: return redirect
-        case .checksumMismatch, .contentMD5Mismatch: return checksum
-        case .contentRangeMismatch, .serverIgnoredRange, .protocolViolation: return protocolViolation
-        case .insufficientSpace, .diskFull: return space
-        case .fileSystem, .invalidResumeData: return fileSystem
-        case .destinationInUse: return inUse
-        default: return failure
+        switch error.category {
+        case .httpStatus: httpStatus
+        case .network: network
+        case .tls: tls
+        case .redirect: redirect
+        case .integrity: checksum
+        case .protocolViolation: protocolViolation
+        case .space: space
+        case .fileSystem: fileSystem
+        case .inUse: inUse
+        case .stopped, .other: failure
         }
     }
-
-    static let tlsCodes: Set<String> = [
-        "tlsHandshakeFailed", "certificateExpired", "certificateNotYetValid", "hostnameMismatch",
-        "selfSignedCertificate", "unknownIssuer", "certificateVerificationFailed", "tlsFailed", "weakCertificateKey",
-        "clientCertificateInvalid", "clientKeyInvalid", "clientKeyPassphraseRequired", "clientKeyPassphraseWrong",
-        "clientKeyMismatch", "publicKeyPinMismatch",
-    ]
 }
 
 extension ExitCode {
