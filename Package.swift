@@ -35,17 +35,20 @@ let package = Package(
             pkgConfig: "openssl",
             providers: [.apt(["libssl-dev"])]
         ),
-        // C functions for OpenSSL macros and version differences, all prefixed `dk_`.
+        // C functions for OpenSSL macros and version differences, all prefixed `dk_` (TLS only).
         .target(name: "CDownloadKitShims", dependencies: ["COpenSSL"]),
+        // C wrappers for Linux file and thread syscalls Swift cannot call directly (fallocate flags, splice,
+        // sync_file_range, xattrs, thread names), all prefixed `dk_`. No OpenSSL.
+        .target(name: "CDownloadKitSystem"),
         // HTTP/1.1 as bytes: no I/O, standard library only (fuzzed by Fuzz/).
         .target(name: "HTTPWire"),
         // Sockets, DNS, TLS, connection pool, one request/response exchange.
-        .target(name: "HTTPClient", dependencies: ["HTTPWire", "COpenSSL", "CDownloadKitShims"]),
+        .target(name: "HTTPClient", dependencies: ["HTTPWire", "COpenSSL", "CDownloadKitShims", "CDownloadKitSystem"]),
         // The public library: resumable engine, resume info, segments, manager.
         .target(
             name: "DownloadKit",
             dependencies: [
-                "HTTPClient", "HTTPWire", "CDownloadKitShims",
+                "HTTPClient", "HTTPWire", "CDownloadKitSystem",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "GRDB", package: "GRDB.swift"),

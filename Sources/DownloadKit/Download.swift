@@ -1,5 +1,5 @@
 import Foundation
-import CDownloadKitShims
+import CDownloadKitSystem
 import Synchronization
 import HTTPClient
 

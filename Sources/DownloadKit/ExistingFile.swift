@@ -1,4 +1,4 @@
-import CDownloadKitShims
+import CDownloadKitSystem
 import Foundation
 import Glibc
 import HTTPClient

@@ -1,4 +1,4 @@
-import CDownloadKitShims
+import CDownloadKitSystem
 import Glibc
 
 /// A failed file-system call: the operation, the path and `errno`.

@@ -1,4 +1,4 @@
-internal import CDownloadKitShims
+internal import CDownloadKitSystem
 import Glibc
 import HTTPWire
 
