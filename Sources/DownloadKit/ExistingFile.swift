@@ -66,7 +66,9 @@ extension Download {
         var st = stat()
         guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
         // Partial data beside it: a download of it is under way or interrupted; let the engine decide.
-        guard !FileManager.default.fileExists(atPath: path + ".dkpart") else { return nil }
+        let working = try? WorkingFiles(
+            destination: request.destination, workingDirectory: request.workingDirectory, url: HTTPURL(request.url))
+        guard !FileManager.default.fileExists(atPath: working?.partial ?? path + ".dkpart") else { return nil }
         let kept = DownloadResult(
             path: path, bytes: Int64(st.st_size), resumedFrom: Int64(st.st_size), bytesTransferred: 0,
             finalURL: request.url, checksumHex: nil, isResumable: false, keptExistingFile: true)

@@ -168,18 +168,15 @@ final class TransferEngine {
         case .file(let path):
             // `fileName` stays nil: it records names decided from a response, and the caller chose this one.
             destinationPath = path
-            workingDirectory = request.workingDirectory ?? FileSystem.directory(of: path)
             try FileSystem.createDirectories(FileSystem.directory(of: path))
-            let stem = FileSystem.lastComponent(of: path)
-            tempPath = FileSystem.join(workingDirectory, stem + ".dkpart")
-            infoPath = FileSystem.join(workingDirectory, stem + ".dkresume")
         case .directory(let directory, _):
             try FileSystem.createDirectories(directory)
-            workingDirectory = request.workingDirectory ?? directory
-            let stem = "dk-" + Self.md5Hex(originalURL.withoutUserinfo.absoluteString)
-            tempPath = FileSystem.join(workingDirectory, stem + ".dkpart")
-            infoPath = FileSystem.join(workingDirectory, stem + ".dkresume")
         }
+        let working = WorkingFiles(
+            destination: request.destination, workingDirectory: request.workingDirectory, url: originalURL)
+        workingDirectory = working.directory
+        tempPath = working.partial
+        infoPath = working.resumeInfo
         try FileSystem.createDirectories(workingDirectory)
         ResumeInfo.removeStaleTemporaryFiles(for: infoPath)
 

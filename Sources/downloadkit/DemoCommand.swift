@@ -66,7 +66,7 @@ struct DemoCommand: AsyncParsableCommand {
             }
         }
         await firstRenderer.finish()
-        let partial = (try? FileManager.default.attributesOfItem(atPath: destination + ".dkpart")[.size] as? Int64) ?? nil
+        let partial = (try? FileManager.default.attributesOfItem(atPath: WorkingFiles(besideFile: destination).partial)[.size] as? Int64) ?? nil
         guard let partial, partial > 0 else {
             say("the first run finished before the interruption point; try a larger --size or lower --rate")
             throw ExitCode.failure

@@ -179,7 +179,7 @@ struct GetCommand: AsyncParsableCommand {
 
         // A rerun after success says what it does with the file already there.
         if let output, !noClobber, !ifModified, FileManager.default.fileExists(atPath: output),
-            !FileManager.default.fileExists(atPath: output + ".dkpart")
+            !FileManager.default.fileExists(atPath: WorkingFiles(besideFile: output).partial)
         {
             logging.note("\(output) exists; downloading it again and replacing it when complete (--no-clobber keeps it, --if-modified asks the server first)")
         }

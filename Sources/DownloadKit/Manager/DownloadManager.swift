@@ -838,16 +838,11 @@ public actor DownloadManager {
         commitLogging()
     }
 
-    /// The task's temp file then its resume info (what `remove` and `cancel` delete).
+    /// The task's temp file, its resume info and its segment journal (what `remove` and `cancel` delete).
     nonisolated func partialPaths(_ task: ManagedTask) -> [String] {
-        switch task.destination {
-        case .file(let path):
-            return [path + ".dkpart", path + ".dkresume"]
-        case .directory(let directory, _):
-            guard let url = try? HTTPURL(task.originalURL) else { return [] }
-            let stem = directory + "/dk-" + TransferEngine.md5Hex(url.withoutUserinfo.absoluteString)
-            return [stem + ".dkpart", stem + ".dkresume"]
-        }
+        guard let url = try? HTTPURL(task.originalURL) else { return [] }
+        let working = WorkingFiles(destination: task.destination, workingDirectory: nil, url: url)
+        return [working.partial, working.resumeInfo, working.journal]
     }
 
     private static func fileSize(_ path: String) -> Int64? {

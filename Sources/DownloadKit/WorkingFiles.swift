@@ -1,0 +1,47 @@
+import HTTPClient
+import HTTPWire
+
+/// Where a download keeps its working files — the one rule (issue #12), used by the engine, the manager
+/// (what `cancel` and `remove` delete) and the CLI:
+///
+/// - a `.file(path)` destination works beside it: `<dir>/<name>.dkpart`, `<dir>/<name>.dkresume`,
+///   `<dir>/<name>.dkjournal` (segment journal), where `<dir>` is the request's working directory when
+///   it names one, else the destination's directory;
+/// - a `.directory(dir)` destination, whose final name the response decides, uses a stem from the URL
+///   (without userinfo): `dk-<md5 of the URL>.dkpart` and so on, in the working directory or `dir`.
+///
+/// The suffixes are reserved (``FileNaming/reservedSuffixes``): no server-chosen name can take them.
+package struct WorkingFiles: Hashable, Sendable {
+    /// The partial file the body is written into, renamed onto the destination when complete.
+    package var partial: String
+    /// The resume-info property list beside it.
+    package var resumeInfo: String
+    /// The directory holding both (fsynced after they are created or renamed).
+    package var directory: String
+
+    /// The segment journal beside the partial.
+    package var journal: String { SegmentJournal.path(forTempFile: partial) }
+
+    /// The working files of `destination`, for the request whose original URL is `url`.
+    package init(destination: DownloadDestination, workingDirectory: String?, url: HTTPURL) {
+        let stem: String
+        switch destination {
+        case .file(let path):
+            directory = workingDirectory ?? FileSystem.directory(of: path)
+            stem = FileSystem.lastComponent(of: path)
+        case .directory(let folder, _):
+            directory = workingDirectory ?? folder
+            stem = "dk-" + Digest.hex(Digest.hash(.md5, Array(url.withoutUserinfo.absoluteString.utf8)))
+        }
+        partial = FileSystem.join(directory, stem + ".dkpart")
+        resumeInfo = FileSystem.join(directory, stem + ".dkresume")
+    }
+
+    /// The working files of a `.file` destination with no separate working directory (the CLI's case).
+    package init(besideFile path: String) {
+        directory = FileSystem.directory(of: path)
+        let stem = FileSystem.lastComponent(of: path)
+        partial = FileSystem.join(directory, stem + ".dkpart")
+        resumeInfo = FileSystem.join(directory, stem + ".dkresume")
+    }
+}
