@@ -21,6 +21,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.1.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.0.0"),
@@ -42,7 +43,13 @@ let package = Package(
         // HTTP/1.1 as bytes: no I/O, standard library only (fuzzed by Fuzz/).
         .target(name: "HTTPWire"),
         // Sockets, DNS, TLS, connection pool, one request/response exchange.
-        .target(name: "HTTPClient", dependencies: ["HTTPWire", "COpenSSL", "CDownloadKitShims", "CDownloadKitSystem"]),
+        .target(
+            name: "HTTPClient",
+            dependencies: [
+                "HTTPWire", "COpenSSL", "CDownloadKitShims", "CDownloadKitSystem",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // The public library: resumable engine, resume info, segments, manager.
         .target(
             name: "DownloadKit",
@@ -50,6 +57,7 @@ let package = Package(
                 "HTTPClient", "HTTPWire", "CDownloadKitSystem",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
@@ -102,7 +110,10 @@ let package = Package(
             path: "Benchmarks/downloadkit-bench"
         ),
         .testTarget(name: "HTTPWireTests", dependencies: ["HTTPWire"]),
-        .testTarget(name: "HTTPClientTests", dependencies: ["HTTPClient", "HTTPWire", "TestOrigin"]),
+        .testTarget(
+            name: "HTTPClientTests",
+            dependencies: ["HTTPClient", "HTTPWire", "TestOrigin", .product(name: "Logging", package: "swift-log")]
+        ),
         .testTarget(
             name: "DownloadKitTests",
             dependencies: [
@@ -110,6 +121,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ],
             resources: [.copy("Fixtures")]
         ),

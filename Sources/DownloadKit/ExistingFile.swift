@@ -88,7 +88,7 @@ extension Download {
             value: lastModified ?? HTTPDate(secondsSince1970: Int64(st.st_mtim.tv_sec)).headerValue)
         var status = 0
         do {
-            let http = try client ?? HTTPClient(configuration: configuration.client)
+            let http = try client ?? HTTPClient(configuration: configuration.client, logger: configuration.logger)
             _ = try http.execute(
                 HTTPRequest(method: .GET, url: url, headers: headers),
                 onHead: { head in

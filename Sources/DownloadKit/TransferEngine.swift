@@ -88,7 +88,7 @@ final class TransferEngine {
     func run() throws(DownloadError) -> DownloadResult {
         let client: HTTPClient
         do {
-            client = try suppliedClient ?? HTTPClient(configuration: configuration.client)
+            client = try suppliedClient ?? HTTPClient(configuration: configuration.client, logger: configuration.logger)
         } catch {
             throw DownloadError.wrap(error)
         }

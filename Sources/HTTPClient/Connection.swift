@@ -22,6 +22,8 @@ public final class Connection {
     public private(set) var negotiatedALPN: String?
     /// The negotiated TLS version ("TLSv1.2", "TLSv1.3"), or `nil` for plain connections.
     public private(set) var tlsVersion: String?
+    /// The negotiated TLS cipher suite ("TLS_AES_128_GCM_SHA256", …), or `nil` for plain connections.
+    public private(set) var tlsCipher: String?
     /// Every address tried while connecting and what became of it (Happy Eyeballs, RFC 8305).
     public internal(set) var connectAttempts: [ConnectAttempt] = []
     /// The IP version of the connection to the peer (`.ipv4` or `.ipv6`).
@@ -128,6 +130,7 @@ public final class Connection {
         try session.handshake(deadline: deadline)
         negotiatedALPN = session.negotiatedALPN
         tlsVersion = session.protocolVersion
+        tlsCipher = session.cipherName
     }
 
     // MARK: - I/O

@@ -1,6 +1,7 @@
 internal import CDownloadKitSystem
 import Glibc
 import HTTPWire
+import Logging
 
 /// One HTTP request: a method, an absolute URL and extra header fields.
 public struct HTTPRequest: Sendable, Hashable {
@@ -159,13 +160,24 @@ public final class HTTPClient: Sendable {
     let pool: ConnectionPool
     /// The proxies in effect (the environment read once, at creation, when so configured).
     public let proxies: ProxyConfiguration
+    /// Where connection decisions are logged, or `nil`.
+    let logger: Logger?
 
     /// Creates a client. The TLS context is built once, on the first `https` request.
+    /// - Parameters:
+    ///   - configuration: Timeouts, TLS, pool bounds, proxies.
+    ///   - logger: Receives what an operator needs about connections, at `debug`: each new connection
+    ///     (peer address, IP version, proxy, TLS version and cipher), each reuse of a kept-alive one, a
+    ///     stale connection retried, a failed connect, a `401` challenge answered. Metadata
+    ///     `http.origin` and `http.connection`. Nothing per request body or per read. Default `nil`.
     /// - Throws: `TransportError` (`.tlsFailed`) when an extra CA file in the TLS configuration cannot
     ///   be read, so a wrong `--cacert` fails at once rather than at the first https request;
     ///   `.invalidProxy` when a proxy variable in the environment is not a usable proxy URL.
-    public init(configuration: HTTPClientConfiguration = HTTPClientConfiguration()) throws(TransportError) {
+    public init(
+        configuration: HTTPClientConfiguration = HTTPClientConfiguration(), logger: Logger? = nil
+    ) throws(TransportError) {
         self.configuration = configuration
+        self.logger = logger
         self.proxies = try configuration.proxy.resolved()
         for path in configuration.tls.additionalTrustRootFiles where access(path, R_OK) != 0 {
             throw TransportError(
@@ -245,6 +257,9 @@ public final class HTTPClient: Sendable {
                         authenticator?.accept(challengeFrom: head, url: request.url) == true
                     {
                         retryWithCredentials = true
+                        logger?.debug(
+                            "answering a 401 challenge with credentials",
+                            metadata: ["http.origin": "\(request.url.origin)"])
                         return .discard
                     }
                     return try onHead(head)
@@ -283,6 +298,9 @@ public final class HTTPClient: Sendable {
                 // The server closed the kept-alive connection before answering: retry once, fresh.
                 pool.release(lease, reusable: false)
                 if preferFresh { throw failure.error }
+                logger?.debug(
+                    "the server closed kept-alive connection \(lease.connectionID) before answering; retrying on a new one",
+                    metadata: ["http.origin": "\(lease.origin)", "http.connection": "\(lease.connectionID)"])
                 preferFresh = true
             } catch let error as TransportError {
                 pool.release(lease, reusable: false)
@@ -442,6 +460,9 @@ public final class HTTPClient: Sendable {
             isCancelled: { cancellation?.isCancelled ?? false })
         switch slot {
         case .idle(let lease):
+            logger?.debug(
+                "reusing connection \(lease.connectionID)",
+                metadata: ["http.origin": "\(origin)", "http.connection": "\(lease.connectionID)"])
             return lease
         case .new(let connectionID):
             do {
@@ -456,14 +477,24 @@ public final class HTTPClient: Sendable {
                     userAgent: configuration.userAgent, parserLimits: configuration.parserLimits,
                     deadline: .after(seconds: configuration.connectTimeout))
                 pool.recordFamily(connection.addressFamily, for: familyKey)
+                if let logger { logConnected(connection, id: connectionID, origin: origin, to: logger) }
                 return ConnectionLease(
                     connection: connection, origin: origin, isReused: false, connectionID: connectionID,
                     idleSince: monotonicSeconds())
             } catch {
                 pool.cancelReservation(origin: origin)
-                throw proxy.map { ProxyConnector.annotated(error, proxy: $0) } ?? error
+                let error = proxy.map { ProxyConnector.annotated(error, proxy: $0) } ?? error
+                logger?.debug("connect failed: \(error)", metadata: ["http.origin": "\(origin)"])
+                throw error
             }
         }
+    }
+
+    private func logConnected(_ connection: Connection, id: Int, origin: ConnectionKey, to logger: Logger) {
+        var line = "connected \(id) to \(connection.remoteAddress) over \(connection.addressFamily == .ipv6 ? "IPv6" : "IPv4")"
+        if connection.connectAttempts.count > 1 { line += " after \(connection.connectAttempts.count) attempts" }
+        if let version = connection.tlsVersion { line += ", \(version) \(connection.tlsCipher ?? "")" }
+        logger.debug(Logger.Message(stringLiteral: line), metadata: ["http.origin": "\(origin)", "http.connection": "\(id)"])
     }
 
     private func exchange(

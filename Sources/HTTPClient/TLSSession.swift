@@ -263,6 +263,12 @@ final class TLSSession {
         return String(cString: version)
     }
 
+    /// The negotiated cipher suite's IANA-style OpenSSL name, for example "TLS_AES_256_GCM_SHA384".
+    var cipherName: String? {
+        guard let cipher = SSL_get_current_cipher(ssl), let name = SSL_CIPHER_get_name(cipher) else { return nil }
+        return String(cString: name)
+    }
+
     // MARK: - Error mapping
 
     /// What an OpenSSL call reported.

@@ -4,7 +4,9 @@ import HTTPClient
 import Logging
 import Metrics
 import MetricsTestKit
+import InMemoryTracing
 import Testing
+import Tracing
 import TestOrigin
 
 /// Names of this process's threads (`/proc/self/task/*/comm`), for leak checks.
@@ -53,6 +55,19 @@ private let testMetrics: TestMetrics = {
     MetricsSystem.bootstrap(metrics)
     return metrics
 }()
+
+/// swift-distributed-tracing can be bootstrapped once per process: this suite owns it too.
+private let testTracer: InMemoryTracer = {
+    let tracer = InMemoryTracer()
+    InstrumentationSystem.bootstrap(tracer)
+    return tracer
+}()
+
+/// The `downloadkit.url` attribute of a finished span ("" when absent).
+private func spanURL(_ span: FinishedInMemorySpan) -> String {
+    guard case .string(let url) = span.attributes[DownloadMetrics.SpanAttribute.url]?.toSpanAttribute() else { return "" }
+    return url
+}
 
 @Suite("The library as Swift programs use it")
 struct DownloadAPITests {
@@ -263,6 +278,46 @@ struct DownloadAPITests {
         #expect(counter(DownloadMetrics.retries) - retriesBefore >= 1)
         #expect(counter(DownloadMetrics.finished) - finishedBefore >= 1)
         #expect(try metrics.expectTimer(DownloadMetrics.timeToFirstByte).values.isEmpty == false)
+    }
+
+    @Test func aDownloadIsOneSpanUnderTheCallersContextWithItsRetriesAsEvents() async throws {
+        let tracer = testTracer
+        let origin = try FaultOrigin()
+        let size: Int64 = 3 << 20
+        origin.serve("/traced", .resource(Resource(size: size, seed: 80, faults: [.resetAfter(bytes: 1 << 20, times: 1)])))
+        origin.serve("/traced-missing", .response(status: 404, headers: [], body: []))
+        let dir = try ScratchDirectory()
+        // The caller's span (a server request, say): the download's span must be its child.
+        let parent = tracer.startSpan("request", context: .topLevel)
+        let url = origin.url("/traced") + "?sig=secret"
+        let (result, failure) = await ServiceContext.withValue(parent.context) {
+            let (result, _) = await runDownload(DownloadRequest(url: url, destination: .file(dir.file("traced"))))
+            let (failure, _) = await runDownload(
+                DownloadRequest(url: origin.url("/traced-missing"), destination: .file(dir.file("missing"))))
+            return (result, failure)
+        }
+        parent.end()
+        _ = try result.get()
+        #expect(throws: DownloadError.self) { try failure.get() }
+
+        // Other suites' downloads run in parallel and are traced too: find ours by URL.
+        let spans = tracer.finishedSpans.filter {
+            spanURL($0).contains("/traced")
+        }
+        let ok = try #require(spans.first { spanURL($0).hasSuffix("/traced?…") })
+        #expect(ok.operationName == "download")
+        #expect(ok.kind == .client)
+        #expect(ok.spanContext.parentSpanID == parent.context.inMemorySpanContext?.spanID)
+        #expect(ok.spanContext.traceID == parent.context.inMemorySpanContext?.traceID)
+        #expect(ok.attributes[DownloadMetrics.SpanAttribute.bytes]?.toSpanAttribute() == .int64(size))
+        #expect(ok.events.contains { $0.name == "retry" })
+        #expect(ok.status == nil)
+        // Signed query strings never reach a span.
+        #expect(spans.allSatisfy { !"\($0.attributes)".contains("secret") })
+
+        let failed = try #require(spans.first { spanURL($0).hasSuffix("/traced-missing") })
+        #expect(failed.status?.code == .error)
+        #expect(failed.errors.count == 1)
     }
 
     @Test func sha384AndSha512Checksums() async throws {

@@ -79,7 +79,7 @@ public actor DownloadManager {
 
     private let store: TaskStore
     private let broadcaster = EventBroadcaster(bufferSize: 4096)
-    private let logger = Logger(label: "DownloadKit.DownloadManager")
+    private var logger: Logger { configuration.logger }
     private var scheduler: Scheduler
     private var tasks: [String: ManagedTask] = [:]
     private var idByURL: [String: String] = [:]
@@ -116,7 +116,7 @@ public actor DownloadManager {
         self.configuration = configuration
         do {
             store = try TaskStore(directory: stateDirectory)
-            client = try HTTPClient(configuration: configuration.download.client)
+            client = try HTTPClient(configuration: configuration.download.client, logger: configuration.logger)
         } catch {
             throw DownloadManagerError(.storage, "cannot open the manager in \(stateDirectory): \(error)")
         }
@@ -751,6 +751,7 @@ public actor DownloadManager {
             tasks[task.id] = task
             index(task)
         }
+        logger.debug("restored \(tasks.count) tasks from \(stateDirectory)")
         try commit()
         apply(scheduler.schedule())
         try commit()

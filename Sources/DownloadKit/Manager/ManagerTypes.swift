@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import HTTPClient
 
 /// Where a managed task is in its life.
@@ -141,6 +142,11 @@ public struct DownloadManagerConfiguration: Sendable {
     public var progressPersistInterval: Double
     /// The directory for destinations left unspecified; default `<state directory>/Downloads`.
     public var defaultDownloadDirectory: String?
+    /// Where the manager logs: the tasks restored at start (`debug`), a task store that cannot be written
+    /// (`error`), and, through the shared client, connection decisions (`debug`). Each task's own
+    /// download logs to `download.logger`. Default: a `Logger` labelled `DownloadKit.DownloadManager`
+    /// on swift-log's global `LoggingSystem`.
+    public var logger = Logger(label: "DownloadKit.DownloadManager")
 
     public init(
         maxConcurrentDownloads: Int = 3, startsRestoredTasks: Bool = false,
