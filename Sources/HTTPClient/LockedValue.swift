@@ -9,12 +9,12 @@ import Glibc
 /// closure into code that may take another lock.
 ///
 /// `@unchecked Sendable`: `value` is only touched between `pthread_mutex_lock` and `_unlock`.
-public final class LockedValue<Value>: @unchecked Sendable {
+package final class LockedValue<Value>: @unchecked Sendable {
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private var value: Value
 
     /// Creates the lock holding `value`.
-    public init(_ value: Value) {
+    package init(_ value: Value) {
         self.value = value
         // Heap-allocated so the mutex never moves (a pthread mutex must stay at one address).
         mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
@@ -29,7 +29,7 @@ public final class LockedValue<Value>: @unchecked Sendable {
     }
 
     /// Runs `body` with exclusive access to the value.
-    public func withLock<Result, Failure: Error>(
+    package func withLock<Result, Failure: Error>(
         _ body: (inout Value) throws(Failure) -> Result
     ) throws(Failure) -> Result {
         pthread_mutex_lock(mutex)
