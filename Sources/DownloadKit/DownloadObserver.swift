@@ -78,9 +78,9 @@ struct DownloadObserver: Sendable {
         case .retrying(let delay, let attempt, let error):
             Counter(label: DownloadMetrics.retries).increment()
             logger?.warning(
-                "retrying in \(String(format: "%.2f", delay)) s (attempt \(attempt)): \(error)")
+                "retrying in \(String(format: "%.2f", delay.asSeconds)) s (attempt \(attempt)): \(error)")
             span?.addEvent(
-                SpanEvent(name: "retry", attributes: ["delay_seconds": .double(delay), "attempt": .int64(Int64(attempt))]))
+                SpanEvent(name: "retry", attributes: ["delay_seconds": .double(delay.asSeconds), "attempt": .int64(Int64(attempt))]))
         case .restarted(let why):
             Counter(label: DownloadMetrics.restarts).increment()
             logger?.notice("restarting from byte 0: \(why.rawValue)")

@@ -123,7 +123,7 @@ public struct URLRefreshContext: Sendable, Hashable {
     public var bytesReceived: Int64
 }
 
-/// Knobs for one download. Durations are in seconds, sizes in bytes.
+/// Knobs for one download. Sizes are in bytes.
 public struct DownloadConfiguration: Sendable {
     /// Redirects allowed before failing with `tooManyRedirects`. Default 10.
     public var maxRedirects: Int
@@ -134,18 +134,18 @@ public struct DownloadConfiguration: Sendable {
     public var retries: Int
     /// First backoff delay; doubles each retry, with equal jitter (a random delay between half and all
     /// of it), up to ``maxRetryDelay``. Default 0.5 s.
-    public var retryBaseDelay: Double
+    public var retryBaseDelay: Duration
     /// Longest backoff delay (a server's `Retry-After` may ask for more, up to 10 minutes). Default 30 s.
-    public var maxRetryDelay: Double
+    public var maxRetryDelay: Duration
     /// The transfer counts as stalled (transient) below this many bytes per second for
-    /// ``lowSpeedTime`` seconds, like curl's `--speed-limit`. 0 disables. Default 1.
+    /// ``lowSpeedTime``, like curl's `--speed-limit`. 0 disables. Default 1.
     public var lowSpeedLimit: Int
     /// See ``lowSpeedLimit``. Default 30 s.
-    public var lowSpeedTime: Double
+    public var lowSpeedTime: Duration
     /// A checkpoint (fdatasync + resume info) is written at most this often while bytes arrive. Default 2 s.
-    public var checkpointInterval: Double
+    public var checkpointInterval: Duration
     /// Minimum spacing of progress events. Default 0.25 s.
-    public var progressInterval: Double
+    public var progressInterval: Duration
     /// Bytes per second for this download; nil is unlimited.
     public var rateLimit: Int?
     /// Token buckets shared with other downloads (a manager's global limit). The download waits for
@@ -175,8 +175,9 @@ public struct DownloadConfiguration: Sendable {
     /// Creates a configuration with the documented defaults.
     public init(
         maxRedirects: Int = 10, allowsInsecureRedirects: Bool = false, retries: Int = 5,
-        retryBaseDelay: Double = 0.5, maxRetryDelay: Double = 30, lowSpeedLimit: Int = 1, lowSpeedTime: Double = 30,
-        checkpointInterval: Double = 2, progressInterval: Double = 0.25, rateLimit: Int? = nil,
+        retryBaseDelay: Duration = .milliseconds(500), maxRetryDelay: Duration = .seconds(30), lowSpeedLimit: Int = 1,
+        lowSpeedTime: Duration = .seconds(30),
+        checkpointInterval: Duration = .seconds(2), progressInterval: Duration = .milliseconds(250), rateLimit: Int? = nil,
         urlProvider: (@Sendable (URLRefreshContext) async -> String?)? = nil, maxURLRefreshes: Int = 3,
         preallocates: Bool = true, client: HTTPClientConfiguration = HTTPClientConfiguration()
     ) {
@@ -207,8 +208,8 @@ public struct DownloadProgress: Sendable, Hashable {
     public var bytesThisRun: Int64
     /// Bytes per second over the last few seconds.
     public var bytesPerSecond: Double
-    /// Estimated seconds to completion, when the total and a speed are known.
-    public var secondsRemaining: Double?
+    /// Estimated time to completion, when the total and a speed are known.
+    public var timeRemaining: Duration?
     /// Open connections for this download (1 for a single-connection download, 0 while waiting).
     public var activeConnections: Int
 
@@ -220,13 +221,13 @@ public struct DownloadProgress: Sendable, Hashable {
 
     public init(
         bytesReceived: Int64 = 0, totalBytes: Int64? = nil, bytesThisRun: Int64 = 0, bytesPerSecond: Double = 0,
-        secondsRemaining: Double? = nil, activeConnections: Int = 0
+        timeRemaining: Duration? = nil, activeConnections: Int = 0
     ) {
         self.bytesReceived = bytesReceived
         self.totalBytes = totalBytes
         self.bytesThisRun = bytesThisRun
         self.bytesPerSecond = bytesPerSecond
-        self.secondsRemaining = secondsRemaining
+        self.timeRemaining = timeRemaining
         self.activeConnections = activeConnections
     }
 }
@@ -279,8 +280,8 @@ public enum DownloadStateReason: Sendable, Hashable {
     case redirected(to: String)
     /// The URL was replaced (expired URL refreshed) with this one.
     case urlRefreshed(to: String)
-    /// Waiting this many seconds before retry number `attempt` after `error`.
-    case retrying(after: Double, attempt: Int, error: String)
+    /// Waiting this long before retry number `attempt` after `error`.
+    case retrying(after: Duration, attempt: Int, error: String)
     /// The server cannot resume (no range support); a pause will restart from zero.
     case notResumable
     /// Paused by the caller.

@@ -379,7 +379,7 @@ final class TransferEngine {
                 let delay = retryDelay(attempt: failuresWithoutProgress, retryAfter: pendingRetryAfter)
                 pendingRetryAfter = nil
                 control.setState(
-                    .retrying, .retrying(after: delay, attempt: failuresWithoutProgress, error: failure.detail))
+                    .retrying, .retrying(after: .seconds(delay), attempt: failuresWithoutProgress, error: failure.detail))
                 if !interruptibleSleep(delay, shouldStop: { control.stopRequest != .none }) {
                     throw DownloadError(.cancelled, "stopped")
                 }
@@ -765,7 +765,7 @@ final class TransferEngine {
         bytesThisRun += report.fetched
         resumedFrom += report.recovered
         if case .restart = report.outcome {
-            guard let delay = segmentRestarts.next(base: configuration.retryBaseDelay, maximum: configuration.maxRetryDelay) else {
+            guard let delay = segmentRestarts.next(base: configuration.retryBaseDelay.asSeconds, maximum: configuration.maxRetryDelay.asSeconds) else {
                 throw DownloadError(
                     .serverIgnoredRange,
                     "the resource changed during \(segmentRestarts.count + 1) segmented attempts in a row; giving up")
@@ -820,8 +820,8 @@ final class TransferEngine {
             unflushedBytes = 0
         }
         let now = monotonicNow()
-        if now - lastProgressTime >= configuration.progressInterval { publishProgress(now: now) }
-        if now - lastCheckpointTime >= configuration.checkpointInterval { try checkpoint(force: false) }
+        if now - lastProgressTime >= configuration.progressInterval.asSeconds { publishProgress(now: now) }
+        if now - lastCheckpointTime >= configuration.checkpointInterval.asSeconds { try checkpoint(force: false) }
         try checkLowSpeed(now: now, received: count)
         if !rateLimiters.isEmpty {
             var delay = 0.0
@@ -837,7 +837,7 @@ final class TransferEngine {
         if lowSpeedWindowStart == 0 { lowSpeedWindowStart = now }
         lowSpeedWindowBytes += Int64(received)
         let elapsed = now - lowSpeedWindowStart
-        guard elapsed >= configuration.lowSpeedTime else { return }
+        guard elapsed >= configuration.lowSpeedTime.asSeconds else { return }
         let rate = Double(lowSpeedWindowBytes) / elapsed
         lowSpeedWindowStart = now
         lowSpeedWindowBytes = 0
@@ -863,7 +863,7 @@ final class TransferEngine {
         control.publish(
             DownloadProgress(
                 bytesReceived: received, totalBytes: totalLength, bytesThisRun: thisRun, bytesPerSecond: rate,
-                secondsRemaining: remaining, activeConnections: connections))
+                timeRemaining: remaining.map { .seconds($0) }, activeConnections: connections))
     }
 
     /// Records what a response head taught (validators, length, name) before any of its body bytes
@@ -1060,7 +1060,7 @@ final class TransferEngine {
 
     private func retryDelay(attempt: Int, retryAfter: Double?) -> Double {
         if let retryAfter { return min(max(0, retryAfter), 600) }
-        return Self.backoffDelay(attempt: attempt, base: configuration.retryBaseDelay, maximum: configuration.maxRetryDelay)
+        return Self.backoffDelay(attempt: attempt, base: configuration.retryBaseDelay.asSeconds, maximum: configuration.maxRetryDelay.asSeconds)
     }
 
     /// Exponential backoff with "equal jitter": a random delay between half and all of

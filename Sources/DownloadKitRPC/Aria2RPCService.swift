@@ -445,7 +445,7 @@ public actor Aria2RPCService {
             "split": .string(String(download.connections)),
             "max-connection-per-server": .string(String(download.client.maxConnectionsPerOrigin)),
             "max-tries": .string(String(download.retries + 1)),
-            "timeout": .string(String(Int(download.client.idleTimeout))),
+            "timeout": .string(String(Int(download.client.idleTimeout.asSeconds))),
         ]
     }
 

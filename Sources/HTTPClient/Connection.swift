@@ -114,7 +114,7 @@ public final class Connection {
             default: nil
             }
         let ordered = HappyEyeballs.order(families: families, preferring: preferred).map { addresses[$0] }
-        let delay = UInt64(max(0.001, options.attemptDelay) * 1e9)
+        let delay = UInt64(max(0.001, options.attemptDelay.asSeconds) * 1e9)
         let (fd, address, attempts) = try HappyEyeballsConnector.connect(
             to: ordered, host: host, deadline: deadline, delay: delay)
         let connection = Connection(fileDescriptor: fd, remoteAddress: address)

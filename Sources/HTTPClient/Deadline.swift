@@ -31,6 +31,9 @@ public struct Deadline: Sendable, Hashable, Comparable, CustomStringConvertible 
         return Deadline(uptimeNanoseconds: now + UInt64(nanoseconds))
     }
 
+    /// The deadline `duration` from now (saturating like ``after(seconds:)``).
+    public static func after(_ duration: Duration) -> Deadline { after(seconds: duration.asSeconds) }
+
     /// A deadline that never passes.
     public static let distantFuture = Deadline(uptimeNanoseconds: UInt64.max)
 
@@ -53,5 +56,14 @@ public struct Deadline: Sendable, Hashable, Comparable, CustomStringConvertible 
     public var description: String {
         if self == .distantFuture { return "Deadline(distantFuture)" }
         return "Deadline(uptime: \(Double(uptimeNanoseconds) / 1e9) s)"
+    }
+}
+
+extension Duration {
+    /// The duration in seconds as a `Double` (attoseconds kept to double precision), for arithmetic with
+    /// the monotonic clock and rates.
+    package var asSeconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) * 1e-18
     }
 }

@@ -186,7 +186,7 @@ public final class HTTPClient: Sendable {
         }
         self.pool = ConnectionPool(
             maxPerOrigin: configuration.maxConnectionsPerOrigin,
-            idleLifetime: configuration.idleConnectionLifetime)
+            idleLifetime: configuration.idleConnectionLifetime.asSeconds)
         // A wrong client key or passphrase fails here, at once, not at the first https request.
         if configuration.tls.clientCertificate != nil { _ = try sharedTLSContext() }
     }
@@ -329,7 +329,7 @@ public final class HTTPClient: Sendable {
     /// the body is streamed normally.
     private func splice(
         _ count: Int64, from connection: Connection, into fileDescriptor: Int32, at position: Int64,
-        buffer: ReceiveBuffer, idleTimeout: Double, onBody: (UnsafeRawBufferPointer) throws -> Void,
+        buffer: ReceiveBuffer, idleTimeout: Duration, onBody: (UnsafeRawBufferPointer) throws -> Void,
         onSpliced: (Int) throws -> Void, unsupported: inout Bool
     ) throws -> Int64 {
         let pipe = try buffer.splicePipe()
@@ -345,10 +345,10 @@ public final class HTTPClient: Sendable {
                     let code = errno
                     if code == EINTR { continue }
                     if code == EAGAIN {
-                        guard try connection.waitForReadable(deadline: .after(seconds: idleTimeout)) else {
+                        guard try connection.waitForReadable(deadline: .after(idleTimeout)) else {
                             throw TransportError(
                                 .readTimeout, operation: "splice",
-                                detail: "no data from \(connection.remoteAddress) for \(idleTimeout) s")
+                                detail: "no data from \(connection.remoteAddress) for \(idleTimeout.asSeconds) s")
                         }
                         continue
                     }
@@ -454,7 +454,7 @@ public final class HTTPClient: Sendable {
         throws -> ConnectionLease
     {
         let origin = ConnectionKey(origin: url.origin, proxy: proxy)
-        let deadline = Deadline.after(seconds: configuration.connectTimeout)
+        let deadline = Deadline.after(configuration.connectTimeout)
         let slot = try pool.reserve(
             origin: origin, deadline: deadline, preferFresh: preferFresh,
             isCancelled: { cancellation?.isCancelled ?? false })
@@ -475,7 +475,7 @@ public final class HTTPClient: Sendable {
                 let connection = try ProxyConnector.open(
                     url: url, proxy: proxy, tls: url.scheme == .https ? try sharedTLSContext() : nil, options: options,
                     userAgent: configuration.userAgent, parserLimits: configuration.parserLimits,
-                    deadline: .after(seconds: configuration.connectTimeout))
+                    deadline: .after(configuration.connectTimeout))
                 pool.recordFamily(connection.addressFamily, for: familyKey)
                 if let logger { logConnected(connection, id: connectionID, origin: origin, to: logger) }
                 return ConnectionLease(
@@ -518,7 +518,7 @@ public final class HTTPClient: Sendable {
         let idleTimeout = configuration.idleTimeout
         do {
             try head.withUnsafeBytes { bytes in
-                try connection.write(bytes, deadline: .after(seconds: idleTimeout))
+                try connection.write(bytes, deadline: .after(idleTimeout))
             }
         } catch let error as TransportError {
             if lease.isReused && (error.code == .connectionReset || error.code == .connectionClosed) {
@@ -540,7 +540,7 @@ public final class HTTPClient: Sendable {
         receive: while true {
             let count: Int
             do {
-                count = try connection.read(into: storage, deadline: .after(seconds: idleTimeout))
+                count = try connection.read(into: storage, deadline: .after(idleTimeout))
             } catch {
                 // A TLS server may drop an idle kept-alive connection without close_notify (nginx does
                 // for timed-out and `return 444` connections): that EOF is as stale as a plain one.

@@ -1,18 +1,18 @@
 import HTTPWire
 
-/// Settings for an ``HTTPClient``. All durations are in seconds.
+/// Settings for an ``HTTPClient``.
 public struct HTTPClientConfiguration: Sendable, Hashable {
     /// The longest time to wait for a TCP connection (and TLS handshake) to complete, and separately
     /// the longest time to wait for a free connection slot when the origin is at its bound. Default 30 s.
-    public var connectTimeout: Double
+    public var connectTimeout: Duration
     /// The longest time to wait without receiving a single byte while a response is expected. Default 30 s.
-    public var idleTimeout: Double
+    public var idleTimeout: Duration
     /// TLS settings for `https` URLs. Verification is on by default; turning it off is explicit.
     public var tls: TLSConfiguration
     /// The most connections open at once to one origin (scheme, host, port), busy and idle together. Default 8.
     public var maxConnectionsPerOrigin: Int
     /// How long a kept-alive connection may sit idle in the pool before it is closed. Default 60 s.
-    public var idleConnectionLifetime: Double
+    public var idleConnectionLifetime: Duration
     /// Size in bytes of each connection's receive buffer, allocated once and reused. Default 1 MiB.
     ///
     /// Large reads mean fewer system calls and fewer body callbacks per GiB; TLS needs at least one
@@ -39,11 +39,11 @@ public struct HTTPClientConfiguration: Sendable, Hashable {
 
     /// Creates a configuration with the documented defaults.
     public init(
-        connectTimeout: Double = 30,
-        idleTimeout: Double = 30,
+        connectTimeout: Duration = .seconds(30),
+        idleTimeout: Duration = .seconds(30),
         tls: TLSConfiguration = .makeClientConfiguration(),
         maxConnectionsPerOrigin: Int = 8,
-        idleConnectionLifetime: Double = 60,
+        idleConnectionLifetime: Duration = .seconds(60),
         receiveBufferSize: Int = 1 << 20,
         parserLimits: ParserLimits = .default,
         userAgent: String = "DownloadKit/0.1"

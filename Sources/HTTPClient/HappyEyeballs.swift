@@ -141,13 +141,13 @@ public struct ConnectOptions: Sendable, Hashable {
     public var preferredFamily: AddressFamily?
     /// IP literals to use instead of resolving the host (like curl's `--resolve`); `nil` resolves.
     public var addressOverride: [String]?
-    /// RFC 8305's Connection Attempt Delay in seconds. Default 0.25.
-    public var attemptDelay: Double
+    /// RFC 8305's Connection Attempt Delay. Default 250 ms.
+    public var attemptDelay: Duration
 
     /// Creates options; the defaults race every address with a 250 ms delay.
     public init(
         addressFamily: AddressFamily = .any, preferredFamily: AddressFamily? = nil, addressOverride: [String]? = nil,
-        attemptDelay: Double = 0.25
+        attemptDelay: Duration = .milliseconds(250)
     ) {
         self.addressFamily = addressFamily
         self.preferredFamily = preferredFamily

@@ -132,7 +132,7 @@ struct GetCommand: AsyncParsableCommand {
                 "at most \(perHost) connections to one host (--max-per-host); transfers beyond that to the same host wait for a free connection")
         }
         var clientConfiguration = HTTPClientConfiguration(
-            connectTimeout: timeout, idleTimeout: timeout, maxConnectionsPerOrigin: perHost)
+            connectTimeout: .seconds(timeout), idleTimeout: .seconds(timeout), maxConnectionsPerOrigin: perHost)
         if insecure { clientConfiguration.tls.certificateVerification = .none }
         if let caCertificate { clientConfiguration.tls.additionalTrustRootFiles.append(caCertificate) }
         try auth.apply(to: &clientConfiguration, urls: allURLs)
@@ -151,7 +151,7 @@ struct GetCommand: AsyncParsableCommand {
         }
 
         var configuration = DownloadConfiguration(
-            maxRedirects: maxRedirects, retries: retries, lowSpeedTime: max(30, timeout),
+            maxRedirects: maxRedirects, retries: retries, lowSpeedTime: .seconds(max(30, timeout)),
             rateLimit: limitRate.flatMap(RateParser.parse), client: clientConfiguration)
         configuration.connections = connections
         configuration.logger = try logging.makeLogger(label: "downloadkit")

@@ -56,7 +56,7 @@ actor ProgressRenderer {
                     "speed": Int(progress.bytesPerSecond), "connections": progress.activeConnections,
                 ]
                 if let total = progress.totalBytes { fields["total"] = total }
-                if let eta = progress.secondsRemaining { fields["eta"] = (eta * 10).rounded() / 10 }
+                if let eta = progress.timeRemaining?.asSeconds { fields["eta"] = (eta * 10).rounded() / 10 }
                 emitJSON(fields)
             }
         case .finished(let result):
@@ -162,7 +162,7 @@ actor ProgressRenderer {
             bar = "[" + String(repeating: "?", count: 24) + "]"
         }
         let total = progress.totalBytes.map { "/" + bytes($0) } ?? ""
-        let eta = progress.secondsRemaining.map { " ETA " + duration($0) } ?? ""
+        let eta = progress.timeRemaining.map { " ETA " + duration($0.asSeconds) } ?? ""
         let state = row.state == .downloading ? "" : " (\(row.state.rawValue))"
         return "\(name) \(bar) \(percent) \(bytes(progress.bytesReceived))\(total) \(bytes(Int64(progress.bytesPerSecond)))/s\(eta)\(state)"
     }

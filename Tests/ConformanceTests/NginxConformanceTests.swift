@@ -90,7 +90,7 @@ private final class NginxFixture {
 
     func clientConfiguration(maxConnectionsPerOrigin: Int = 8, tls: TLSConfiguration? = nil) -> HTTPClientConfiguration {
         HTTPClientConfiguration(
-            connectTimeout: 10, idleTimeout: 10, tls: tls ?? trustingTLS, maxConnectionsPerOrigin: maxConnectionsPerOrigin)
+            connectTimeout: .seconds(10), idleTimeout: .seconds(10), tls: tls ?? trustingTLS, maxConnectionsPerOrigin: maxConnectionsPerOrigin)
     }
 
     func makeClient(maxConnectionsPerOrigin: Int = 8, tls: TLSConfiguration? = nil) throws -> HTTPClient {
@@ -101,8 +101,8 @@ private final class NginxFixture {
         allowsInsecureRedirects: Bool = false, tls: TLSConfiguration? = nil
     ) -> DownloadConfiguration {
         DownloadConfiguration(
-            allowsInsecureRedirects: allowsInsecureRedirects, retries: 1, retryBaseDelay: 0.01, maxRetryDelay: 0.05,
-            progressInterval: 0.05, client: clientConfiguration(tls: tls))
+            allowsInsecureRedirects: allowsInsecureRedirects, retries: 1, retryBaseDelay: .milliseconds(10), maxRetryDelay: .milliseconds(50),
+            progressInterval: .milliseconds(50), client: clientConfiguration(tls: tls))
     }
 
     /// Access-log entries for requests made after `previous` entries, waiting for `count` of them.

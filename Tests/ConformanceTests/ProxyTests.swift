@@ -254,7 +254,7 @@ struct ProxyTests {
         let proxy = try ScriptedProxy(.relay(closeAfterBytes: nil))
         defer { proxy.stop() }
         var configuration = HTTPClientConfiguration(
-            connectTimeout: 10, idleTimeout: 10,
+            connectTimeout: .seconds(10), idleTimeout: .seconds(10),
             tls: TLSConfiguration(additionalTrustRootFiles: [fixture.certificates.caCertificatePath]))
         configuration.proxy = ProxyConfiguration(all: try ProxyURL("http://px:pxpw@127.0.0.1:\(proxy.port)"))
         let client = try HTTPClient(configuration: configuration)

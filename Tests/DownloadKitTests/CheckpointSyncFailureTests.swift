@@ -21,7 +21,7 @@ struct CheckpointSyncFailureTests {
         defer { FileIOFaults.clear(forPathEndingWith: partial) }
         let download = Download(
             DownloadRequest(url: origin.url("/sync.bin"), destination: .file(dir.file(name))),
-            configuration: testConfiguration(retries: 0, checkpointInterval: 0.05))
+            configuration: testConfiguration(retries: 0, checkpointInterval: .milliseconds(50)))
         download.start()
         for await _ in download.events {}
         let outcome: Result<DownloadResult, DownloadError>

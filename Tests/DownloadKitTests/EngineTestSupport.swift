@@ -7,12 +7,12 @@ import TestOrigin
 /// ~200 tests in parallel on 2 cores.
 func testConfiguration(
     retries: Int = 3, urlProvider: (@Sendable (URLRefreshContext) async -> String?)? = nil,
-    maxRedirects: Int = 10, checkpointInterval: Double = 2
+    maxRedirects: Int = 10, checkpointInterval: Duration = .seconds(2)
 ) -> DownloadConfiguration {
     DownloadConfiguration(
-        maxRedirects: maxRedirects, retries: retries, retryBaseDelay: 0.01, maxRetryDelay: 0.05,
-        checkpointInterval: checkpointInterval, progressInterval: 0.02, urlProvider: urlProvider,
-        client: HTTPClientConfiguration(connectTimeout: 20, idleTimeout: 20))
+        maxRedirects: maxRedirects, retries: retries, retryBaseDelay: .milliseconds(10), maxRetryDelay: .milliseconds(50),
+        checkpointInterval: checkpointInterval, progressInterval: .milliseconds(20), urlProvider: urlProvider,
+        client: HTTPClientConfiguration(connectTimeout: .seconds(20), idleTimeout: .seconds(20)))
 }
 
 /// Runs a download and collects its events.

@@ -307,7 +307,7 @@ struct HostileServerTests {
         let dir = try ScratchDirectory()
         var configuration = testConfiguration(retries: 0)
         configuration.lowSpeedLimit = 1000
-        configuration.lowSpeedTime = 1
+        configuration.lowSpeedTime = .seconds(1)
         let started = Date()
         let (result, _) = await runDownload(
             DownloadRequest(url: origin.url("/s"), destination: .file(dir.file("s"))), configuration: configuration)

@@ -82,7 +82,7 @@ struct ManagerHandleTests {
         }
         let scratch = try ScratchDirectory()
         var configuration = managerConfiguration(maxConcurrent: 8)
-        configuration.progressEventInterval = 0.001
+        configuration.progressEventInterval = .milliseconds(1)
         let manager = try await DownloadManager(stateDirectory: scratch.file("state"), configuration: configuration)
         let idle = manager.events
         var handles: [ManagedTaskHandle] = []

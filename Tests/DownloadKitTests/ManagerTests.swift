@@ -31,8 +31,8 @@ func managerConfiguration(
 ) -> DownloadManagerConfiguration {
     DownloadManagerConfiguration(
         maxConcurrentDownloads: maxConcurrent, startsRestoredTasks: startsRestoredTasks,
-        download: testConfiguration(retries: 2, checkpointInterval: 0.2), globalRateLimit: globalRateLimit,
-        progressEventInterval: 0.05, progressPersistInterval: 0.2)
+        download: testConfiguration(retries: 2, checkpointInterval: .milliseconds(200)), globalRateLimit: globalRateLimit,
+        progressEventInterval: .milliseconds(50), progressPersistInterval: .milliseconds(200))
 }
 
 func copyTree(_ source: String, to destination: String) throws {

@@ -135,7 +135,7 @@ struct SegmentDefectTests {
         let dir = try ScratchDirectory()
         var slow = configuration(minimumSegment: 64 << 10, retries: 1)
         slow.lowSpeedLimit = 1 << 20
-        slow.lowSpeedTime = 0.3
+        slow.lowSpeedTime = .milliseconds(300)
         let (result, _) = await runDownload(
             DownloadRequest(url: origin.url("/slow"), destination: .file(dir.file("s"))), configuration: slow)
         #expect(result.error?.code == .tooSlow, "\(String(describing: result.error))")

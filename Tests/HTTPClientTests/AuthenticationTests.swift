@@ -55,7 +55,7 @@ private func authFetch(_ client: HTTPClient, _ url: String, headers: HTTPHeaders
         origin.serve("/secret", digest.route)
         let authenticator = Authenticator()
         authenticator.addCredential(Credential(user: "ann", password: "s3cret"), for: try HTTPURL(origin.url("/")))
-        var configuration = HTTPClientConfiguration(connectTimeout: 5, idleTimeout: 5)
+        var configuration = HTTPClientConfiguration(connectTimeout: .seconds(5), idleTimeout: .seconds(5))
         configuration.authenticator = authenticator
         let client = try HTTPClient(configuration: configuration)
 

@@ -15,7 +15,7 @@ struct ConnectionPoolTests {
         let resource = Resource(size: 256 << 10, seed: 5, bytesPerSecond: 2 << 20)
         origin.serve("/paced", .resource(resource))
         let bound = 3
-        let client = try makeTestClient(maxConnectionsPerOrigin: bound, connectTimeout: 30)
+        let client = try makeTestClient(maxConnectionsPerOrigin: bound, connectTimeout: .seconds(30))
 
         struct Tally {
             var inFlight = 0
@@ -72,7 +72,7 @@ struct ConnectionPoolTests {
         let origin = try FaultOrigin()
         origin.serve("/slow", .resource(Resource(size: 512 << 10, seed: 1, bytesPerSecond: 1 << 20)))
         origin.serve("/fast", .resource(Resource(body: Array("fast".utf8))))
-        let client = try makeTestClient(maxConnectionsPerOrigin: 1, connectTimeout: 30)
+        let client = try makeTestClient(maxConnectionsPerOrigin: 1, connectTimeout: .seconds(30))
 
         let order = LockedBox<[String]>([])
         let slowSummary = LockedBox<ExchangeSummary?>(nil)
@@ -117,7 +117,7 @@ struct ConnectionPoolTests {
         let origin = try FaultOrigin()
         origin.serve("/held", .resource(Resource(size: 1 << 20, faults: [.stallAfter(bytes: 1_000, seconds: 30, times: 1)])))
         origin.serve("/other", .resource(Resource(body: Array("x".utf8))))
-        let client = try makeTestClient(maxConnectionsPerOrigin: 1, connectTimeout: 2, idleTimeout: 60)
+        let client = try makeTestClient(maxConnectionsPerOrigin: 1, connectTimeout: .seconds(2), idleTimeout: .seconds(60))
         let holder = CancellationToken()
         let holding = DispatchSemaphore(value: 0)
         let holderDone = DispatchSemaphore(value: 0)
@@ -167,7 +167,7 @@ struct ConnectionPoolTests {
     func idleConnectionsAreEvictedAfterTheirLifetime(_ lifetime: LifetimeCase) throws {
         let origin = try FaultOrigin()
         origin.serve("/f", .resource(Resource(body: Array("payload".utf8))))
-        let client = try makeTestClient(idleConnectionLifetime: lifetime.lifetime)
+        let client = try makeTestClient(idleConnectionLifetime: .milliseconds(Int(lifetime.lifetime * 1000)))
         let url = try HTTPURL(origin.url("/f"))
 
         let first = try fetch(client, origin.url("/f"))
@@ -191,7 +191,7 @@ struct ConnectionPoolTests {
         origin.serve("/g", .resource(Resource(body: Array("other".utf8))))
         // One connection per origin and a short wait: a slot leaked by closeIdleConnections would
         // make the third request time out.
-        let client = try makeTestClient(maxConnectionsPerOrigin: 1, connectTimeout: 2)
+        let client = try makeTestClient(maxConnectionsPerOrigin: 1, connectTimeout: .seconds(2))
         let origin1 = try HTTPURL(origin.url("/f")).origin
 
         _ = try fetch(client, origin.url("/f"))

@@ -78,8 +78,8 @@ func eventually(timeout: Double = 5, _ condition: () -> Bool) -> Bool {
 
 /// A client with short timeouts, suitable for loopback tests.
 func makeTestClient(
-    maxConnectionsPerOrigin: Int = 8, idleConnectionLifetime: Double = 60, connectTimeout: Double = 10,
-    idleTimeout: Double = 10, parserLimits: ParserLimits = .default
+    maxConnectionsPerOrigin: Int = 8, idleConnectionLifetime: Duration = .seconds(60), connectTimeout: Duration = .seconds(10),
+    idleTimeout: Duration = .seconds(10), parserLimits: ParserLimits = .default
 ) throws -> HTTPClient {
     try HTTPClient(
         configuration: HTTPClientConfiguration(
@@ -278,7 +278,7 @@ struct ExchangeTests {
     @Test func cancellingFromAnotherThreadDuringAStalledBodyEndsPromptly() throws {
         let origin = try FaultOrigin()
         origin.serve("/stall", .resource(Resource(size: 1 << 20, faults: [.stallAfter(bytes: 64 << 10, seconds: 30, times: 1)])))
-        let client = try makeTestClient(idleTimeout: 60)
+        let client = try makeTestClient(idleTimeout: .seconds(60))
         let token = CancellationToken()
         let firstBytes = DispatchSemaphore(value: 0)
         let cancelledAt = LockedBox<Date?>(nil)
@@ -312,7 +312,7 @@ struct ExchangeTests {
     @Test func stalledServerHitsTheIdleTimeout() throws {
         let origin = try FaultOrigin()
         origin.serve("/stall", .resource(Resource(size: 1 << 20, faults: [.stallAfter(bytes: 10_000, seconds: 30, times: 1)])))
-        let client = try makeTestClient(idleTimeout: 0.5)
+        let client = try makeTestClient(idleTimeout: .milliseconds(500))
 
         let started = Date()
         let error = #expect(throws: TransportError.self) { try fetch(client, origin.url("/stall")) }

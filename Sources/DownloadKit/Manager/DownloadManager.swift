@@ -135,7 +135,7 @@ public actor DownloadManager {
                 }
             }
         }
-        let interval = max(0.05, configuration.progressPersistInterval)
+        let interval = max(0.05, configuration.progressPersistInterval.asSeconds)
         flusher = Task { [weak self] in
             while !Task.isCancelled {
                 try? await Task.sleep(nanoseconds: UInt64(interval * 1e9))
@@ -562,7 +562,7 @@ public actor DownloadManager {
             downloadConfiguration.connections = connections
         }
         downloadConfiguration.progressInterval = min(
-            downloadConfiguration.progressInterval, max(0.05, configuration.progressEventInterval))
+            downloadConfiguration.progressInterval, max(.milliseconds(50), configuration.progressEventInterval))
         let request = DownloadRequest(
             url: task.originalURL, destination: task.destination,
             headers: HTTPHeaders(task.headers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }),
@@ -659,7 +659,7 @@ public actor DownloadManager {
         tasks[id] = task
         progressDirty.insert(id)
         let now = monotonicNow()
-        if now - (lastProgressEvent[id] ?? 0) >= configuration.progressEventInterval {
+        if now - (lastProgressEvent[id] ?? 0) >= configuration.progressEventInterval.asSeconds {
             lastProgressEvent[id] = now
             emit(.progress(taskID: id, progress))
         }

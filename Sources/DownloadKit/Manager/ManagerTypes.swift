@@ -136,10 +136,10 @@ public struct DownloadManagerConfiguration: Sendable {
     /// Whether tasks may use a metered network at all (iOS `allowsCellularAccess`). Default true; tasks
     /// marked `requiresUnmeteredNetwork` never do.
     public var allowsMeteredNetwork: Bool
-    /// Smallest spacing of progress events per task, seconds. Default 0.5.
-    public var progressEventInterval: Double
-    /// Bytes received are written to the store at most this often per task, seconds. Default 3.
-    public var progressPersistInterval: Double
+    /// Smallest spacing of progress events per task. Default 500 ms.
+    public var progressEventInterval: Duration
+    /// Bytes received are written to the store at most this often per task. Default 3 s.
+    public var progressPersistInterval: Duration
     /// The directory for destinations left unspecified; default `<state directory>/Downloads`.
     public var defaultDownloadDirectory: String?
     /// Where the manager logs: the tasks restored at start (`debug`), a task store that cannot be written
@@ -151,7 +151,7 @@ public struct DownloadManagerConfiguration: Sendable {
     public init(
         maxConcurrentDownloads: Int = 3, startsRestoredTasks: Bool = false,
         download: DownloadConfiguration = DownloadConfiguration(), globalRateLimit: Int? = nil,
-        allowsMeteredNetwork: Bool = true, progressEventInterval: Double = 0.5, progressPersistInterval: Double = 3,
+        allowsMeteredNetwork: Bool = true, progressEventInterval: Duration = .milliseconds(500), progressPersistInterval: Duration = .seconds(3),
         defaultDownloadDirectory: String? = nil
     ) {
         self.maxConcurrentDownloads = maxConcurrentDownloads

@@ -90,8 +90,8 @@ struct SegmentCoordinator {
             let worker = SegmentWorker(
                 id: index, board: board, file: shared, journal: journal, client: client, url: url, headers: headers,
                 ifRange: ifRange, entityTag: entityTag, total: total, retries: configuration.retries,
-                retryBaseDelay: configuration.retryBaseDelay, maxRetryDelay: configuration.maxRetryDelay,
-                lowSpeedLimit: configuration.lowSpeedLimit, lowSpeedTime: configuration.lowSpeedTime,
+                retryBaseDelay: configuration.retryBaseDelay.asSeconds, maxRetryDelay: configuration.maxRetryDelay.asSeconds,
+                lowSpeedLimit: configuration.lowSpeedLimit, lowSpeedTime: configuration.lowSpeedTime.asSeconds,
                 bufferSize: bufferSize, rateLimiters: rateLimiters, cancellation: tokens[index], control: control)
             group.enter()
             let thread = Thread {
@@ -103,7 +103,7 @@ struct SegmentCoordinator {
             thread.start()
         }
 
-        let interval = min(configuration.checkpointInterval, 1)
+        let interval = min(configuration.checkpointInterval.asSeconds, 1)
         var writtenAtLastWriteback = writtenAtStart
         var lastProgress = 0.0
         var lastCheckpoint = monotonicNow()
@@ -119,7 +119,7 @@ struct SegmentCoordinator {
                 for token in tokens { token.cancel() }
             }
             let now = monotonicNow()
-            if now - lastProgress >= configuration.progressInterval { publish(now) }
+            if now - lastProgress >= configuration.progressInterval.asSeconds { publish(now) }
             let written = board.written
             if written - writtenAtLastWriteback >= Int64(TransferEngine.writebackInterval) {
                 file.startWriteback()
