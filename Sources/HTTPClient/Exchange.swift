@@ -537,11 +537,19 @@ public final class HTTPClient: Sendable {
         var spliceUnsupported = false
         let storage = buffer.storage
 
+        let headDeadline = Deadline.after(configuration.headTimeout)
         receive: while true {
             let count: Int
             do {
-                count = try connection.read(into: storage, deadline: .after(idleTimeout))
+                let idleDeadline = Deadline.after(idleTimeout)
+                count = try connection.read(
+                    into: storage, deadline: responseHead == nil ? min(idleDeadline, headDeadline) : idleDeadline)
             } catch {
+                if responseHead == nil, error.code == .readTimeout, headDeadline.hasPassed {
+                    throw TransportError(
+                        .readTimeout, operation: "read",
+                        detail: "no complete response head from \(connection.remoteAddress) within \(configuration.headTimeout)")
+                }
                 // A TLS server may drop an idle kept-alive connection without close_notify (nginx does
                 // for timed-out and `return 444` connections): that EOF is as stale as a plain one.
                 if lease.isReused && !receivedAnything

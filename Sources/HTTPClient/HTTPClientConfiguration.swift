@@ -7,6 +7,10 @@ public struct HTTPClientConfiguration: Sendable, Hashable {
     public var connectTimeout: Duration
     /// The longest time to wait without receiving a single byte while a response is expected. Default 30 s.
     public var idleTimeout: Duration
+    /// The longest time from sending a request to receiving its complete response head, however the
+    /// bytes trickle in (a server that sends one header byte every few seconds never trips
+    /// ``idleTimeout``). Default 60 s.
+    public var headTimeout: Duration = .seconds(60)
     /// TLS settings for `https` URLs. Verification is on by default; turning it off is explicit.
     public var tls: TLSConfiguration
     /// The most connections open at once to one origin (scheme, host, port), busy and idle together. Default 8.

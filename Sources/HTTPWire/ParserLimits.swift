@@ -19,6 +19,9 @@ public struct ParserLimits: Sendable, Hashable {
     /// Maximum bytes in the trailer section after the last chunk, line terminators included.
     /// Default 16 KiB.
     public var maxTrailerBytes: Int
+    /// Maximum interim (1xx) responses before the final one. Default 16: a server that sends
+    /// `100 Continue` forever would otherwise keep a download waiting without a byte of body.
+    public var maxInterimResponses: Int = 16
 
     /// Creates limits; every argument defaults to the value of ``default``.
     public init(
@@ -35,6 +38,6 @@ public struct ParserLimits: Sendable, Hashable {
         self.maxTrailerBytes = maxTrailerBytes
     }
 
-    /// 64 KiB heads, 256 fields, 16 chunk-size digits, 4 KiB chunk lines, 16 KiB trailers.
+    /// 64 KiB heads, 256 fields, 16 chunk-size digits, 4 KiB chunk lines, 16 KiB trailers, 16 interim responses.
     public static let `default` = ParserLimits()
 }

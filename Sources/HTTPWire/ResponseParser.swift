@@ -1,4 +1,6 @@
 extension WireError.Code {
+    /// More interim (1xx) responses than ``ParserLimits/maxInterimResponses`` before the final head.
+    public static let tooManyInterimResponses = WireError.Code("tooManyInterimResponses")
     /// A response head is longer than ``ParserLimits/maxHeadBytes``.
     public static let headTooLarge = WireError.Code("headTooLarge")
     /// A response head has more field lines than ``ParserLimits/maxHeaderCount``.
@@ -102,6 +104,8 @@ public struct ResponseParser: Sendable {
     private var scanLines = 0
     /// Offset within the message where the current head starts (after any interim heads).
     private var headStart = 0
+    /// Interim (1xx) heads skipped in the current message.
+    private var interimResponses = 0
 
     private var allowsPersistence = false
     private var faultyFraming = false
@@ -181,6 +185,7 @@ public struct ResponseParser: Sendable {
         scanSawCR = false
         scanLines = 0
         headStart = 0
+        interimResponses = 0
         allowsPersistence = false
         faultyFraming = false
         framing = nil
@@ -349,7 +354,13 @@ public struct ResponseParser: Sendable {
             }
             if head.isInformational {
                 // RFC 9110 §15.2: a client MUST be able to parse and ignore 1xx responses that
-                // precede the final response (100 Continue, 103 Early Hints, ...).
+                // precede the final response (100 Continue, 103 Early Hints, ...) — but not without end.
+                interimResponses += 1
+                if interimResponses > limits.maxInterimResponses {
+                    throw WireError(
+                        .tooManyInterimResponses, offset: headStart,
+                        "more than \(limits.maxInterimResponses) interim (1xx) responses before the final one")
+                }
                 continue
             }
             try beginBody(after: head)

@@ -379,3 +379,36 @@ struct ExchangeTests {
         #expect(client.connectionsOpened == 2)
     }
 }
+
+/// Bounds on a response that never gets to its body (issue #13, defect 4): a head trickled byte by byte
+/// inside the idle timeout, and interim responses without end.
+@Suite("Response heads have an end")
+struct ResponseHeadBoundsTests {
+    @Test func aHeadTrickledInsideTheIdleTimeoutHitsTheHeadDeadline() throws {
+        let origin = try FaultOrigin()
+        origin.serve("/trickle", .script { _, connection in
+            // One byte every 200 ms: never idle for the 5 s idle timeout, but the head takes ~8 s.
+            try? connection.writeStuttered(
+                Array("HTTP/1.1 200 OK\r\nX-Padding: \(String(repeating: "a", count: 40))\r\nContent-Length: 0\r\n\r\n".utf8),
+                pieceSize: 1, pause: 0.2)
+        })
+        var configuration = HTTPClientConfiguration(idleTimeout: .seconds(5))
+        configuration.headTimeout = .seconds(1)
+        configuration.proxy = .direct
+        let client = try HTTPClient(configuration: configuration)
+        let error = try #require(throws: TransportError.self) { try fetch(client, origin.url("/trickle")) }
+        #expect(error.code == .readTimeout)
+        #expect(error.detail.contains("no complete response head"), "\(error.detail)")
+    }
+
+    @Test func endlessInterimResponsesEndInATypedError() throws {
+        let origin = try FaultOrigin()
+        origin.serve("/continue", .script { _, connection in
+            for _ in 0..<100 { try? connection.write("HTTP/1.1 100 Continue\r\n\r\n") }
+            try? connection.write("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+        })
+        let client = try makeTestClient()
+        let error = try #require(throws: WireError.self) { try fetch(client, origin.url("/continue")) }
+        #expect(error.code == .tooManyInterimResponses)
+    }
+}

@@ -222,6 +222,16 @@ let responseCases: [ResponseCase] = [
         limits: ParserLimits(maxHeadBytes: 25), eof: true, status: 200, body: "", framing: .untilClose,
         reusable: false),
     ResponseCase(
+        name: "more interim responses than the limit is an error, not an endless wait",
+        input: String(repeating: "HTTP/1.1 100 Continue\r\n\r\n", count: 4) + "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+        limits: { var limits = ParserLimits(); limits.maxInterimResponses = 3; return limits }(),
+        error: .tooManyInterimResponses),
+    ResponseCase(
+        name: "interim responses up to the limit are skipped",
+        input: String(repeating: "HTTP/1.1 100 Continue\r\n\r\n", count: 3) + "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx",
+        limits: { var limits = ParserLimits(); limits.maxInterimResponses = 3; return limits }(),
+        status: 200, body: "x", reusable: true),
+    ResponseCase(
         name: "101 switching protocols is refused",
         input: "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n", error: .upgradeUnsupported),
 
