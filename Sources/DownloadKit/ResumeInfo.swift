@@ -432,7 +432,8 @@ public struct ResumeInfo: Sendable, Hashable {
         guard text.utf8.count <= maxStringBytes else {
             throw ResumeInfoError(.tooLarge, key: key.rawValue, "string is \(text.utf8.count) bytes; the limit is \(maxStringBytes)")
         }
-        guard !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+        // A horizontal tab is legal inside a field value (RFC 9110 §5.5), so a validator may carry one.
+        guard !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control && $0 != "\t" }) else {
             throw ResumeInfoError.invalid(key.rawValue, "string contains NUL or control characters")
         }
     }

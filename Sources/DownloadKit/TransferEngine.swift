@@ -223,6 +223,11 @@ final class TransferEngine {
         if let total = totalLength, offset > total {
             offset = 0
             restartPending = .partialLongerThanResource
+        } else if offset > 0, ifRangeValue == nil {
+            // Nothing proves these bytes are the resource's current ones (no record, a corrupt or foreign
+            // one, or a server that named no strong ETag and no Last-Modified): a bare `Range` could splice
+            // two versions into one file. Start over (issue #13, defect 3; docs/ENGINE.md, "Resume rules").
+            restartPending = .unusablePartialData
         }
         if offset != size { try handle.truncate(to: offset) }
         resumedFrom = offset
@@ -349,7 +354,14 @@ final class TransferEngine {
                     return try finalize()
                 case .bodyReceived:
                     if let total = totalLength, offset < total {
-                        // A server may send less than the open-ended range asked for: ask for the rest.
+                        // A server may send less than the open-ended range asked for: ask for the rest —
+                        // but an answer without a single byte is a failure (retried with backoff, bounded
+                        // by `retries`), not a reason to ask again at once.
+                        if offset == offsetBefore {
+                            throw DownloadError(
+                                .contentRangeMismatch, "the server answered with no body bytes at offset \(offset) of \(total)",
+                                isTransient: true)
+                        }
                         continue
                     }
                     return try finalize()
@@ -389,6 +401,8 @@ final class TransferEngine {
     }
 
     private var pendingRetryAfter: Double?
+    /// The last byte the current 206 response may carry (its Content-Range end); nil for a 200.
+    private var rangeEnd: Int64?
     /// Bytes written since writeback was last started (see `didWrite`).
     private var unflushedBytes = 0
     /// Start writeback after this many bytes (8 MiB).
@@ -463,6 +477,7 @@ final class TransferEngine {
             }
         }
         let requestedOffset = offset
+        rangeEnd = nil
         var outcome: AttemptOutcome = .bodyReceived
         var partDigest: (digest: Digest, expected: [UInt8])?
         guard let file else { throw DownloadError(.fileSystem, "the temp file is not open") }
@@ -489,6 +504,11 @@ final class TransferEngine {
                 return .stream
             },
             onBody: { bytes in
+                if let end = self.rangeEnd, self.offset + Int64(bytes.count) > end + 1 {
+                    throw DownloadError(
+                        .contentRangeMismatch, "the 206 body runs past the end of its Content-Range (byte \(end))",
+                        httpStatus: 206, isTransient: true)
+                }
                 try self.write(bytes, to: file)
                 partDigest?.digest.update(bytes)
             },
@@ -537,14 +557,18 @@ final class TransferEngine {
         case 206:
             guard let rangeText = head.headers.first(name: "Content-Range"),
                 let range = try? ContentRange(parsing: rangeText),
-                case .satisfied(let first, _, let complete) = range
+                case .satisfied(let first, let last, let complete) = range
             else {
                 throw DownloadError(
                     .contentRangeMismatch, "206 response without a valid Content-Range", httpStatus: 206,
                     isTransient: true)
             }
+            // A 206 to our If-Range already says the server judged the validator unchanged; a different
+            // tag in it still means another version. Weak tags compare weakly (the If-Range that let this
+            // 206 through was Last-Modified, RFC 9110 §13.1.5), strong ones strongly.
             if let tag = head.headers.first(name: "ETag").flatMap({ try? EntityTag(parsing: $0) }),
-                let known = entityTag, !known.strongMatches(tag), requestedOffset > 0
+                let known = entityTag, requestedOffset > 0,
+                !(known.isWeak || tag.isWeak ? known.weakMatches(tag) : known.strongMatches(tag))
             {
                 return .restart(.validatorChanged)
             }
@@ -557,6 +581,15 @@ final class TransferEngine {
                     "range mismatch: asked for bytes from \(requestedOffset), the server sent \(rangeText)",
                     httpStatus: 206, isTransient: true)
             }
+            // The body must be exactly the bytes the Content-Range names: more would be written as the
+            // following bytes of the file, and an empty one would be asked for again without end.
+            if let length = try? head.contentLength(), length != last - first + 1 {
+                throw DownloadError(
+                    .contentRangeMismatch,
+                    "the 206 body is \(length) bytes but its Content-Range \(rangeText) names \(last - first + 1)",
+                    httpStatus: 206, isTransient: true)
+            }
+            rangeEnd = last
             if let complete { totalLength = complete }
             acceptsRanges = true
             control.isResumable = true
@@ -589,9 +622,17 @@ final class TransferEngine {
 
         case 416:
             let unsatisfied = head.headers.first(name: "Content-Range").flatMap { try? ContentRange(parsing: $0) }
-            if case .unsatisfied(let complete)? = unsatisfied, requestedOffset > 0, complete == requestedOffset,
-                totalLength == nil || totalLength == complete
-            {
+            if case .unsatisfied(let complete)? = unsatisfied, requestedOffset > 0 {
+                if complete > requestedOffset {
+                    // The server's own length says `bytes=requestedOffset-` is satisfiable: its mistake, not
+                    // a reason to throw the partial away. Retried; the partial stays.
+                    throw DownloadError(
+                        .contentRangeMismatch,
+                        "416 for bytes from \(requestedOffset) although the server gives the length as \(complete)",
+                        httpStatus: 416, isTransient: true)
+                }
+                if complete < requestedOffset { return .restart(.partialLongerThanResource) }
+                if let known = totalLength, known != complete { return .restart(.lengthChanged) }
                 let tagMatches = head.headers.first(name: "ETag").flatMap { try? EntityTag(parsing: $0) }
                     .map { tag in entityTag.map { $0.strongMatches(tag) } ?? true } ?? true
                 if tagMatches {

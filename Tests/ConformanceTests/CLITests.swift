@@ -87,8 +87,13 @@ struct CLITests {
         var killedAt: [Int64] = []
         for trial in 0..<3 {
             let child = try ChildProcess(executable, arguments, outputPath: dir.path + "/../kill-\(trial).log")
-            // Let it run for a random moment, then kill it without warning.
-            try await Task.sleep(for: .milliseconds(Int.random(in: 150...350)))
+            // Let it write a random number of bytes past where the last trial stopped, then kill it without
+            // warning while bytes flow. Waiting for bytes, not for a time, keeps every kill mid-transfer
+            // however late a loaded machine schedules this task (a timed kill once let a trial finish).
+            let target = (killedAt.last ?? 0) + Int64.random(in: (256 << 10)...(3 << 20))
+            for _ in 0..<3000 where (dir.size("k.bin.dkpart") ?? 0) < target {
+                try await Task.sleep(for: .milliseconds(10))
+            }
             kill(child.pid, SIGKILL)
             _ = try await offloaded { child.waitForExit(timeout: 10) }
             killedAt.append(dir.size("k.bin.dkpart") ?? 0)

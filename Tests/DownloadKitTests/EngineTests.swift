@@ -346,6 +346,7 @@ struct EngineTests {
             "NSURLSessionResumeBytesReceived": have,
             "NSURLSessionResumeInfoLocalPath": appleTemp,
             "NSURLSessionResumeInfoVersion": 1,
+            "NSURLSessionResumeEntityTag": Resource.derivedETag(seed: 21, size: size),
         ]
         let data = try PropertyListSerialization.data(fromPropertyList: plist, format: .xml, options: 0)
         let (result, _) = await runDownload(DownloadRequest(
@@ -353,6 +354,7 @@ struct EngineTests {
         let done = try result.get()
         #expect(done.resumedFrom == Int64(have))
         #expect(origin.requests("/apple.bin").map { $0.header("Range") } == ["bytes=\(have)-"])
+        #expect(origin.requests("/apple.bin").map { $0.header("If-Range") } == [Resource.derivedETag(seed: 21, size: size)])
         #expect(fileMatchesPattern(dir.file("apple.bin"), size: size, seed: 21))
     }
 
