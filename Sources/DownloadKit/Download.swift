@@ -114,10 +114,7 @@ public final class Download: Sendable {
                 } else {
                     let engine = try TransferEngine(
                         request: request, configuration: configuration, control: control, client: client)
-                    let result = try engine.run()
-                    FinishedFileValidators.record(
-                        entityTag: result.entityTag, lastModified: result.lastModified, at: result.path)
-                    outcome = .success(result)
+                    outcome = .success(try engine.run())
                 }
             } catch {
                 outcome = .failure(error)

@@ -19,16 +19,17 @@ public enum ExistingFilePolicy: Sendable, Hashable {
 
 /// The validators of a finished file, kept in its extended attributes (`user.downloadkit.etag`,
 /// `user.downloadkit.last-modified`) so that a later conditional download can ask "has it changed?"
-/// after the resume info is gone. Best effort: file systems without user xattrs fall back to the mtime.
+/// after the resume info is gone, and the URL it came from (`user.downloadkit.url`, no userinfo) so that
+/// a manager that died between the final rename and its task row's update recognises the file as the
+/// task's. Written on the partial before its rename. Best effort: file systems without user xattrs fall
+/// back to the mtime (and such a manager downloads the file again).
 enum FinishedFileValidators {
     static let entityTagAttribute = "user.downloadkit.etag"
     static let lastModifiedAttribute = "user.downloadkit.last-modified"
+    static let urlAttribute = "user.downloadkit.url"
 
-    static func record(entityTag: String?, lastModified: String?, at path: String) {
-        let fd = path.withCString { open($0, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
-        guard fd >= 0 else { return }
-        defer { close(fd) }
-        for (name, value) in [(entityTagAttribute, entityTag), (lastModifiedAttribute, lastModified)] {
+    static func record(entityTag: String?, lastModified: String?, url: String, fd: Int32) {
+        for (name, value) in [(entityTagAttribute, entityTag), (lastModifiedAttribute, lastModified), (urlAttribute, url)] {
             if let value {
                 let bytes = Array(value.utf8)
                 _ = bytes.withUnsafeBytes { dk_fsetxattr(fd, name, $0.baseAddress, $0.count) }
@@ -39,20 +40,29 @@ enum FinishedFileValidators {
     }
 
     static func read(at path: String) -> (entityTag: String?, lastModified: String?) {
+        let values = read([entityTagAttribute, lastModifiedAttribute], at: path)
+        return (values[0], values[1])
+    }
+
+    /// The URL recorded on a finished file (without userinfo), or nil.
+    static func recordedURL(at path: String) -> String? { read([urlAttribute], at: path)[0] }
+
+    private static func read(_ names: [String], at path: String) -> [String?] {
         let fd = path.withCString { open($0, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
-        guard fd >= 0 else { return (nil, nil) }
+        guard fd >= 0 else { return names.map { _ in nil } }
         defer { close(fd) }
         func value(_ name: String) -> String? {
-            var buffer = [UInt8](repeating: 0, count: 512)
+            var buffer = [UInt8](repeating: 0, count: 8192)
             let count = buffer.withUnsafeMutableBytes { dk_fgetxattr(fd, name, $0.baseAddress, $0.count) }
             guard count > 0 else { return nil }
             // A value with control bytes is not ours (or was tampered with): never put it in a header.
+            // A tab is legal in a field value (RFC 9110 §5.5).
             guard let text = String(validating: buffer[0..<count], as: UTF8.self),
-                text.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value < 0x7F })
+                text.unicodeScalars.allSatisfy({ ($0.value >= 0x20 && $0.value < 0x7F) || $0 == "\t" })
             else { return nil }
             return text
         }
-        return (value(entityTagAttribute), value(lastModifiedAttribute))
+        return names.map(value)
     }
 }
 

@@ -1034,6 +1034,12 @@ final class TransferEngine {
         }
         // The partial was private (0600) while incomplete; the finished file gets the usual 0644.
         _ = fchmod(file.fd, 0o644)
+        // Validators and the URL go on the inode before the rename, so the finished file carries them
+        // from its first instant: a manager that dies between this rename and its task row's update
+        // recognises the file as this task's on restart instead of downloading it again.
+        FinishedFileValidators.record(
+            entityTag: entityTagText, lastModified: lastModified, url: originalURL.withoutUserinfo.absoluteString,
+            fd: file.fd)
         let destination = try placeFinalFile()
         // Whether this unlink survives a power loss does not matter: a resume-info file without its
         // temp file only makes a rerun download again.

@@ -95,6 +95,8 @@ public actor DownloadManager {
     private var eventHandler: (@Sendable (ManagerEvent) -> Void)?
     private var completionHandler: (@Sendable (TaskCompletion) -> Void)?
     private var taskCompletionHandlers: [String: @Sendable (TaskCompletion) -> Void] = [:]
+    /// Completions recovered by ``restore()``, held for the first completion handler.
+    private var recoveredCompletions: [TaskCompletion] = []
     private var globalRateLimit: Int?
     private var networkWatcher: Task<Void, Never>?
     private var flusher: Task<Void, Never>?
@@ -163,6 +165,13 @@ public actor DownloadManager {
     /// A closure called whenever a task completes or fails (seed 000's local notification hook).
     public func setCompletionHandler(_ handler: (@Sendable (TaskCompletion) -> Void)?) {
         completionHandler = handler
+        // Completions found at start (a file renamed into place just before the previous process died,
+        // its row not yet updated) go to the first handler: they never reached one.
+        if let handler {
+            let recovered = recoveredCompletions
+            recoveredCompletions = []
+            for completion in recovered { handler(completion) }
+        }
     }
 
     /// A closure called once when this task completes or fails (not persisted: set it again after a restart).
@@ -705,6 +714,10 @@ public actor DownloadManager {
         task.error = nil
         task.finishedAt = Date()
         store(task)
+        // The row says "completed" before anyone is told: a death after this never re-runs a completion
+        // hook; a death before it (after the engine's rename) is recovered by `restore()`, which runs
+        // the hook then — once either way (issue #13, defect 10).
+        commitLogging()
         emit(.stateChanged(taskID: task.id, state: .completed))
         emit(.finished(taskID: task.id, path: result.path))
         notifyCompletion(TaskCompletion(task: task, result: .success(result)))
@@ -737,7 +750,16 @@ public actor DownloadManager {
                 let stored = task
                 // The durable bytes on disk are the truth after a crash (the row lags by a few seconds).
                 if let size = partialPaths(task).first.flatMap(Self.fileSize) { task.bytesReceived = size }
-                if configuration.startsRestoredTasks {
+                if task.state == .running, let finished = finishedBeforeTheRowWasUpdated(task) {
+                    task.state = .completed
+                    task.path = finished.path
+                    task.bytesReceived = finished.bytes
+                    task.totalBytes = finished.bytes
+                    task.error = nil
+                    task.finishedAt = Date()
+                    recoveredCompletions.append(TaskCompletion(task: task, result: .success(finished)))
+                    logger.notice("task \(task.id) had finished before the last stop (\(finished.path)); not downloading it again")
+                } else if configuration.startsRestoredTasks {
                     task.state = .waiting
                     scheduler.restore(
                         Scheduler.Entry(
@@ -840,6 +862,29 @@ public actor DownloadManager {
     }
 
     /// The task's temp file, its resume info and its segment journal (what `remove` and `cancel` delete).
+    /// The result of a task whose file was renamed into place but whose row still says waiting or running:
+    /// no working files remain, and the file at its destination carries the task's URL in
+    /// `user.downloadkit.url` (written on the partial before the rename, see `FinishedFileValidators`).
+    nonisolated func finishedBeforeTheRowWasUpdated(_ task: ManagedTask) -> DownloadResult? {
+        guard partialPaths(task).allSatisfy({ !FileSystem.exists($0) }) else { return nil }
+        let path: String
+        if let known = task.path {
+            path = known
+        } else if case .file(let file) = task.destination {
+            path = file
+        } else {
+            return nil  // a directory destination's name was decided by the lost run
+        }
+        guard let url = try? HTTPURL(task.originalURL),
+            FinishedFileValidators.recordedURL(at: path) == url.withoutUserinfo.absoluteString,
+            let size = Self.fileSize(path)
+        else { return nil }
+        let validators = FinishedFileValidators.read(at: path)
+        return DownloadResult(
+            path: path, bytes: size, resumedFrom: size, bytesTransferred: 0, finalURL: task.originalURL,
+            checksumHex: nil, isResumable: true, entityTag: validators.entityTag, lastModified: validators.lastModified)
+    }
+
     nonisolated func partialPaths(_ task: ManagedTask) -> [String] {
         guard let url = try? HTTPURL(task.originalURL) else { return [] }
         let working = WorkingFiles(destination: task.destination, workingDirectory: nil, url: url)
