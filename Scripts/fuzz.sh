@@ -40,8 +40,8 @@ sources_for() {
         grammars) echo "${wire[*]} Fuzz/FuzzSupport.swift Fuzz/FuzzGrammars.swift" ;;
         proxy) echo "${wire[*]} Fuzz/FuzzSupport.swift Fuzz/FuzzProxy.swift" ;;
         filenames) echo "${wire[*]} $dk/FileNaming.swift Fuzz/FuzzSupport.swift Fuzz/FuzzFileNames.swift" ;;
-        resumeinfo) echo "$dk/ResumeInfo.swift $dk/ResumeInfoError.swift $dk/AppleResumeData.swift" \
-            "$dk/KeyedArchive.swift $dk/FileNaming.swift Fuzz/FuzzSupport.swift Fuzz/FuzzResumeInfo.swift" ;;
+        resumeinfo) echo "$dk/ResumeInfo/ResumeInfo.swift $dk/ResumeInfo/ResumeInfoError.swift $dk/ResumeInfo/AppleResumeData.swift" \
+            "$dk/ResumeInfo/KeyedArchive.swift $dk/FileNaming.swift Fuzz/FuzzSupport.swift Fuzz/FuzzResumeInfo.swift" ;;
         netrc) echo "${wire[*]} Fuzz/FuzzSupport.swift Fuzz/FuzzNetrc.swift" ;;
         cookies) echo "${wire[*]} Fuzz/FuzzSupport.swift Fuzz/FuzzCookies.swift" ;;
         challenges) echo "${wire[*]} Fuzz/FuzzSupport.swift Fuzz/FuzzChallenges.swift" ;;

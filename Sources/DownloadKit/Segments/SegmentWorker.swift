@@ -164,49 +164,27 @@ struct SegmentWorker: Sendable {
     /// A 206 must cover exactly the asked start, carry the known total and the same validator;
     /// anything else is never written (issue #5: "a segment that comes back wrong is retried").
     private func validate(_ head: ResponseHead, requested: Int64) throws {
-        switch head.status {
-        case 206:
-            guard let text = head.headers.first(name: "Content-Range"), let range = try? ContentRange(parsing: text),
-                case .satisfied(let first, _, let complete) = range
-            else {
-                throw DownloadError(
-                    .contentRangeMismatch, "206 without a valid Content-Range for a segment", httpStatus: 206,
-                    isTransient: true)
-            }
-            if let tag = head.headers.first(name: "ETag").flatMap({ try? EntityTag(parsing: $0) }),
-                SegmentRules.entityTagChanged(known: entityTag, received: tag)
-            {
-                throw DownloadError.restart(.validatorChanged)
-            }
-            if let complete, complete != total { throw DownloadError.restart(.lengthChanged) }
-            guard first == requested else {
-                throw DownloadError(
-                    .contentRangeMismatch,
-                    "range mismatch: a segment asked for bytes from \(requested), the server sent \(text)",
-                    httpStatus: 206, isTransient: true)
-            }
-        case 200:
-            // If-Range failed (the resource changed) or the server stopped honouring ranges.
-            throw DownloadError.restart(ifRange == nil ? .rangeIgnored : .validatorChanged)
-        case 401, 403, 404, 410:
-            throw URLExpired(status: head.status)
-        default:
+        let policy = RangeResponsePolicy(
+            first: requested, knownEntityTag: entityTag, knownLastModified: nil, knownTotal: total)
+        switch policy.decide(head) {
+        case .write:
+            return
+        case .wholeBody(let reason), .restart(let reason):
+            // A segment cannot take a whole body: start over (and probe again).
+            throw DownloadError.restart(reason)
+        case .complete:
+            throw DownloadError.restart(.lengthChanged)
+        case .retry(let detail):
+            throw DownloadError(.contentRangeMismatch, "a segment: \(detail)", httpStatus: head.status, isTransient: true)
+        case .other:
+            if [401, 403, 404, 410].contains(head.status) { throw URLExpired(status: head.status) }
             throw DownloadError.status(head.status, reason: head.reason, url: url)
         }
     }
 }
 
-/// Validator rules of segmented transfers, shared by the probe and the workers.
+/// Validator rules of segmented transfers (the tag comparison itself is ``RangeResponsePolicy``'s).
 enum SegmentRules {
-    /// Whether a response's ETag says the resource changed. Two strong tags compare strongly; when
-    /// either is weak (RFC 9110 §8.8.3.2) only the opaque tags are compared — the byte identity is then
-    /// proved by `If-Range` with Last-Modified (``oneConnectionReason(entityTag:lastModified:)`` keeps
-    /// weak-only servers on one connection).
-    static func entityTagChanged(known: EntityTag?, received: EntityTag) -> Bool {
-        guard let known else { return false }
-        if known.isWeak || received.isWeak { return !known.weakMatches(received) }
-        return !known.strongMatches(received)
-    }
 
     /// Why a resource must not be split, or nil: a weak ETag without Last-Modified leaves no validator that
     /// may go in `If-Range` (RFC 9110 §13.1.5), so segments could splice two versions.

@@ -554,95 +554,36 @@ final class TransferEngine {
             }
             return .redirect(target)
 
-        case 206:
-            guard let rangeText = head.headers.first(name: "Content-Range"),
-                let range = try? ContentRange(parsing: rangeText),
-                case .satisfied(let first, let last, let complete) = range
-            else {
-                throw DownloadError(
-                    .contentRangeMismatch, "206 response without a valid Content-Range", httpStatus: 206,
-                    isTransient: true)
+        case 206, 416, 200 where requestedOffset > 0:
+            let policy = RangeResponsePolicy(
+                first: requestedOffset, knownEntityTag: entityTag, knownLastModified: lastModified, knownTotal: totalLength)
+            switch policy.decide(head) {
+            case .write(_, let last, let total):
+                rangeEnd = last
+                if let total { totalLength = total }
+                acceptsRanges = true
+                control.isResumable = true
+                recordValidators(head)
+                try reserveSpace()
+                try recordValidatorsCheckpoint()
+                return .bodyReceived
+            case .wholeBody(let reason):
+                // Start over from zero in this same response.
+                try restartFromZero(reason)
+                return try acceptWholeBody(head)
+            case .complete(let total):
+                totalLength = total
+                return .complete
+            case .restart(let reason):
+                return .restart(reason)
+            case .retry(let detail):
+                throw DownloadError(.contentRangeMismatch, detail, httpStatus: status, isTransient: true)
+            case .other:
+                throw DownloadError.status(status, reason: head.reason, url: currentURL)
             }
-            // A 206 to our If-Range already says the server judged the validator unchanged; a different
-            // tag in it still means another version. Weak tags compare weakly (the If-Range that let this
-            // 206 through was Last-Modified, RFC 9110 §13.1.5), strong ones strongly.
-            if let tag = head.headers.first(name: "ETag").flatMap({ try? EntityTag(parsing: $0) }),
-                let known = entityTag, requestedOffset > 0,
-                !(known.isWeak || tag.isWeak ? known.weakMatches(tag) : known.strongMatches(tag))
-            {
-                return .restart(.validatorChanged)
-            }
-            if let complete, let known = totalLength, complete != known {
-                return .restart(.lengthChanged)
-            }
-            guard first == requestedOffset else {
-                throw DownloadError(
-                    .contentRangeMismatch,
-                    "range mismatch: asked for bytes from \(requestedOffset), the server sent \(rangeText)",
-                    httpStatus: 206, isTransient: true)
-            }
-            // The body must be exactly the bytes the Content-Range names: more would be written as the
-            // following bytes of the file, and an empty one would be asked for again without end.
-            if let length = try? head.contentLength(), length != last - first + 1 {
-                throw DownloadError(
-                    .contentRangeMismatch,
-                    "the 206 body is \(length) bytes but its Content-Range \(rangeText) names \(last - first + 1)",
-                    httpStatus: 206, isTransient: true)
-            }
-            rangeEnd = last
-            if let complete { totalLength = complete }
-            acceptsRanges = true
-            control.isResumable = true
-            recordValidators(head)
-            try reserveSpace()
-            try recordValidatorsCheckpoint()
-            return .bodyReceived
 
         case 200:
-            if requestedOffset > 0 {
-                // The server ignored the range, or If-Range failed because the resource changed:
-                // start over from zero in this same response.
-                let changed = head.headers.first(name: "ETag") != entityTagText
-                    || (entityTag == nil && head.headers.first(name: "Last-Modified") != lastModified)
-                let reason: RestartReason = changed && (entityTag != nil || lastModified != nil)
-                    ? .validatorChanged : .rangeIgnored
-                try restartFromZero(reason)
-            }
-            totalLength = head.contentLength
-            let ranges = head.headers.first(name: "Accept-Ranges").flatMap { try? AcceptRanges(parsing: $0) }
-            acceptsRanges = ranges?.acceptsBytes ?? false
-            recordValidators(head)
-            let resumable = acceptsRanges == true || entityTag != nil || lastModified != nil
-            control.isResumable = resumable
-            if !resumable { control.setState(.connecting, .notResumable) }
-            resolveFileName(head)
-            try reserveSpace()
-            try recordValidatorsCheckpoint()
-            return .bodyReceived
-
-        case 416:
-            let unsatisfied = head.headers.first(name: "Content-Range").flatMap { try? ContentRange(parsing: $0) }
-            if case .unsatisfied(let complete)? = unsatisfied, requestedOffset > 0 {
-                if complete > requestedOffset {
-                    // The server's own length says `bytes=requestedOffset-` is satisfiable: its mistake, not
-                    // a reason to throw the partial away. Retried; the partial stays.
-                    throw DownloadError(
-                        .contentRangeMismatch,
-                        "416 for bytes from \(requestedOffset) although the server gives the length as \(complete)",
-                        httpStatus: 416, isTransient: true)
-                }
-                if complete < requestedOffset { return .restart(.partialLongerThanResource) }
-                if let known = totalLength, known != complete { return .restart(.lengthChanged) }
-                let tagMatches = head.headers.first(name: "ETag").flatMap { try? EntityTag(parsing: $0) }
-                    .map { tag in entityTag.map { $0.strongMatches(tag) } ?? true } ?? true
-                if tagMatches {
-                    totalLength = complete
-                    return .complete
-                }
-                return .restart(.validatorChanged)
-            }
-            if requestedOffset > 0 { return .restart(.partialLongerThanResource) }
-            throw DownloadError.status(status, reason: head.reason, url: currentURL)
+            return try acceptWholeBody(head)
 
         default:
             if [401, 403, 404, 410].contains(status), configuration.urlProvider != nil {
@@ -655,6 +596,21 @@ final class TransferEngine {
             }
             throw DownloadError.status(status, reason: head.reason, url: currentURL)
         }
+    }
+
+    /// A 200: the body is the whole resource, written from byte 0.
+    private func acceptWholeBody(_ head: ResponseHead) throws -> AttemptOutcome {
+        totalLength = head.contentLength
+        let ranges = head.headers.first(name: "Accept-Ranges").flatMap { try? AcceptRanges(parsing: $0) }
+        acceptsRanges = ranges?.acceptsBytes ?? false
+        recordValidators(head)
+        let resumable = acceptsRanges == true || entityTag != nil || lastModified != nil
+        control.isResumable = resumable
+        if !resumable { control.setState(.connecting, .notResumable) }
+        resolveFileName(head)
+        try reserveSpace()
+        try recordValidatorsCheckpoint()
+        return .bodyReceived
     }
 
     private func recordValidators(_ head: ResponseHead) {
@@ -720,22 +676,23 @@ final class TransferEngine {
     private func decideProbe(_ head: ResponseHead) throws -> AttemptOutcome? {
         switch head.status {
         case 206:
-            guard let text = head.headers.first(name: "Content-Range"), let range = try? ContentRange(parsing: text),
-                case .satisfied(let first, _, let complete) = range, first == 0
-            else {
-                throw DownloadError(
-                    .contentRangeMismatch, "the range probe got an invalid Content-Range", httpStatus: 206, isTransient: true)
-            }
-            guard let complete else {
+            let policy = RangeResponsePolicy(
+                first: 0, knownEntityTag: entityTag, knownLastModified: lastModified, knownTotal: totalLength)
+            let complete: Int64
+            switch policy.decide(head) {
+            case .write(_, _, let total?):
+                complete = total
+            case .write(_, _, nil):
                 settleOnOneConnection("the server did not report the file's length")
                 return .probeDeclined
+            case .restart(let reason):
+                return .restart(reason)
+            case .retry(let detail):
+                throw DownloadError(
+                    .contentRangeMismatch, "the range probe: \(detail)", httpStatus: 206, isTransient: true)
+            case .wholeBody, .complete, .other:
+                throw DownloadError(.internalError, "the range policy answered a 206 probe with something else than a range")
             }
-            if let tag = head.headers.first(name: "ETag").flatMap({ try? EntityTag(parsing: $0) }),
-                SegmentRules.entityTagChanged(known: entityTag, received: tag)
-            {
-                return .restart(.validatorChanged)
-            }
-            if let known = totalLength, known != complete { return .restart(.lengthChanged) }
             totalLength = complete
             acceptsRanges = true
             control.isResumable = true
