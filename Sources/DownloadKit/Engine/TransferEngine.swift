@@ -301,7 +301,7 @@ final class TransferEngine {
     }
 
     private func transfer(using client: HTTPClient) throws -> DownloadResult {
-        var failuresWithoutProgress = 0
+        var retry = RetryPolicy(configuration)
         var redirects = 0
         var visited: Set<String> = [currentURL.absoluteString]
         var refreshes = 0
@@ -384,14 +384,11 @@ final class TransferEngine {
             } catch {
                 let failure = DownloadError.wrap(error)
                 if control.stopRequest != .none || failure.code == .cancelled { throw failure }
-                if offset - offsetBefore >= 64 << 10 { failuresWithoutProgress = 0 }
-                guard failure.isTransient, failuresWithoutProgress < configuration.retries else { throw failure }
-                failuresWithoutProgress += 1
-                try? checkpoint(force: true)
-                let delay = retryDelay(attempt: failuresWithoutProgress, retryAfter: pendingRetryAfter)
+                let decision = retry.next(after: failure, progress: offset - offsetBefore, retryAfter: pendingRetryAfter)
                 pendingRetryAfter = nil
-                control.setState(
-                    .retrying, .retrying(after: .seconds(delay), attempt: failuresWithoutProgress, error: failure.detail))
+                guard case .retry(let delay, let attempt) = decision else { throw failure }
+                try? checkpoint(force: true)
+                control.setState(.retrying, .retrying(after: .seconds(delay), attempt: attempt, error: failure.detail))
                 if !interruptibleSleep(delay, shouldStop: { control.stopRequest != .none }) {
                     throw DownloadError(.cancelled, "stopped")
                 }
@@ -554,34 +551,10 @@ final class TransferEngine {
             }
             return .redirect(target)
 
-        case 206, 416, 200 where requestedOffset > 0:
-            let policy = RangeResponsePolicy(
-                first: requestedOffset, knownEntityTag: entityTag, knownLastModified: lastModified, knownTotal: totalLength)
-            switch policy.decide(head) {
-            case .write(_, let last, let total):
-                rangeEnd = last
-                if let total { totalLength = total }
-                acceptsRanges = true
-                control.isResumable = true
-                recordValidators(head)
-                try reserveSpace()
-                try recordValidatorsCheckpoint()
-                return .bodyReceived
-            case .wholeBody(let reason):
-                // Start over from zero in this same response.
-                try restartFromZero(reason)
-                return try acceptWholeBody(head)
-            case .complete(let total):
-                totalLength = total
-                return .complete
-            case .restart(let reason):
-                return .restart(reason)
-            case .retry(let detail):
-                throw DownloadError(.contentRangeMismatch, detail, httpStatus: status, isTransient: true)
-            case .other:
-                throw DownloadError.status(status, reason: head.reason, url: currentURL)
-            }
-
+        case 206, 416:
+            return try decideRangeAnswer(head, requestedOffset: requestedOffset)
+        case 200 where requestedOffset > 0:
+            return try decideRangeAnswer(head, requestedOffset: requestedOffset)
         case 200:
             return try acceptWholeBody(head)
 
@@ -594,6 +567,37 @@ final class TransferEngine {
             {
                 pendingRetryAfter = Double(parsed.delay(fromSecondsSince1970: Int64(Date().timeIntervalSince1970)))
             }
+            throw DownloadError.status(status, reason: head.reason, url: currentURL)
+        }
+    }
+
+    /// The answer to a range request, decided by ``RangeResponsePolicy``; this only maps it to effects.
+    private func decideRangeAnswer(_ head: ResponseHead, requestedOffset: Int64) throws -> AttemptOutcome {
+        let status = head.status
+        let policy = RangeResponsePolicy(
+            first: requestedOffset, knownEntityTag: entityTag, knownLastModified: lastModified, knownTotal: totalLength)
+        switch policy.decide(head) {
+        case .write(_, let last, let total):
+            rangeEnd = last
+            if let total { totalLength = total }
+            acceptsRanges = true
+            control.isResumable = true
+            recordValidators(head)
+            try reserveSpace()
+            try recordValidatorsCheckpoint()
+            return .bodyReceived
+        case .wholeBody(let reason):
+            // Start over from zero in this same response.
+            try restartFromZero(reason)
+            return try acceptWholeBody(head)
+        case .complete(let total):
+            totalLength = total
+            return .complete
+        case .restart(let reason):
+            return .restart(reason)
+        case .retry(let detail):
+            throw DownloadError(.contentRangeMismatch, detail, httpStatus: status, isTransient: true)
+        case .other:
             throw DownloadError.status(status, reason: head.reason, url: currentURL)
         }
     }
@@ -821,12 +825,8 @@ final class TransferEngine {
         if now - lastProgressTime >= configuration.progressInterval.asSeconds { publishProgress(now: now) }
         if now - lastCheckpointTime >= configuration.checkpointInterval.asSeconds { try checkpoint(force: false) }
         try checkLowSpeed(now: now, received: count)
-        if !rateLimiters.isEmpty {
-            var delay = 0.0
-            for limiter in rateLimiters { delay = max(delay, limiter.delay(afterConsuming: count)) }
-            if delay > 0, !interruptibleSleep(delay, shouldStop: { control.stopRequest != .none }) {
-                throw DownloadError(.cancelled, "stopped")
-            }
+        if !TokenBucket.wait(rateLimiters, afterConsuming: count, shouldStop: { control.stopRequest != .none }) {
+            throw DownloadError(.cancelled, "stopped")
         }
     }
 
@@ -1062,18 +1062,6 @@ final class TransferEngine {
         Digest.hex(Digest.hash(.md5, Array(text.utf8)))
     }
 
-    private func retryDelay(attempt: Int, retryAfter: Double?) -> Double {
-        if let retryAfter { return min(max(0, retryAfter), 600) }
-        return Self.backoffDelay(attempt: attempt, base: configuration.retryBaseDelay.asSeconds, maximum: configuration.maxRetryDelay.asSeconds)
-    }
-
-    /// Exponential backoff with "equal jitter": a random delay between half and all of
-    /// `base · 2^(attempt-1)`, capped at `maximum` — never immediate, yet spreading the retries of many
-    /// clients (AWS Architecture Blog, "Exponential Backoff and Jitter").
-    static func backoffDelay(attempt: Int, base: Double, maximum: Double) -> Double {
-        let ceiling = min(maximum, base * pow(2, Double(max(1, attempt) - 1)))
-        return Double.random(in: (ceiling / 2)...max(ceiling / 2, ceiling))
-    }
 
     /// Calls the async URL provider from this (non-async) engine thread.
     private static func callProvider(

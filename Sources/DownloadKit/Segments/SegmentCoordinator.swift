@@ -89,8 +89,7 @@ struct SegmentCoordinator {
         for index in 0..<workers {
             let worker = SegmentWorker(
                 id: index, board: board, file: shared, journal: journal, client: client, url: url, headers: headers,
-                ifRange: ifRange, entityTag: entityTag, total: total, retries: configuration.retries,
-                retryBaseDelay: configuration.retryBaseDelay.asSeconds, maxRetryDelay: configuration.maxRetryDelay.asSeconds,
+                ifRange: ifRange, entityTag: entityTag, total: total, retryPolicy: RetryPolicy(configuration),
                 lowSpeedLimit: configuration.lowSpeedLimit, lowSpeedTime: configuration.lowSpeedTime.asSeconds,
                 bufferSize: bufferSize, rateLimiters: rateLimiters, cancellation: tokens[index], control: control)
             group.enter()
@@ -186,6 +185,6 @@ struct SegmentRestartPolicy {
     mutating func next(base: Double, maximum: Double) -> Double? {
         guard count < limit else { return nil }
         count += 1
-        return TransferEngine.backoffDelay(attempt: count, base: base, maximum: maximum)
+        return RetryPolicy.backoffDelay(attempt: count, base: base, maximum: maximum)
     }
 }

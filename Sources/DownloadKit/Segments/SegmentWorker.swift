@@ -23,9 +23,8 @@ struct SegmentWorker: Sendable {
     let ifRange: String?
     let entityTag: EntityTag?
     let total: Int64
-    let retries: Int
-    let retryBaseDelay: Double
-    let maxRetryDelay: Double
+    /// The retry rule (one per segment held, copied from this template).
+    let retryPolicy: RetryPolicy
     let lowSpeedLimit: Int
     let lowSpeedTime: Double
     let bufferSize: Int
@@ -50,7 +49,7 @@ struct SegmentWorker: Sendable {
         let buffer = ReceiveBuffer(capacity: bufferSize)
         var lowSpeed = LowSpeedWindow(limit: lowSpeedLimit, seconds: lowSpeedTime)
         while let assignment = board.take(worker: id) {
-            var failures = 0
+            var retry = retryPolicy
             var position = assignment.position
             defer { board.release(assignment.handle, worker: id) }
             while board.remaining(assignment.handle, worker: id) > 0 {
@@ -66,18 +65,15 @@ struct SegmentWorker: Sendable {
                 } catch {
                     let failure = DownloadError.wrap(error)
                     if board.stopReason != nil || control.stopRequest != .none || failure.code == .cancelled { return }
-                    if position - before >= 64 << 10 { failures = 0 }
                     if let restart = failure.restartReason {
                         board.stop(.restart(restart))
                         return
                     }
-                    guard failure.isTransient, failures < retries else {
+                    guard case .retry(let delay, _) = retry.next(after: failure, progress: position - before) else {
                         board.stop(.failed(failure))
                         return
                     }
-                    failures += 1
                     lowSpeed.reset()
-                    let delay = TransferEngine.backoffDelay(attempt: failures, base: retryBaseDelay, maximum: maxRetryDelay)
                     if !interruptibleSleep(delay, shouldStop: { board.stopReason != nil || control.stopRequest != .none }) {
                         return
                     }
@@ -133,12 +129,8 @@ struct SegmentWorker: Sendable {
                         "segment transfer too slow: \(Int(rate)) bytes/s for \(Int(lowSpeedTime)) s, below the limit of \(lowSpeedLimit) bytes/s",
                         isTransient: true)
                 }
-                if !rateLimiters.isEmpty {
-                    var delay = 0.0
-                    for limiter in rateLimiters { delay = max(delay, limiter.delay(afterConsuming: allowed)) }
-                    if delay > 0, !interruptibleSleep(delay, shouldStop: { control.stopRequest != .none }) {
-                        throw DownloadError(.cancelled, "stopped")
-                    }
+                if !TokenBucket.wait(rateLimiters, afterConsuming: allowed, shouldStop: { control.stopRequest != .none }) {
+                    throw DownloadError(.cancelled, "stopped")
                 }
             })
         // A response that ended before the bytes it promised (an empty 206, a short one) is a transient
