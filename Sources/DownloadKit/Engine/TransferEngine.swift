@@ -821,7 +821,7 @@ final class TransferEngine {
             file.startWriteback()
             unflushedBytes = 0
         }
-        let now = monotonicNow()
+        let now = monotonicSeconds()
         if now - lastProgressTime >= configuration.progressInterval.asSeconds { publishProgress(now: now) }
         if now - lastCheckpointTime >= configuration.checkpointInterval.asSeconds { try checkpoint(force: false) }
         try checkLowSpeed(now: now, received: count)
@@ -847,7 +847,7 @@ final class TransferEngine {
         }
     }
 
-    private func publishProgress(now: Double = monotonicNow()) {
+    private func publishProgress(now: Double = monotonicSeconds()) {
         publishProgress(received: offset, thisRun: bytesThisRun, connections: 1, now: now)
     }
 
@@ -875,14 +875,14 @@ final class TransferEngine {
         guard infoDirty else { return }
         try currentResumeInfo().write(to: infoPath, durable: false)
         infoDirty = false
-        lastCheckpointTime = monotonicNow()
+        lastCheckpointTime = monotonicSeconds()
     }
 
     /// Makes the written bytes durable, then records them in the resume info (atomically).
     /// Skipped when nothing changed since the last checkpoint.
     private func checkpoint(force: Bool) throws {
         guard let file else { return }
-        lastCheckpointTime = monotonicNow()
+        lastCheckpointTime = monotonicSeconds()
         if let board = activeBoard {
             // Snapshot first, sync second: the map never claims bytes the sync did not cover.
             let snapshot = board.snapshot()

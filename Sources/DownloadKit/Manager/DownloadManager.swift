@@ -667,7 +667,7 @@ public actor DownloadManager {
         if let total = progress.totalBytes { task.totalBytes = total }
         tasks[id] = task
         progressDirty.insert(id)
-        let now = monotonicNow()
+        let now = monotonicSeconds()
         if now - (lastProgressEvent[id] ?? 0) >= configuration.progressEventInterval.asSeconds {
             lastProgressEvent[id] = now
             emit(.progress(taskID: id, progress))
