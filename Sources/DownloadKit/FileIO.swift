@@ -177,12 +177,14 @@ enum FileSystem {
         }
     }
 
-    /// Makes a rename or unlink in `directory` durable.
+    /// Makes a rename or unlink in `directory` durable: the one directory `fsync` of the file layer (the
+    /// engine's renames, the resume info's atomic writes, new parent directories). Some file systems cannot
+    /// sync a directory (`EINVAL`, `ENOTSUP`); the rename is then as durable as they allow.
     static func syncDirectory(_ directory: String) throws(FileSystemError) {
         let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         if fd < 0 { throw FileSystemError("open", path: directory, errno: errno) }
         defer { close(fd) }
-        if fsync(fd) != 0 && errno != EINVAL {
+        if fsync(fd) != 0 && errno != EINVAL && errno != ENOTSUP {
             throw FileSystemError("fsync", path: directory, errno: errno)
         }
     }
