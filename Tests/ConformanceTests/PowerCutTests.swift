@@ -14,11 +14,13 @@ import TestOrigin
 /// 5th write (`DOWNLOADKIT_FAULTFS_ALL=1`: every op).
 @Suite(.timeLimit(.minutes(10)), .serialized)
 struct PowerCutTests {
-    static let size = 1 << 20
+    static let size = 2 << 20
 
     func explore(connections: Int, seed: UInt64) async throws {
         let origin = try FaultOrigin()
-        origin.serve("/p.bin", .resource(Resource(size: Int64(Self.size), seed: seed)))
+        // Recorded at 1 MiB/s (about 2 s: periodic checkpoints happen during it); the reruns are served
+        // at full speed.
+        origin.serve("/p.bin", .resource(Resource(size: Int64(Self.size), seed: seed, bytesPerSecond: 1 << 20)))
         let url = origin.url("/p.bin")
         let extra = connections > 1 ? ["--connections", "\(connections)"] : []
         let recording = try ScratchDirectory()
@@ -32,6 +34,7 @@ struct PowerCutTests {
         }
         #expect(clean.exitCode == 0, "recorded run: \(clean.output)")
         #expect(fileMatchesPattern(recording.file("p.bin"), size: Int64(Self.size), seed: seed))
+        origin.serve("/p.bin", .resource(Resource(size: Int64(Self.size), seed: seed)))
         let model = try CrashModel(log: log, directory: recording.path)
         try #require(model.operations.count > 3, "the log holds \(model.operations.count) operations")
         let states = model.crashStates(everyOp: ProcessInfo.processInfo.environment["DOWNLOADKIT_FAULTFS_ALL"] == "1", writeStride: 5)
