@@ -1,0 +1,108 @@
+import Foundation
+import Testing
+import TestOrigin
+
+/// The `faultfs` LD_PRELOAD shim (Tests/Support/faultfs/faultfs.c, issue #20) and the real `downloadkit`
+/// executable run under it: the engine is not modified, the shim counts, fails or records the file
+/// operations of one directory. The shim is compiled once per test process with `cc -shared -fPIC`
+/// into a temporary directory (CI has `cc` from Scripts/install-deps.sh / the Swift image).
+enum FaultFS {
+    /// The compiled shim, or the compiler's complaint.
+    static let library: Result<String, FaultFSError> = {
+        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../Support/faultfs/faultfs.c").standardized.path
+        let out = NSTemporaryDirectory() + "faultfs-\(getpid())-\(UUID().uuidString.prefix(8)).so"
+        let log = out + ".log"
+        do {
+            let child = try ChildProcess("/usr/bin/env", ["cc", "-shared", "-fPIC", "-O1", "-o", out, source, "-ldl"], outputPath: log)
+            let status = child.waitForExit(timeout: 120)
+            let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
+            guard status == 0, FileManager.default.fileExists(atPath: out) else {
+                return .failure(FaultFSError(message: "cc failed for \(source): \(output)"))
+            }
+            return .success(out)
+        } catch {
+            return .failure(FaultFSError(message: "cc: \(error)"))
+        }
+    }()
+
+    /// How the Nth operation fails.
+    enum Mode: String, CaseIterable, Sendable {
+        case eio = "EIO", enospc = "ENOSPC", eintr = "EINTR", short = "SHORT"
+    }
+
+    struct Run {
+        var exitCode: Int32
+        var signalled: Bool
+        var output: String
+        /// Operations the shim counted; whether the fault was injected.
+        var operations: Int
+        var injected: Bool
+    }
+
+    /// Runs `downloadkit arguments` with the shim watching `directory` (no fault when `failAt` is 0;
+    /// `log` records every operation for the power-cut replay).
+    static func run(
+        _ arguments: [String], watching directory: String, failAt: Int = 0, mode: Mode = .eio,
+        log: String? = nil, timeout: Double = 60
+    ) throws -> Run {
+        let library = try Self.library.get()
+        let executable = try #require(CLITests.executable, "downloadkit executable not found next to the tests")
+        let scratch = NSTemporaryDirectory() + "faultfs-run-\(UUID().uuidString)"
+        let countFile = scratch + ".count"
+        let outFile = scratch + ".out"
+        defer {
+            try? FileManager.default.removeItem(atPath: countFile)
+            try? FileManager.default.removeItem(atPath: outFile)
+        }
+        var environment = [
+            "LD_PRELOAD=\(library)", "FAULTFS_DIR=\(directory)", "FAULTFS_FAIL_AT=\(failAt)",
+            "FAULTFS_MODE=\(mode.rawValue)", "FAULTFS_COUNT=\(countFile)", "SWIFT_BACKTRACE=enable=no",
+        ]
+        if let log { environment.append("FAULTFS_LOG=\(log)") }
+        let child = try ChildProcess("/usr/bin/env", environment + [executable] + arguments, outputPath: outFile)
+        guard let status = child.waitForExit(timeout: timeout) else {
+            child.terminate(grace: 1)
+            Issue.record("downloadkit \(arguments) under faultfs (N=\(failAt) \(mode)) did not finish within \(timeout) s")
+            return Run(exitCode: -1, signalled: true, output: "", operations: 0, injected: false)
+        }
+        let output = (try? String(contentsOfFile: outFile, encoding: .utf8)) ?? ""
+        let counted = ((try? String(contentsOfFile: countFile, encoding: .utf8)) ?? "").split(separator: "\n")
+        return Run(
+            exitCode: (status >> 8) & 0xff, signalled: status & 0x7f != 0, output: output,
+            operations: counted.first.flatMap { Int($0) } ?? 0, injected: counted.contains("injected"))
+    }
+
+    /// Runs `downloadkit arguments` without the shim.
+    static func plainRun(_ arguments: [String], timeout: Double = 60) throws -> Run {
+        let executable = try #require(CLITests.executable, "downloadkit executable not found next to the tests")
+        let outFile = NSTemporaryDirectory() + "plain-run-\(UUID().uuidString).out"
+        defer { try? FileManager.default.removeItem(atPath: outFile) }
+        let child = try ChildProcess(executable, arguments, outputPath: outFile)
+        guard let status = child.waitForExit(timeout: timeout) else {
+            child.terminate(grace: 1)
+            Issue.record("downloadkit \(arguments) did not finish within \(timeout) s")
+            return Run(exitCode: -1, signalled: true, output: "", operations: 0, injected: false)
+        }
+        let output = (try? String(contentsOfFile: outFile, encoding: .utf8)) ?? ""
+        return Run(exitCode: (status >> 8) & 0xff, signalled: status & 0x7f != 0, output: output, operations: 0, injected: false)
+    }
+
+    /// The failure points to try out of `count` operations: every one up to `all`, then every
+    /// `stride`-th, always including the last. `DOWNLOADKIT_FAULTFS_ALL=1` tries every one.
+    static func points(count: Int, all: Int, stride: Int) -> [Int] {
+        guard count > 0 else { return [] }
+        if ProcessInfo.processInfo.environment["DOWNLOADKIT_FAULTFS_ALL"] == "1" { return Array(1...count) }
+        var points = Array(1...min(count, all))
+        if count > all {
+            points += Swift.stride(from: all + stride, through: count, by: stride)
+            if points.last != count { points.append(count) }
+        }
+        return points
+    }
+}
+
+struct FaultFSError: Error, CustomStringConvertible {
+    var message: String
+    var description: String { message }
+}

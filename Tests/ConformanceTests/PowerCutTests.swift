@@ -1,0 +1,224 @@
+import Foundation
+import Testing
+import TestOrigin
+
+/// Power cuts (issue #20, after ALICE and CrashMonkey): a clean `downloadkit get` runs under the faultfs
+/// shim with FAULTFS_LOG set, which records every open, write (offset, length, data), ftruncate,
+/// fallocate, fsync/fdatasync, rename and unlink in the download's directory, in order. ``CrashModel``
+/// replays that log and, at a set of cut points, builds the states a power cut could leave: all synced
+/// data kept; each file's writes since its last fsync dropped, kept, or kept as a prefix (the first
+/// half); names created, renamed or unlinked since the last directory fsync either all undone or all
+/// kept. Each distinct state is written into a fresh directory and `downloadkit get` is rerun on it
+/// (no shim): it must end with exit status 0 and the right bytes, and in no case report success with
+/// a wrong file. The cut points are every op boundary around an fsync, rename, unlink or open, and every
+/// 5th write (`DOWNLOADKIT_FAULTFS_ALL=1`: every op).
+@Suite(.timeLimit(.minutes(10)), .serialized)
+struct PowerCutTests {
+    static let size = 2 << 20
+
+    func explore(connections: Int, seed: UInt64) async throws {
+        let origin = try FaultOrigin()
+        // Recorded at 1 MiB/s (about 2 s: periodic checkpoints happen during it); the reruns are served
+        // at full speed.
+        origin.serve("/p.bin", .resource(Resource(size: Int64(Self.size), seed: seed, bytesPerSecond: 1 << 20)))
+        let url = origin.url("/p.bin")
+        let extra = connections > 1 ? ["--connections", "\(connections)"] : []
+        let recording = try ScratchDirectory()
+        let log = recording.path + "/../powercut-\(UUID().uuidString).log"
+        defer {
+            try? FileManager.default.removeItem(atPath: log)
+            try? FileManager.default.removeItem(atPath: log + ".data")
+        }
+        let clean = try await offloaded {
+            try FaultFS.run(["get", url, "-o", recording.file("p.bin"), "--progress", "none"] + extra, watching: recording.path, log: log)
+        }
+        #expect(clean.exitCode == 0, "recorded run: \(clean.output)")
+        #expect(fileMatchesPattern(recording.file("p.bin"), size: Int64(Self.size), seed: seed))
+        origin.serve("/p.bin", .resource(Resource(size: Int64(Self.size), seed: seed)))
+        let model = try CrashModel(log: log, directory: recording.path)
+        try #require(model.operations.count > 3, "the log holds \(model.operations.count) operations")
+        let states = model.crashStates(everyOp: ProcessInfo.processInfo.environment["DOWNLOADKIT_FAULTFS_ALL"] == "1", writeStride: 5)
+        print("PowerCutTests: connections \(connections): \(model.operations.count) logged operations, \(states.count) distinct crash states")
+        var failures: [String] = []
+        for state in states {
+            let dir = try ScratchDirectory()
+            for (name, bytes) in state.files {
+                try Data(bytes).write(to: URL(fileURLWithPath: dir.file(name)))
+            }
+            let arguments = ["get", url, "-o", dir.file("p.bin"), "--progress", "none"] + extra
+            let rerun = try await offloaded { try FaultFS.plainRun(arguments) }
+            let right = fileMatchesPattern(dir.file("p.bin"), size: Int64(Self.size), seed: seed)
+            if rerun.exitCode == 0 && !right {
+                failures.append("WRONG FILE REPORTED COMPLETE after cut \(state.description): \(rerun.output.suffix(300))")
+            } else if rerun.exitCode != 0 || !right {
+                failures.append("cut \(state.description): rerun exit \(rerun.exitCode): \(rerun.output.suffix(300))")
+            }
+            try? FileManager.default.removeItem(atPath: dir.path)
+        }
+        print("PowerCutTests: connections \(connections): \(states.count) states rerun, \(failures.count) failed")
+        for failure in failures.prefix(15) { Issue.record("connections \(connections): \(failure)") }
+    }
+
+    @Test func singleConnectionPowerCuts() async throws {
+        try await explore(connections: 1, seed: 3001)
+    }
+
+    @Test func fourConnectionPowerCuts() async throws {
+        try await explore(connections: 4, seed: 3004)
+    }
+}
+
+/// A replay of a faultfs log into the file-system states a power cut could leave (one directory).
+struct CrashModel {
+    enum Operation {
+        case open(ino: UInt64, created: Bool, truncate: Bool, name: String)
+        case write(ino: UInt64, offset: Int, bytes: [UInt8])
+        case truncate(ino: UInt64, length: Int)
+        case fsync(ino: UInt64)
+        case rename(from: String, to: String)
+        case unlink(name: String)
+    }
+
+    struct State: Hashable {
+        var files: [String: [UInt8]]
+        var cut: Int
+        var variant: String
+        var description: String { "after op \(cut) (\(variant)), files \(files.mapValues(\.count))" }
+        static func == (a: State, b: State) -> Bool { a.files == b.files }
+        func hash(into hasher: inout Hasher) { hasher.combine(files) }
+    }
+
+    var operations: [Operation] = []
+    var directoryInode: UInt64?
+
+    init(log: String, directory: String) throws {
+        let text = try String(contentsOfFile: log, encoding: .utf8)
+        let data = [UInt8](try Data(contentsOf: URL(fileURLWithPath: log + ".data")))
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        let prefix = directory.hasSuffix("/") ? directory : directory + "/"
+        func name(_ path: String) -> String? { path.hasPrefix(prefix) ? String(path.dropFirst(prefix.count)) : nil }
+        var index = 0
+        while index < lines.count {
+            let line = lines[index]
+            index += 1
+            let fields = line.split(separator: " ", maxSplits: 4).map(String.init)
+            guard let kind = fields.first else { continue }
+            switch kind {
+            case "open":
+                let path = fields[4]
+                let ino = UInt64(fields[1]) ?? 0
+                if path == directory || path + "/" == prefix { directoryInode = ino; continue }
+                guard let n = name(path), !n.contains("/") else { continue }
+                operations.append(.open(ino: ino, created: fields[2] == "1", truncate: fields[3] == "1", name: n))
+            case "write":
+                let offset = Int(fields[2])!, length = Int(fields[3])!, at = Int(fields[4])!
+                operations.append(.write(ino: UInt64(fields[1])!, offset: offset, bytes: Array(data[at..<(at + length)])))
+            case "trunc":
+                operations.append(.truncate(ino: UInt64(fields[1])!, length: Int(fields[2])!))
+            case "falloc":
+                // KEEP_SIZE reservations do not change contents; a size-changing one would extend with zeros.
+                let mode = Int(fields[2])!, offset = Int(fields[3])!, length = Int(fields[4])!
+                if mode & 1 == 0 { operations.append(.write(ino: UInt64(fields[1])!, offset: offset + length, bytes: [])) }
+            case "fsync":
+                operations.append(.fsync(ino: UInt64(fields[1])!))
+            case "rename":
+                let from = lines[index], to = lines[index + 1]
+                index += 2
+                if let f = name(from), let t = name(to) { operations.append(.rename(from: f, to: t)) }
+            case "unlink":
+                if let n = name(fields[1...].joined(separator: " ")) { operations.append(.unlink(name: n)) }
+            default: continue
+            }
+        }
+    }
+
+    private struct FileState {
+        var durable: [UInt8] = []
+        var pending: [Operation] = []
+        var current: [UInt8] = []
+    }
+
+    private static func apply(_ op: Operation, to bytes: inout [UInt8]) {
+        switch op {
+        case .write(_, let offset, let data):
+            if bytes.count < offset + data.count { bytes += [UInt8](repeating: 0, count: offset + data.count - bytes.count) }
+            bytes.replaceSubrange(offset..<(offset + data.count), with: data)
+        case .truncate(_, let length):
+            if length < bytes.count { bytes.removeSubrange(length...) } else { bytes += [UInt8](repeating: 0, count: length - bytes.count) }
+        default: break
+        }
+    }
+
+    /// The distinct crash states at the chosen cut points (each op boundary around a non-write op, every
+    /// `writeStride`-th write, and the end; every boundary when `everyOp`).
+    func crashStates(everyOp: Bool, writeStride: Int) -> [State] {
+        var files: [UInt64: FileState] = [:]
+        var volatileNames: [String: UInt64] = [:]
+        var durableNames: [String: UInt64] = [:]
+        var states: [State] = []
+        var seen = Set<State>()
+        var writes = 0
+        func snapshot(_ cut: Int) {
+            for (nsName, names) in [("names durable", durableNames), ("names as done", volatileNames)] {
+                for keep in ["synced only", "half of unsynced", "all written"] {
+                    var out: [String: [UInt8]] = [:]
+                    for (name, ino) in names {
+                        guard let file = files[ino] else { out[name] = []; continue }
+                        switch keep {
+                        case "synced only": out[name] = file.durable
+                        case "all written": out[name] = file.current
+                        default:
+                            var bytes = file.durable
+                            for op in file.pending.prefix(file.pending.count / 2) { Self.apply(op, to: &bytes) }
+                            out[name] = bytes
+                        }
+                    }
+                    let state = State(files: out, cut: cut, variant: "\(nsName), \(keep)")
+                    if seen.insert(state).inserted { states.append(state) }
+                }
+            }
+        }
+        snapshot(0)
+        for (index, op) in operations.enumerated() {
+            var isWrite = false
+            switch op {
+            case .write, .truncate: break
+            default: if !everyOp { snapshot(index) }
+            }
+            switch op {
+            case .open(let ino, let created, let truncate, let name):
+                if created || files[ino] == nil || volatileNames[name] != ino { files[ino] = FileState() }
+                volatileNames[name] = ino
+                if truncate, var file = files[ino] {
+                    let t = Operation.truncate(ino: ino, length: 0)
+                    file.pending.append(t)
+                    Self.apply(t, to: &file.current)
+                    files[ino] = file
+                }
+            case .write(let ino, _, _), .truncate(let ino, _):
+                isWrite = true
+                writes += 1
+                var file = files[ino] ?? FileState()
+                file.pending.append(op)
+                Self.apply(op, to: &file.current)
+                files[ino] = file
+            case .fsync(let ino):
+                if ino == directoryInode {
+                    durableNames = volatileNames
+                } else if var file = files[ino] {
+                    file.durable = file.current
+                    file.pending = []
+                    files[ino] = file
+                }
+            case .rename(let from, let to):
+                if let ino = volatileNames.removeValue(forKey: from) { volatileNames[to] = ino }
+            case .unlink(let name):
+                volatileNames.removeValue(forKey: name)
+            }
+            if everyOp || !isWrite || writes % writeStride == 0 || index == operations.count - 1 {
+                snapshot(index + 1)
+            }
+        }
+        return states
+    }
+}
