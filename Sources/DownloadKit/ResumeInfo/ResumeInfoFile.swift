@@ -23,7 +23,7 @@ extension ResumeInfo {
     public func write(to path: String, format: PropertyListFormat = .binary, durable: Bool = true) throws(ResumeInfoError) {
         let data = try encoded(format: format)
         let temporary = path + ".tmp-\(getpid())"
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        let descriptor = retryingOnEINTR({ open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600) })
         guard descriptor >= 0 else { throw Self.ioError("open", temporary) }
         var isOpen = true
         do throws(ResumeInfoError) {
@@ -42,13 +42,13 @@ extension ResumeInfo {
                 return nil
             }
             if let writeErrno { throw Self.ioError("write", temporary, code: writeErrno) }
-            guard !durable || fsync(descriptor) == 0 else { throw Self.ioError("fsync", temporary) }
+            guard !durable || retryingOnEINTR({ fsync(descriptor) }) == 0 else { throw Self.ioError("fsync", temporary) }
             isOpen = false
             guard close(descriptor) == 0 else { throw Self.ioError("close", temporary) }
-            guard rename(temporary, path) == 0 else { throw Self.ioError("rename", path) }
+            guard retryingOnEINTR({ rename(temporary, path) }) == 0 else { throw Self.ioError("rename", path) }
         } catch {
             if isOpen { _ = close(descriptor) }
-            _ = unlink(temporary)
+            _ = retryingOnEINTR({ unlink(temporary) })
             throw error
         }
         if durable { try Self.syncDirectory(containing: path) }
@@ -78,7 +78,7 @@ extension ResumeInfo {
     /// - Throws: ``ResumeInfoError``: ``ResumeInfoError/Code/ioFailed`` if the file cannot be read,
     ///   ``ResumeInfoError/Code/tooLarge`` beyond ``maxFileBytes``, and every error of ``decode(_:)``.
     public static func read(from path: String) throws(ResumeInfoError) -> ResumeInfo {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        let descriptor = retryingOnEINTR({ open(path, O_RDONLY | O_CLOEXEC) })
         guard descriptor >= 0 else { throw ioError("open", path) }
         defer { _ = close(descriptor) }
         var bytes: [UInt8] = []
