@@ -80,7 +80,7 @@ struct SegmentCoordinator {
         let journalPath = SegmentJournal.path(forTempFile: tempPath)
         let journal = try SegmentJournal(path: journalPath, total: total, runs: board.creditedRuns())
 
-        control.setState(.downloading, .segmented(connections: workers))
+        control.setState(.segmented(connections: workers))
         let tokens = (0..<workers).map { _ in CancellationToken() }
         let group = DispatchGroup()
         let shared = SharedFile(handle: file)
