@@ -8,9 +8,18 @@
 #    longer runs: `bash Scripts/fuzz.sh 600`);
 # 4. kills and reruns real `downloadkit get` processes at random moments against nginx (Scripts/chaos.sh,
 #    CHAOS_SECONDS, default 40 s of trials, single and segmented);
-# 5. runs the engine, manager and HTTP client suites under ThreadSanitizer;
+# 5. runs the engine, manager and HTTP client suites under ThreadSanitizer, and the engine, HTTP client
+#    and HTTP parser suites under AddressSanitizer + UndefinedBehaviorSanitizer (C targets, trap mode;
+#    one build). Measured on the 2-core machine: ASan build + these suites 468 s (tests 49 s). They are
+#    restricted to keep `.ci/run` near its ~35 min budget; `bash Scripts/sanitizers.sh asan` without
+#    ASAN_FILTER runs the whole suite. Both sanitizer runs gate;
 # 6. runs the segmented suites 3 times pinned to one CPU beside two busy loops
 #    (Scripts/stress-segments.sh; longer: `bash Scripts/stress-segments.sh 50 --asan`).
+# 7. soaks the manager: `queue run` killed at random moments against a faulty origin
+#    (Scripts/soak.sh, SOAK_MINUTES, default 1 minute in CI, up to 150 tasks);
+# 8. checks that every test SECURITY.md cites exists (Scripts/check-security-citations.sh).
+# The I/O-failure and power-cut tests (IOFailureTests, PowerCutTests: the faultfs LD_PRELOAD shim in
+# Tests/Support/faultfs, compiled by the tests with cc) are part of step 2.
 # Set DOWNLOADKIT_QUICK_TESTS=1 to stop after step 2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,8 +27,11 @@ bash Scripts/install-deps.sh
 swift build --build-tests
 swift test --skip-build
 bash Scripts/check-products.sh
+bash Scripts/check-security-citations.sh
 if [ "${DOWNLOADKIT_QUICK_TESTS:-0}" = 1 ]; then exit 0; fi
 bash Scripts/fuzz.sh "${FUZZ_SECONDS:-15}"
 DOWNLOADKIT="$(swift build --show-bin-path)/downloadkit" bash Scripts/chaos.sh "${CHAOS_SECONDS:-40}"
+DOWNLOADKIT="$(swift build --show-bin-path)/downloadkit" bash Scripts/soak.sh "${SOAK_MINUTES:-1}" 150
 bash Scripts/sanitizers.sh tsan
+ASAN_FILTER="${ASAN_FILTER:-DownloadKitTests|HTTPClientTests|HTTPWireTests}" bash Scripts/sanitizers.sh asan
 bash Scripts/stress-segments.sh 3 --filter 'SegmentedTests|SegmentDefectTests|SegmentKillTests'

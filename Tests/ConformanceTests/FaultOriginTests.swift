@@ -443,7 +443,6 @@ struct FaultOriginTests {
         #expect(response.body.count == 100_000)
         // Nominal 0.25 s; generous bounds so a loaded machine does not flake.
         #expect(elapsed >= 0.18)
-        #expect(elapsed < 30, "a hang bound, not a speed assertion")
     }
 
     @Test func stallAfterPausesMidBodyThenCompletes() throws {
@@ -486,9 +485,7 @@ struct FaultOriginTests {
         let origin = try makeOrigin()
         let connection = try RawHTTPConnection(port: origin.port)
         _ = try connection.request("GET", "/file.bin", headers: [("Range", "bytes=0-0")])
-        let started = Date()
-        origin.shutdown()
-        #expect(Date().timeIntervalSince(started) < 3)
+        origin.shutdown()  // a hang here ends in the suite's time limit; no timed assertion (issue #20)
         #expect(connection.readToEnd().bytes.isEmpty)
         #expect(origin.openConnectionCount == 0)
         #expect(throws: RawHTTPError.self) { try RawHTTPConnection(port: origin.port) }

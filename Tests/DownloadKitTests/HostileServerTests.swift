@@ -308,11 +308,11 @@ struct HostileServerTests {
         var configuration = testConfiguration(retries: 0)
         configuration.lowSpeedLimit = 1000
         configuration.lowSpeedTime = .seconds(1)
-        let started = Date()
+        // `.tooSlow` shows the low-speed limit ended the drip (it would otherwise complete); no timed
+        // assertion (issue #20).
         let (result, _) = await runDownload(
             DownloadRequest(url: origin.url("/s"), destination: .file(dir.file("s"))), configuration: configuration)
         expectFailure(result, .tooSlow, destination: dir.file("s"))
-        #expect(Date().timeIntervalSince(started) < 30, "the low-speed limit did not end the drip early")
     }
 
     // MARK: Hostile names

@@ -130,10 +130,8 @@ struct ConnectionPoolTests {
         holderThread.start()
         #expect(holding.wait(timeout: .now() + 10) == .success)
 
-        let started = Date()
         let timeout = #expect(throws: TransportError.self) { try fetch(client, origin.url("/other")) }
         #expect(timeout?.code == .connectTimeout)
-        #expect(Date().timeIntervalSince(started) < 10)
 
         let waiter = CancellationToken()
         let cancelThread = Thread {
@@ -141,13 +139,11 @@ struct ConnectionPoolTests {
             waiter.cancel()
         }
         cancelThread.start()
-        let waitStarted = Date()
         let cancelled = #expect(throws: TransportError.self) {
             try fetch(client, origin.url("/other"), cancellation: waiter)
         }
-        // Cancelled 0.1 s in, well before the 2 s wait would end.
+        // Cancelled 0.1 s in: `.cancelled`, not the wait's `.connectTimeout` (no timed assertion, issue #20).
         #expect(cancelled?.code == .cancelled)
-        #expect(Date().timeIntervalSince(waitStarted) < 1.9)
 
         holder.cancel()
         #expect(holderDone.wait(timeout: .now() + 10) == .success)

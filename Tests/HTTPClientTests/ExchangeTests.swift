@@ -297,11 +297,10 @@ struct ExchangeTests {
                 if !signalled.withLock({ let was = $0; $0 = true; return was }) { firstBytes.signal() }
             }
         }
-        let returnedAt = Date()
+        // The stall lasts 30 s; `.cancelled` (not a timeout) shows shutdown(2) woke poll (no timed
+        // assertion, issue #20).
         #expect(error?.code == .cancelled)
-        let cancelled = try #require(cancelledAt.value)
-        // The stall lasts 30 s; shutdown(2) wakes poll at once. 2 s leaves room for a loaded machine.
-        #expect(returnedAt.timeIntervalSince(cancelled) < 2)
+        #expect(cancelledAt.value != nil)
         #expect(token.isCancelled)
         // A cancelled token stays cancelled: the next exchange fails before sending anything.
         let again = #expect(throws: TransportError.self) { try fetch(client, origin.url("/stall"), cancellation: token) }

@@ -188,10 +188,9 @@ final class OpenSSLServer {
         defer { connection.close() }
         let canceller = connection.canceller
         DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) { canceller.cancel() }
-        let start = Deadline.now()
+        // `.cancelled` (not `.readTimeout`) shows the cancel woke the read; no timed assertion (issue #20).
         let error = transportError { _ = try connection.readText(deadline: .after(seconds: 10)) }
         #expect(error?.code == .cancelled)
-        #expect(Double(Deadline.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9 < 1)
     }
 
     @Test func weakKeyIsRejectedWithItsOwnMessage() throws {

@@ -229,7 +229,7 @@ func transportError(_ body: () throws -> Void) -> TransportError? {
         let elapsed = Double(Deadline.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9
         #expect(error?.code == .readTimeout)
         #expect(error?.isTransient == true)
-        #expect(elapsed >= 0.19 && elapsed < 30, "a hang bound, not a speed assertion")
+        #expect(elapsed >= 0.19, "the read timed out before its deadline")
     }
 
     @Test func readReturnsZeroAtOrderlyEOF() throws {
@@ -251,11 +251,10 @@ func transportError(_ body: () throws -> Void) -> TransportError? {
         defer { close(server) }
         let canceller = connection.canceller
         DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) { canceller.cancel() }
-        let start = Deadline.now()
+        // `.cancelled`, not `.readTimeout`: woken by the cancel, not by its 10 s deadline (issue #20: no
+        // timed assertion).
         let error = transportError { _ = try connection.readText(deadline: .after(seconds: 10)) }
-        let elapsed = Double(Deadline.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9
         #expect(error?.code == .cancelled)
-        #expect(elapsed < 9, "woken by the cancel, not by its 10 s deadline (a bound, not a speed assertion)")
         #expect(canceller.isCancelled)
         // Later operations keep saying cancelled, not reset.
         #expect(transportError { try connection.writeText("x", deadline: .after(seconds: 1)) }?.code == .cancelled)
