@@ -9,6 +9,8 @@ let package = Package(
     // flock on open file descriptions, SO_PEERCRED and /proc; there is no macOS port and no claim of one.
     products: [
         .library(name: "DownloadKit", targets: ["DownloadKit"]),
+        // The task manager and its SQLite store (GRDB): a program that only needs `Download` never compiles SQLite.
+        .library(name: "DownloadKitManager", targets: ["DownloadKitManager"]),
         .library(name: "HTTPWire", targets: ["HTTPWire"]),
         .library(name: "HTTPClient", targets: ["HTTPClient"]),
         .library(name: "DownloadKitSession", targets: ["DownloadKitSession"]),
@@ -51,7 +53,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // The public library: resumable engine, resume info, segments, manager.
+        // The public library: resumable engine, resume info, segments. No SQLite.
         .target(
             name: "DownloadKit",
             dependencies: [
@@ -60,6 +62,14 @@ let package = Package(
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]
+        ),
+        // The manager: queue, scheduler, network monitors, task store (GRDB/SQLite), task handles.
+        .target(
+            name: "DownloadKitManager",
+            dependencies: [
+                "DownloadKit", "HTTPClient", "HTTPWire",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
@@ -68,7 +78,7 @@ let package = Package(
         .target(
             name: "DownloadKitRPC",
             dependencies: [
-                "DownloadKit", "HTTPClient",
+                "DownloadKit", "DownloadKitManager", "HTTPClient",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -83,7 +93,7 @@ let package = Package(
         .target(
             name: "DownloadKitDaemon",
             dependencies: [
-                "DownloadKit", "DownloadKitSession", "HTTPClient",
+                "DownloadKit", "DownloadKitManager", "DownloadKitSession", "HTTPClient",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -96,7 +106,7 @@ let package = Package(
         .executableTarget(
             name: "downloadkit",
             dependencies: [
-                "DownloadKit", "DownloadKitSession", "DownloadKitDaemon", "DownloadKitRPC",
+                "DownloadKit", "DownloadKitManager", "DownloadKitSession", "DownloadKitDaemon", "DownloadKitRPC",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -106,7 +116,7 @@ let package = Package(
         .executableTarget(
             name: "downloadkit-bench",
             dependencies: [
-                "DownloadKit", "HTTPClient", "TestOrigin",
+                "DownloadKit", "DownloadKitManager", "HTTPClient", "TestOrigin",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Benchmarks/downloadkit-bench"
@@ -119,7 +129,7 @@ let package = Package(
         .testTarget(
             name: "DownloadKitTests",
             dependencies: [
-                "DownloadKit", "HTTPClient", "HTTPWire", "TestOrigin",
+                "DownloadKit", "DownloadKitManager", "HTTPClient", "HTTPWire", "TestOrigin",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
@@ -128,8 +138,10 @@ let package = Package(
             ],
             resources: [.copy("Fixtures")]
         ),
-        .testTarget(name: "RPCTests", dependencies: ["DownloadKitRPC", "DownloadKit", "TestOrigin"]),
+        .testTarget(name: "RPCTests", dependencies: ["DownloadKitRPC", "DownloadKit", "DownloadKitManager", "TestOrigin"]),
         .testTarget(name: "ConformanceTests", dependencies: ["DownloadKit", "HTTPClient", "HTTPWire", "TestOrigin"]),
-        .testTarget(name: "DaemonTests", dependencies: ["DownloadKitSession", "DownloadKitDaemon", "DownloadKit", "TestOrigin"]),
+        .testTarget(
+            name: "DaemonTests",
+            dependencies: ["DownloadKitSession", "DownloadKitDaemon", "DownloadKit", "DownloadKitManager", "TestOrigin"]),
     ]
 )

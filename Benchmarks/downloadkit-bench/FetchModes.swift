@@ -1,5 +1,6 @@
 import ArgumentParser
 import DownloadKit
+import DownloadKitManager
 import Foundation
 import Glibc
 import HTTPClient

@@ -1,3 +1,4 @@
+import DownloadKitManager
 import Foundation
 
 /// DESIGN.md's "Targets to beat", evaluated on one run's results (always against curl in the same run).

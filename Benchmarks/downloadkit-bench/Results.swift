@@ -1,3 +1,4 @@
+import DownloadKitManager
 import Foundation
 
 /// Which sizes a run uses.

@@ -1,3 +1,4 @@
+import DownloadKitManager
 import Foundation
 import Glibc
 import TestOrigin

@@ -337,4 +337,20 @@ public struct DownloadResult: Sendable, Hashable {
     /// The final response's `ETag` and `Last-Modified` (recorded on the file for ``ExistingFilePolicy/keepIfNotModified``).
     public var entityTag: String? = nil
     public var lastModified: String? = nil
+
+    package init(
+        path: String, bytes: Int64, resumedFrom: Int64, bytesTransferred: Int64, finalURL: String, checksumHex: String?,
+        isResumable: Bool, keptExistingFile: Bool = false, entityTag: String? = nil, lastModified: String? = nil
+    ) {
+        self.path = path
+        self.bytes = bytes
+        self.resumedFrom = resumedFrom
+        self.bytesTransferred = bytesTransferred
+        self.finalURL = finalURL
+        self.checksumHex = checksumHex
+        self.isResumable = isResumable
+        self.keptExistingFile = keptExistingFile
+        self.entityTag = entityTag
+        self.lastModified = lastModified
+    }
 }

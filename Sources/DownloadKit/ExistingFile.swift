@@ -23,7 +23,7 @@ public enum ExistingFilePolicy: Sendable, Hashable {
 /// a manager that died between the final rename and its task row's update recognises the file as the
 /// task's. Written on the partial before its rename. Best effort: file systems without user xattrs fall
 /// back to the mtime (and such a manager downloads the file again).
-enum FinishedFileValidators {
+package enum FinishedFileValidators {
     static let entityTagAttribute = "user.downloadkit.etag"
     static let lastModifiedAttribute = "user.downloadkit.last-modified"
     static let urlAttribute = "user.downloadkit.url"
@@ -39,13 +39,13 @@ enum FinishedFileValidators {
         }
     }
 
-    static func read(at path: String) -> (entityTag: String?, lastModified: String?) {
+    package static func read(at path: String) -> (entityTag: String?, lastModified: String?) {
         let values = read([entityTagAttribute, lastModifiedAttribute], at: path)
         return (values[0], values[1])
     }
 
     /// The URL recorded on a finished file (without userinfo), or nil.
-    static func recordedURL(at path: String) -> String? { read([urlAttribute], at: path)[0] }
+    package static func recordedURL(at path: String) -> String? { read([urlAttribute], at: path)[0] }
 
     private static func read(_ names: [String], at path: String) -> [String?] {
         let fd = path.withCString { cPath in retryingOnEINTR({ open(cPath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }) }

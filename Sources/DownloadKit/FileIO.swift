@@ -138,8 +138,8 @@ final class FileHandleFD {
 }
 
 /// Path and directory helpers for the engine.
-enum FileSystem {
-    static func exists(_ path: String) -> Bool {
+package enum FileSystem {
+    package static func exists(_ path: String) -> Bool {
         var st = stat()
         return stat(path, &st) == 0
     }

@@ -1,4 +1,5 @@
 import DownloadKit
+import DownloadKitManager
 import DownloadKitSession
 
 /// Something the manager reported about a task (what the daemon turns into durable events).

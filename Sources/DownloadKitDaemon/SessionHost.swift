@@ -1,5 +1,6 @@
 import Dispatch
 import DownloadKit
+import DownloadKitManager
 import DownloadKitSession
 import Foundation
 import HTTPClient

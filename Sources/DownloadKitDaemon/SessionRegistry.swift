@@ -1,4 +1,5 @@
 import DownloadKit
+import DownloadKitManager
 import DownloadKitSession
 import Foundation
 import Logging

@@ -1,4 +1,5 @@
 import DownloadKit
+import DownloadKitManager
 import Foundation
 import Hummingbird
 import HTTPClient

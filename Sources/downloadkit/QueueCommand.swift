@@ -1,5 +1,6 @@
 import ArgumentParser
 import DownloadKit
+import DownloadKitManager
 import Foundation
 
 /// `downloadkit queue`: a persistent download queue (like aria2's session) on top of `DownloadManager`.

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Dispatch
 import DownloadKit
+import DownloadKitManager
 import DownloadKitRPC
 import Foundation
 

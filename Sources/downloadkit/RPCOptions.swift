@@ -1,5 +1,6 @@
 import ArgumentParser
 import DownloadKit
+import DownloadKitManager
 import DownloadKitRPC
 
 /// aria2-compatible JSON-RPC options shared by `downloadkit rpc` and `downloadkit daemon`.

@@ -1,4 +1,5 @@
 @testable import DownloadKit
+@testable import DownloadKitManager
 @testable import DownloadKitDaemon
 import DownloadKitSession
 import Foundation

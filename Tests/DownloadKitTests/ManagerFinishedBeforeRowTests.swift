@@ -3,7 +3,8 @@ import HTTPClient
 import TestOrigin
 import Testing
 
-@testable import DownloadKit
+import DownloadKit
+@testable import DownloadKitManager
 
 /// Issue #13, defect 10: a manager that died between the engine's final rename and its task row's
 /// update downloaded the whole file again on restart and ran its completion hook twice. The death is

@@ -1,3 +1,4 @@
+import DownloadKit
 /// The download manager's scheduling rules as a pure state machine: events in, actions out, no I/O.
 ///
 /// The rules are those of the seeds' managers (YCDownloadSession, HWDownloadDemo, seed 001):

@@ -1,3 +1,4 @@
+import DownloadKit
 import Foundation
 import Logging
 import HTTPClient

@@ -1,3 +1,4 @@
+import DownloadKit
 import HTTPClient
 
 /// Fans manager events out to any number of subscribers through the one ``EventFanout`` rule: a slow
