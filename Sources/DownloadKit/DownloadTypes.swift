@@ -337,10 +337,16 @@ public struct DownloadResult: Sendable, Hashable {
     /// The final response's `ETag` and `Last-Modified` (recorded on the file for ``ExistingFilePolicy/keepIfNotModified``).
     public var entityTag: String? = nil
     public var lastModified: String? = nil
+    /// The status of the response the file's last bytes came from (200, 206, or 416 when the partial was
+    /// already complete; for a segmented download, the range probe's); nil when nothing was requested.
+    public var responseStatus: Int? = nil
+    /// That response's header fields, in order (`Content-Type`, `Content-Disposition`, `Cache-Control`…).
+    public var responseHeaders: DKHTTPHeaders? = nil
 
     package init(
         path: String, bytes: Int64, resumedFrom: Int64, bytesTransferred: Int64, finalURL: String, checksumHex: String?,
-        isResumable: Bool, keptExistingFile: Bool = false, entityTag: String? = nil, lastModified: String? = nil
+        isResumable: Bool, keptExistingFile: Bool = false, entityTag: String? = nil, lastModified: String? = nil,
+        responseStatus: Int? = nil, responseHeaders: DKHTTPHeaders? = nil
     ) {
         self.path = path
         self.bytes = bytes
@@ -352,5 +358,7 @@ public struct DownloadResult: Sendable, Hashable {
         self.keptExistingFile = keptExistingFile
         self.entityTag = entityTag
         self.lastModified = lastModified
+        self.responseStatus = responseStatus
+        self.responseHeaders = responseHeaders
     }
 }

@@ -82,23 +82,27 @@ struct CLITests {
     }
 
     @Test func sigkillAtRandomMomentsThenRerunEndsByteIdentical() async throws {
-        // 96 MiB at 8 MiB/s: no trial can finish before its kill, even when this test is scheduled
-        // late on a busy machine; the final run is served unthrottled.
+        // 96 MiB at 8 MiB/s, and every response of the killed trials stalls after 6 MiB: no trial can
+        // finish, however late a loaded machine lets this test act (once, with a starved cooperative pool,
+        // a trial finished the file before its kill and the next one rightly started over). The final run
+        // is served unthrottled.
         let size: Int64 = 96 << 20
         let origin = try FaultOrigin()
-        origin.serve("/k.bin", .resource(Resource(size: size, seed: 33, bytesPerSecond: 8 << 20)))
+        origin.serve(
+            "/k.bin",
+            .resource(Resource(size: size, seed: 33, bytesPerSecond: 8 << 20, faults: [.stallAfter(bytes: 6 << 20, seconds: 120, times: 100)])))
         let dir = try ScratchDirectory()
         let executable = try #require(Self.executable)
         let arguments = ["get", origin.url("/k.bin"), "-o", dir.file("k.bin"), "--progress", "none"]
         var killedAt: [Int64] = []
         for trial in 0..<3 {
             let child = try ChildProcess(executable, arguments, outputPath: dir.path + "/../kill-\(trial).log")
-            // Let it write a random number of bytes past where the last trial stopped, then kill it without
-            // warning while bytes flow. Waiting for bytes, not for a time, keeps every kill mid-transfer
-            // however late a loaded machine schedules this task (a timed kill once let a trial finish).
+            // Let it write a random number of bytes past where the last trial stopped (less than the 6 MiB
+            // a response carries before it stalls), then kill it without warning while bytes flow. The wait
+            // polls on a thread of its own, not on the cooperative pool, which other suites may keep busy.
             let target = (killedAt.last ?? 0) + Int64.random(in: (256 << 10)...(3 << 20))
-            for _ in 0..<3000 where (dir.size("k.bin.dkpart") ?? 0) < target {
-                try await Task.sleep(for: .milliseconds(10))
+            _ = try await offloaded {
+                for _ in 0..<3000 where (dir.size("k.bin.dkpart") ?? 0) < target { usleep(10_000) }
             }
             kill(child.pid, SIGKILL)
             _ = try await offloaded { child.waitForExit(timeout: 10) }

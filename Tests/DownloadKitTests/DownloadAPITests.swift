@@ -323,6 +323,22 @@ struct DownloadAPITests {
         #expect(Checksum(parsing: "sha512=abcd") == nil)
     }
 
+    @Test func theResultCarriesTheFinalResponsesStatusHeadersAndValidators() async throws {
+        let origin = try FaultOrigin()
+        let size: Int64 = 2 << 20
+        origin.serve(
+            "/typed", .resource(Resource(size: size, seed: 84, contentType: "application/x-iso9660-image",
+                                         faults: [.resetAfter(bytes: 1 << 20, times: 1)])))
+        let dir = try ScratchDirectory()
+        let (outcome, _) = await runDownload(DownloadRequest(url: origin.url("/typed"), destination: .file(dir.file("t"))))
+        let result = try outcome.get()
+        // The reset made the engine resume: the bytes that finished the file came in a 206.
+        #expect(result.responseStatus == 206)
+        #expect(result.responseHeaders?.first(name: "Content-Type") == "application/x-iso9660-image")
+        #expect(result.entityTag == Resource.derivedETag(seed: 84, size: size))
+        #expect(result.lastModified == Resource.defaultLastModified)
+    }
+
     @Test func foundationURLOverloads() throws {
         let request = DownloadRequest(
             url: URL(string: "https://example.com/a.iso")!, destination: URL(fileURLWithPath: "/data/a.iso"))

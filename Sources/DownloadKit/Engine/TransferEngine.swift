@@ -400,6 +400,8 @@ final class TransferEngine {
     private var pendingRetryAfter: Double?
     /// The last byte the current 206 response may carry (its Content-Range end); nil for a 200.
     private var rangeEnd: Int64?
+    /// The head of the response accepted last (its status and fields go into the result).
+    private var acceptedHead: ResponseHead?
     /// Bytes written since writeback was last started (see `didWrite`).
     private var unflushedBytes = 0
     /// Start writeback after this many bytes (8 MiB).
@@ -592,6 +594,7 @@ final class TransferEngine {
             return try acceptWholeBody(head)
         case .complete(let total):
             totalLength = total
+            acceptedHead = head
             return .complete
         case .restart(let reason):
             return .restart(reason)
@@ -618,6 +621,7 @@ final class TransferEngine {
     }
 
     private func recordValidators(_ head: ResponseHead) {
+        acceptedHead = head
         if let text = head.headers.first(name: "ETag") {
             entityTagText = text
             entityTag = try? EntityTag(parsing: text)
@@ -1011,7 +1015,7 @@ final class TransferEngine {
             path: destination, bytes: offset, resumedFrom: resumedFrom, bytesTransferred: bytesThisRun,
             finalURL: currentURL.absoluteString, checksumHex: checksumHex,
             isResumable: control.isResumable ?? (acceptsRanges == true), entityTag: entityTagText,
-            lastModified: lastModified)
+            lastModified: lastModified, responseStatus: acceptedHead?.status, responseHeaders: acceptedHead?.headers)
     }
 
     /// Renames the partial into place. `-o FILE` replaces the file the caller named; a directory
