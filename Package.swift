@@ -77,7 +77,7 @@ let package = Package(
             ]
         ),
         // A fault-injecting HTTP/1.1 origin on loopback plus an nginx harness (tests, demo, benchmarks).
-        .target(name: "TestOrigin", dependencies: ["HTTPWire"]),
+        .target(name: "TestOrigin", dependencies: ["HTTPWire", .product(name: "Logging", package: "swift-log")]),
         // Background sessions (docs/DAEMON.md): the wire protocol and client (Foundation only), the daemon.
         .target(name: "DownloadKitSession"),
         .target(

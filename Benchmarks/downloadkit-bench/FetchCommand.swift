@@ -108,9 +108,9 @@ struct FetchCommand: AsyncParsableCommand {
     /// One GET, body to /dev/null, like `curl -s -o /dev/null URL`. Returns the body length after
     /// checking it against Content-Length and spot-checking the pattern.
     private func fetchToDevNull(url: String, configuration: HTTPClientConfiguration) throws -> Int64 {
-        let started = monotonicNow()
+        let started = monotonicSeconds()
         let client = try HTTPClient(configuration: configuration)
-        let clientReady = monotonicNow()
+        let clientReady = monotonicSeconds()
         var headSeen = clientReady
         let request = HTTPRequest(url: try HTTPURL(url))
         let buffer = ReceiveBuffer(capacity: configuration.receiveBufferSize)
@@ -126,7 +126,7 @@ struct FetchCommand: AsyncParsableCommand {
             request, buffer: buffer,
             onHead: { head in
                 guard head.status == 200 else { throw ValidationError("HTTP status \(head.status)") }
-                headSeen = monotonicNow()
+                headSeen = monotonicSeconds()
                 expectedLength = try head.contentLength()
                 if seed != nil, let length = expectedLength, length > 0 {
                     checkOffsets = (0..<64).map { Int64($0) * (length - 1) / 63 }
@@ -159,7 +159,7 @@ struct FetchCommand: AsyncParsableCommand {
         if let expectedLength, summary.bodyBytes != expectedLength {
             throw ValidationError("received \(summary.bodyBytes) bytes, Content-Length \(expectedLength)")
         }
-        let finished = monotonicNow()
+        let finished = monotonicSeconds()
         // Phase timings (seconds) for the logs: client set-up (TLS context), request to head, body.
         print(
             "phases client_init=\(format(clientReady - started, 4)) to_head=\(format(headSeen - clientReady, 4)) "

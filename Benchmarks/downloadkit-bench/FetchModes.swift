@@ -55,19 +55,19 @@ extension FetchCommand {
                 url: "\(base)/task-\(index).bin", destination: .file("\(stateDirectory)/files/task-\(index).bin"))
         }
 
-        let opening = monotonicNow()
+        let opening = monotonicSeconds()
         let manager = try await DownloadManager(
             stateDirectory: stateDirectory, configuration: configuration,
             networkMonitor: ManualNetworkMonitor(offline))
-        let enqueueing = monotonicNow()
+        let enqueueing = monotonicSeconds()
         let ids = try await manager.enqueue(requests)
-        let closing = monotonicNow()
+        let closing = monotonicSeconds()
         await manager.close()
-        let restoring = monotonicNow()
+        let restoring = monotonicSeconds()
         let restored = try await DownloadManager(
             stateDirectory: stateDirectory, configuration: configuration,
             networkMonitor: ManualNetworkMonitor(offline))
-        let done = monotonicNow()
+        let done = monotonicSeconds()
         let tasks = await restored.allTasks()
         await restored.close()
         guard Set(ids).count == count, tasks.count == count else {

@@ -37,7 +37,7 @@ enum MeasureError: Error, CustomStringConvertible {
 }
 
 /// The monotonic clock in seconds.
-func monotonicNow() -> Double {
+func monotonicSeconds() -> Double {
     var spec = timespec()
     clock_gettime(CLOCK_MONOTONIC, &spec)
     return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
@@ -102,14 +102,14 @@ func measureKilling(
         if reaped == child { break }
         if reaped < 0 && errno == EINTR { continue }
         if reaped < 0 { throw MeasureError.wait(errno) }
-        if !killed && (shouldKill() || monotonicNow() - start > timeout) {
+        if !killed && (shouldKill() || monotonicSeconds() - start > timeout) {
             kill(child, SIGKILL)
             killed = true
             continue
         }
         usleep(2000)
     }
-    var result = decode(status: status, usage: usage, start: start, end: monotonicNow())
+    var result = decode(status: status, usage: usage, start: start, end: monotonicSeconds())
     result.rssIsExact = false
     return result
 }
@@ -128,7 +128,7 @@ private func spawnAndWait(
         if reaped < 0 && errno == EINTR { continue }
         throw MeasureError.wait(errno)
     }
-    return decode(status: status, usage: usage, start: start, end: monotonicNow())
+    return decode(status: status, usage: usage, start: start, end: monotonicSeconds())
 }
 
 private func decode(status: Int32, usage: rusage, start: Double, end: Double) -> Measurement {
@@ -150,7 +150,7 @@ private func spawnChild(
     _ executable: String, _ arguments: [String], stdoutPath: String, stderrPath: String,
     environment extra: [String: String]
 ) throws -> (pid: pid_t, start: Double) {
-    let start = monotonicNow()
+    let start = monotonicSeconds()
     let child = try spawnProcess(
         executable, arguments, standardOutput: stdoutPath, standardError: stderrPath, environment: extra)
     guard child.result == 0 else { throw MeasureError.spawn(executable, child.result) }

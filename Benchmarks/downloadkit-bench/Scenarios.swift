@@ -38,11 +38,11 @@ extension ScenarioContext {
         after count: Int, atLeastBytes bytes: Int64, timeout: Double = 5, origin: NginxServer? = nil
     ) throws -> [NginxAccessLogEntry] {
         let origin = origin ?? nginx
-        let deadline = monotonicNow() + timeout
+        let deadline = monotonicSeconds() + timeout
         while true {
             let entries = Array(try origin.accessLog().dropFirst(count))
             let sent = entries.filter { $0.status == 200 || $0.status == 206 }.reduce(Int64(0)) { $0 + $1.bodyBytesSent }
-            if sent >= bytes || monotonicNow() > deadline { return entries }
+            if sent >= bytes || monotonicSeconds() > deadline { return entries }
             usleep(10_000)
         }
     }

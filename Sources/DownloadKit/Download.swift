@@ -109,7 +109,7 @@ public final class Download: Sendable {
             let outcome: Result<DownloadResult, DownloadError>
             do throws(DownloadError) {
                 if let kept = try Download.existingFileOutcome(request, configuration: configuration, client: client) {
-                    control.setState(.completed, .started)
+                    control.setState(.keepExistingFile)
                     outcome = .success(kept)
                 } else {
                     let engine = try TransferEngine(

@@ -68,7 +68,9 @@ final class DownloadControl: Sendable {
         if changed { cancellation.cancel() }
     }
 
-    func setState(_ newState: DownloadState, _ reason: DownloadStateReason) {
+    /// Publishes a state change: the one place a download's state is set and announced (observer, events).
+    func setState(_ transition: DownloadTransition) {
+        let (newState, reason) = transition.pair
         state.withLock { $0.state = newState }
         observer.stateChanged(newState, reason)
         fanout.yield(.stateChanged(newState, reason))
@@ -158,5 +160,66 @@ final class DownloadControl: Sendable {
             return waiter
         }
         waiter?.resume(returning: nil)
+    }
+}
+
+/// Every state change a download can publish, each with the one reason that belongs to it (issue #12):
+/// the engine names what happened and this type decides the (state, reason) pair, so a pair that makes
+/// no sense (`.cancelled` with `.pausedByCaller`, `.completed` with `.started`) cannot be written. The
+/// public ``DownloadEvent/stateChanged(_:_:)`` carries the pair; docs/ENGINE.md lists them.
+enum DownloadTransition: Sendable, Hashable {
+    /// A fresh request from byte 0 (`connecting`, `started`).
+    case start
+    /// A request continuing partial data (`connecting`, `resumed`).
+    case resume(offset: Int64)
+    /// Partial data discarded (`connecting`, `restarted`).
+    case restart(RestartReason)
+    /// A redirect followed (`connecting`, `redirected`).
+    case redirect(to: String)
+    /// A fresh URL from the URL provider (`connecting`, `urlRefreshed`).
+    case refreshURL(to: String)
+    /// A segmented download stays on one connection (`connecting`, `singleConnection`).
+    case stayOnOneConnection(String)
+    /// The server cannot resume this resource (`connecting`, `notResumable`).
+    case notResumable
+    /// Body bytes flow on one connection (`downloading`, `started` or `resumed`).
+    case receive(resumedFrom: Int64)
+    /// Body bytes flow over several connections (`downloading`, `segmented`).
+    case segmented(connections: Int)
+    /// Waiting before a retry (`retrying`, `retrying`).
+    case retry(after: Duration, attempt: Int, error: String)
+    /// Verifying and placing the file (`verifying`, `bodyComplete`).
+    case verify
+    /// The file is in place (`completed`, `finished`).
+    case complete
+    /// The existing destination was kept (`completed`, `keptExistingFile`).
+    case keepExistingFile
+    /// Stopped by the caller, partial data kept (`paused`, `pausedByCaller`).
+    case pause
+    /// Cancelled by the caller (`cancelled`, `cancelledByCaller`).
+    case cancel
+    /// Stopped by a failure (`failed`, `diskFull` or `error`).
+    case fail(DownloadError)
+
+    /// The published (state, reason) pair.
+    var pair: (DownloadState, DownloadStateReason) {
+        switch self {
+        case .start: (.connecting, .started)
+        case .resume(let offset): (.connecting, .resumed(offset: offset))
+        case .restart(let reason): (.connecting, .restarted(reason))
+        case .redirect(let target): (.connecting, .redirected(to: target))
+        case .refreshURL(let target): (.connecting, .urlRefreshed(to: target))
+        case .stayOnOneConnection(let why): (.connecting, .singleConnection(why))
+        case .notResumable: (.connecting, .notResumable)
+        case .receive(let offset): (.downloading, offset > 0 ? .resumed(offset: offset) : .started)
+        case .segmented(let connections): (.downloading, .segmented(connections: connections))
+        case .retry(let delay, let attempt, let error): (.retrying, .retrying(after: delay, attempt: attempt, error: error))
+        case .verify: (.verifying, .bodyComplete)
+        case .complete: (.completed, .finished)
+        case .keepExistingFile: (.completed, .keptExistingFile)
+        case .pause: (.paused, .pausedByCaller)
+        case .cancel: (.cancelled, .cancelledByCaller)
+        case .fail(let failure): (.failed, failure.code == .diskFull ? .diskFull : .error(failure.detail))
+        }
     }
 }

@@ -53,7 +53,7 @@ struct DownloadObserver: Sendable {
     }
 
     func stateChanged(_ state: DownloadState, _ reason: DownloadStateReason) {
-        let now = monotonicNow()
+        let now = monotonicSeconds()
         let (firstStart, firstByte, span): (Bool, Double?, (any Span)?) = run.withLock { value in
             var firstStart = false
             if value.start == nil {
@@ -128,7 +128,7 @@ struct DownloadObserver: Sendable {
         }
         defer { span?.end() }
         if wasActive { Meter(label: DownloadMetrics.active).decrement() }
-        let seconds = start.map { monotonicNow() - $0 }
+        let seconds = start.map { monotonicSeconds() - $0 }
         switch outcome {
         case .success(let result):
             Counter(label: DownloadMetrics.finished).increment()

@@ -286,6 +286,14 @@ public enum DownloadStateReason: Sendable, Hashable {
     case notResumable
     /// Paused by the caller.
     case pausedByCaller
+    /// Cancelled by the caller.
+    case cancelledByCaller
+    /// Every byte arrived; the file is being verified (checksum, length) and moved into place.
+    case bodyComplete
+    /// The file is in place.
+    case finished
+    /// The existing destination was kept (``ExistingFilePolicy``): nothing was downloaded.
+    case keptExistingFile
     /// Stopped because the disk is full; resumable once space is freed.
     case diskFull
     /// Stopped by this error (the message names the cause).

@@ -48,7 +48,7 @@ enum FinishedFileValidators {
     static func recordedURL(at path: String) -> String? { read([urlAttribute], at: path)[0] }
 
     private static func read(_ names: [String], at path: String) -> [String?] {
-        let fd = path.withCString { open($0, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
+        let fd = path.withCString { cPath in retryingOnEINTR({ open(cPath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }) }
         guard fd >= 0 else { return names.map { _ in nil } }
         defer { close(fd) }
         func value(_ name: String) -> String? {

@@ -37,14 +37,14 @@ final class FileHandleFD {
     /// Opens (creating if needed, mode 0600: partial data is private until it is renamed into place)
     /// a file for reading and writing, without truncating it and without following a symbolic link.
     static func openForUpdate(_ path: String) throws(FileSystemError) -> FileHandleFD {
-        let fd = path.withCString { open($0, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600) }
+        let fd = path.withCString { cPath in retryingOnEINTR({ open(cPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600) }) }
         if fd < 0 { throw FileSystemError("open", path: path, errno: errno) }
         return FileHandleFD(fd: fd, path: path)
     }
 
     /// Opens an existing file read-only.
     static func openForReading(_ path: String) throws(FileSystemError) -> FileHandleFD {
-        let fd = path.withCString { open($0, O_RDONLY | O_CLOEXEC) }
+        let fd = path.withCString { cPath in retryingOnEINTR({ open(cPath, O_RDONLY | O_CLOEXEC) }) }
         if fd < 0 { throw FileSystemError("open", path: path, errno: errno) }
         return FileHandleFD(fd: fd, path: path)
     }
@@ -172,17 +172,19 @@ enum FileSystem {
 
     /// Removes a file; a missing file is not an error.
     static func remove(_ path: String) throws(FileSystemError) {
-        if unlink(path) != 0 && errno != ENOENT {
+        if retryingOnEINTR({ unlink(path) }) != 0 && errno != ENOENT {
             throw FileSystemError("unlink", path: path, errno: errno)
         }
     }
 
-    /// Makes a rename or unlink in `directory` durable.
+    /// Makes a rename or unlink in `directory` durable: the one directory `fsync` of the file layer (the
+    /// engine's renames, the resume info's atomic writes, new parent directories). Some file systems cannot
+    /// sync a directory (`EINVAL`, `ENOTSUP`); the rename is then as durable as they allow.
     static func syncDirectory(_ directory: String) throws(FileSystemError) {
-        let fd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        let fd = retryingOnEINTR({ open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) })
         if fd < 0 { throw FileSystemError("open", path: directory, errno: errno) }
         defer { close(fd) }
-        if fsync(fd) != 0 && errno != EINVAL {
+        if retryingOnEINTR({ fsync(fd) }) != 0 && errno != EINVAL && errno != ENOTSUP {
             throw FileSystemError("fsync", path: directory, errno: errno)
         }
     }
@@ -194,7 +196,7 @@ enum FileSystem {
         if isDirectory(path) { return }
         let parent = directory(of: path)
         if parent != path && parent != "." && parent != "/" { try createDirectories(parent) }
-        if mkdir(path, 0o755) != 0 {
+        if retryingOnEINTR({ mkdir(path, 0o755) }) != 0 {
             if errno != EEXIST { throw FileSystemError("mkdir", path: path, errno: errno) }
             return
         }
@@ -212,7 +214,7 @@ enum FileSystem {
     /// Moves `source` to `destination` atomically: `rename` on the same file system, otherwise copy to
     /// a temporary name beside the destination, fsync, rename. The destination directory is fsynced.
     static func moveDurably(from source: String, to destination: String) throws(FileSystemError) {
-        if rename(source, destination) == 0 {
+        if retryingOnEINTR({ rename(source, destination) }) == 0 {
             try syncDirectory(directory(of: destination))
             return
         }
@@ -220,9 +222,9 @@ enum FileSystem {
         guard code == EXDEV else { throw FileSystemError("rename", path: destination, errno: code) }
         let staging = destination + ".dkmove-\(getpid())"
         try copyFile(from: source, to: staging)
-        if rename(staging, destination) != 0 {
+        if retryingOnEINTR({ rename(staging, destination) }) != 0 {
             let failure = errno
-            _ = unlink(staging)
+            _ = retryingOnEINTR({ unlink(staging) })
             throw FileSystemError("rename", path: destination, errno: failure)
         }
         try syncDirectory(directory(of: destination))
@@ -233,7 +235,7 @@ enum FileSystem {
     /// in (`link` fails with `EEXIST` atomically, even against a concurrent writer), then `source` is
     /// unlinked. Returns false, touching nothing, when `destination` exists.
     static func moveDurablyWithoutReplacing(from source: String, to destination: String) throws(FileSystemError) -> Bool {
-        if link(source, destination) == 0 {
+        if retryingOnEINTR({ link(source, destination) }) == 0 {
             try syncDirectory(directory(of: destination))
             try remove(source)
             return true
@@ -246,17 +248,17 @@ enum FileSystem {
         // No hard links here (another file system, or one without links): copy beside the destination,
         // then link the copy in (or, without link support at all, check and rename).
         let staging = destination + ".dkmove-\(getpid())"
-        if code == EXDEV { try copyFile(from: source, to: staging) } else if rename(source, staging) != 0 {
+        if code == EXDEV { try copyFile(from: source, to: staging) } else if retryingOnEINTR({ rename(source, staging) }) != 0 {
             throw FileSystemError("rename", path: staging, errno: errno)
         }
-        var placed = link(staging, destination) == 0
-        if !placed, errno != EEXIST, !exists(destination) { placed = rename(staging, destination) == 0 }
+        var placed = retryingOnEINTR({ link(staging, destination) }) == 0
+        if !placed, errno != EEXIST, !exists(destination) { placed = retryingOnEINTR({ rename(staging, destination) }) == 0 }
         if !placed {
-            if code == EXDEV { _ = unlink(staging) } else { _ = rename(staging, source) }
+            if code == EXDEV { _ = retryingOnEINTR({ unlink(staging) }) } else { _ = retryingOnEINTR({ rename(staging, source) }) }
             if exists(destination) { return false }
             throw FileSystemError("rename", path: destination, errno: errno)
         }
-        _ = unlink(staging)
+        _ = retryingOnEINTR({ unlink(staging) })
         try syncDirectory(directory(of: destination))
         if code == EXDEV { try remove(source) }
         return true
@@ -264,7 +266,7 @@ enum FileSystem {
 
     private static func copyFile(from source: String, to destination: String) throws(FileSystemError) {
         let input = try FileHandleFD.openForReading(source)
-        let outputFD = destination.withCString { open($0, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }
+        let outputFD = destination.withCString { cPath in retryingOnEINTR({ open(cPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }) }
         if outputFD < 0 { throw FileSystemError("open", path: destination, errno: errno) }
         defer { close(outputFD) }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
@@ -285,7 +287,7 @@ enum FileSystem {
             }
             offset += Int64(n)
         }
-        if fsync(outputFD) != 0 { throw FileSystemError("fsync", path: destination, errno: errno) }
+        if retryingOnEINTR({ fsync(outputFD) }) != 0 { throw FileSystemError("fsync", path: destination, errno: errno) }
     }
 
     /// This boot's identity (`/proc/sys/kernel/random/boot_id`), used to tell a process crash (page cache
@@ -307,5 +309,17 @@ extension String {
         while let first = slice.first, set.contains(first) { slice = slice.dropFirst() }
         while let last = slice.last, set.contains(last) { slice = slice.dropLast() }
         return String(slice)
+    }
+}
+
+/// Calls `body` again while it fails with `EINTR` (a signal interrupted the call before it had any
+/// effect, POSIX): the one EINTR rule of the file layer, for open, rename, link, unlink, mkdir and fsync.
+/// Found by the every-I/O-failure sweep (IOFailureTests). Never for close(2), which Linux must not retry.
+@inline(__always)
+func retryingOnEINTR<Result: BinaryInteger>(_ body: () -> Result) -> Result {
+    while true {
+        let result = body()
+        if result == -1 && errno == EINTR { continue }
+        return result
     }
 }

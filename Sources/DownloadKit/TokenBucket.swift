@@ -17,7 +17,7 @@ public final class TokenBucket: Sendable {
     /// (so a limited transfer never bursts far above its rate).
     public init(bytesPerSecond: Int) {
         let rate = Double(max(1, bytesPerSecond))
-        state = LockedValue(State(rate: rate, tokens: rate / 4, last: monotonicNow()))
+        state = LockedValue(State(rate: rate, tokens: rate / 4, last: monotonicSeconds()))
     }
 
     /// The current rate in bytes per second.
@@ -32,7 +32,7 @@ public final class TokenBucket: Sendable {
     /// average stays at the rate (0 when under the rate).
     public func delay(afterConsuming bytes: Int) -> Double {
         state.withLock { state in
-            let now = monotonicNow()
+            let now = monotonicSeconds()
             let burst = state.rate / 4
             state.tokens = min(burst, state.tokens + (now - state.last) * state.rate)
             state.last = now
@@ -42,19 +42,12 @@ public final class TokenBucket: Sendable {
     }
 }
 
-/// Seconds on the monotonic clock.
-func monotonicNow() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-}
-
 /// Sleeps for `seconds` in slices of at most 50 ms, returning early (false) when `shouldStop` says so.
 func interruptibleSleep(_ seconds: Double, shouldStop: () -> Bool) -> Bool {
-    let end = monotonicNow() + seconds
+    let end = monotonicSeconds() + seconds
     while true {
         if shouldStop() { return false }
-        let left = end - monotonicNow()
+        let left = end - monotonicSeconds()
         if left <= 0 { return true }
         let slice = min(left, 0.05)
         var ts = timespec(tv_sec: Int(slice), tv_nsec: Int((slice - Double(Int(slice))) * 1e9))

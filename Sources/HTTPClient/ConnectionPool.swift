@@ -199,10 +199,3 @@ final class ConnectionPool: Sendable {
         for lease in toClose { lease.connection.close() }
     }
 }
-
-/// Seconds on the monotonic clock.
-func monotonicSeconds() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-}

@@ -67,3 +67,9 @@ extension Duration {
         return Double(seconds) + Double(attoseconds) * 1e-18
     }
 }
+
+/// Seconds on the monotonic clock: the one clock of every module (``Deadline/now()`` underneath), for
+/// intervals, rates and timers. Never the wall clock, which jumps.
+package func monotonicSeconds() -> Double {
+    Double(Deadline.now().uptimeNanoseconds) / 1e9
+}

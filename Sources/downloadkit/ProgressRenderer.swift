@@ -197,9 +197,14 @@ actor ProgressRenderer {
         case .restarted(let why): return "restarted: \(why.rawValue)"
         case .redirected(let to): return "redirected to \(to)"
         case .urlRefreshed(let to): return "URL refreshed: \(to)"
-        case .retrying(let after, let attempt, let error): return "retry \(attempt) in \(after)s: \(error)"
+        case .retrying(let after, let attempt, let error):
+            return "retry \(attempt) in \(String(format: "%.2f", after.asSeconds)) s: \(error)"
         case .notResumable: return "not resumable"
         case .pausedByCaller: return "paused"
+        case .cancelledByCaller: return "cancelled"
+        case .bodyComplete: return "verifying"
+        case .finished: return "finished"
+        case .keptExistingFile: return "kept the existing file"
         case .diskFull: return "disk full"
         case .error(let message): return message
         case .segmented(let connections): return "\(connections) connections"
@@ -215,9 +220,13 @@ actor ProgressRenderer {
         case .redirected(let to): return ["reason": "redirected", "location": to]
         case .urlRefreshed(let to): return ["reason": "urlRefreshed", "location": to]
         case .retrying(let after, let attempt, let error):
-            return ["reason": "retrying", "delay": after, "attempt": attempt, "error": error]
+            return ["reason": "retrying", "delay": after.asSeconds, "attempt": attempt, "error": error]
         case .notResumable: return ["reason": "notResumable"]
         case .pausedByCaller: return ["reason": "paused"]
+        case .cancelledByCaller: return ["reason": "cancelled"]
+        case .bodyComplete: return ["reason": "bodyComplete"]
+        case .finished: return ["reason": "finished"]
+        case .keptExistingFile: return ["reason": "keptExistingFile"]
         case .diskFull: return ["reason": "diskFull"]
         case .error(let message): return ["reason": "error", "message": message]
         case .segmented(let connections): return ["reason": "segmented", "connections": connections]

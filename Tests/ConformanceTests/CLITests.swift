@@ -58,7 +58,10 @@ struct CLITests {
 
     @Test func jsonProgressLinesAreParseable() async throws {
         let origin = try FaultOrigin()
-        origin.serve("/j.bin", .resource(Resource(size: 4 << 20, seed: 32, bytesPerSecond: 16 << 20)))
+        // One reset after 1 MiB: the stream carries a retrying state with its delay as a number of seconds.
+        origin.serve(
+            "/j.bin",
+            .resource(Resource(size: 4 << 20, seed: 32, bytesPerSecond: 16 << 20, faults: [.resetAfter(bytes: 1 << 20, times: 1)])))
         let dir = try ScratchDirectory()
         let result = try await run(["get", origin.url("/j.bin"), "-d", dir.path, "--progress", "json"], in: dir)
         #expect(result.exitCode == 0, "\(result.output)")
@@ -73,6 +76,9 @@ struct CLITests {
         #expect(finished["path"] as? String == dir.file("j.bin"))
         let progress = objects.filter { $0["event"] as? String == "progress" }
         #expect(progress.allSatisfy { $0["total"] as? Int == 4 << 20 })
+        let retrying = try #require(objects.first { $0["reason"] as? String == "retrying" }, "\(result.output)")
+        #expect(retrying["delay"] is Double)
+        #expect(retrying["attempt"] as? Int == 1)
     }
 
     @Test func sigkillAtRandomMomentsThenRerunEndsByteIdentical() async throws {

@@ -85,20 +85,9 @@ struct IOFailureTests {
         }
         print("IOFailureTests: connections \(connections): \(points.count * modes.count) faulted runs, \(injectedRuns) with the fault injected, \(problems.count) problems")
         #expect(injectedRuns > 0)
-        // ENGINE DEFECT (reported, issue #20; FileIO.swift / ResumeInfo.swift belong to the engine helper):
-        // EINTR from open, rename, unlink and the directory fsync is not retried — the download fails
-        // with exit 10 (and after the final rename reports failure although the file is complete).
-        // Kept visible as a known issue until the engine retries them; every other problem fails the test.
-        let eintrOnMetadata = problems.filter { problem in
-            problem.mode == .eintr && problem.problem == "EINTR / short write not retried" && problem.rerun?.exitCode == 0
-                && ["open ", "rename ", "unlink ", "fsync /"].contains { problem.first.output.contains(": \($0)") || problem.first.output.contains("): \($0)") }
-        }
-        let others = problems.filter { problem in !eintrOnMetadata.contains { $0.point == problem.point && $0.mode == problem.mode } }
-        print("IOFailureTests: connections \(connections): \(eintrOnMetadata.count) known engine defects (EINTR on open/rename/unlink/dir fsync not retried)")
-        withKnownIssue("engine: EINTR on open/rename/unlink/directory fsync is not retried", isIntermittent: true) {
-            for problem in eintrOnMetadata { Issue.record("connections \(connections) \(problem)") }
-        }
-        for problem in others.prefix(20) { Issue.record("connections \(connections) \(problem)") }
+        // EINTR on open, rename, link, unlink, mkdir and fsync was not retried (found by this sweep, issue
+        // #20): the file layer now retries them (`retryingOnEINTR`), so every problem fails the test.
+        for problem in problems.prefix(20) { Issue.record("connections \(connections) \(problem)") }
     }
 
     @Test func singleConnectionEveryFailurePoint() async throws {

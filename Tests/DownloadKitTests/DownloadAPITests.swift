@@ -32,23 +32,6 @@ private func eventually(_ condition: () -> Bool) async -> Bool {
     return condition()
 }
 
-/// A log handler that keeps every message (for the injected-logger test).
-private final class CapturingLogHandler: LogHandler, @unchecked Sendable {
-    let lines = LockedValue<[(Logger.Level, String, Logger.Metadata)]>([])
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        let merged = self.metadata.merging(event.metadata ?? [:]) { $1 }
-        lines.withLock { $0.append((event.level, event.message.description, merged)) }
-    }
-}
-
 /// swift-metrics can be bootstrapped once per process: this suite owns it.
 private let testMetrics: TestMetrics = {
     let metrics = TestMetrics()
@@ -249,13 +232,13 @@ struct DownloadAPITests {
             configuration: configuration)
         download.start()
         _ = try await download.result()
-        let lines = handler.lines.withLock { $0 }
-        #expect(lines.contains { $0.0 == .info && $0.1 == "starting" })
-        #expect(lines.contains { $0.0 == .info && $0.1.hasPrefix("finished: 1048576 bytes") })
-        #expect(lines.allSatisfy { $0.2["download.id"] != nil })
+        let lines = handler.lines
+        #expect(lines.contains { $0.level == .info && $0.message == "starting" })
+        #expect(lines.contains { $0.level == .info && $0.message.hasPrefix("finished: 1048576 bytes") })
+        #expect(lines.allSatisfy { $0.metadata["download.id"] != nil })
         // Signed query strings never reach the log.
-        #expect(lines.allSatisfy { "\($0.2["download.url"] ?? "")".contains("secret") == false })
-        #expect(lines.allSatisfy { $0.0 < .info || !$0.1.contains("progress") })
+        #expect(lines.allSatisfy { "\($0.metadata["download.url"] ?? "")".contains("secret") == false })
+        #expect(lines.allSatisfy { $0.level < .info || !$0.message.contains("progress") })
     }
 
     @Test func metricsCountBytesRequestsAndOutcomes() async throws {

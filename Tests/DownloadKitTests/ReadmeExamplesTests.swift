@@ -1,6 +1,7 @@
 import DownloadKit
 import Foundation
 import HTTPClient
+import Logging
 import Testing
 import TestOrigin
 
@@ -95,5 +96,23 @@ struct ReadmeExamplesTests {
         #expect(fileMatchesPattern(videos.file("ep1.mp4"), size: 1 << 20, seed: 82))
         try await manager.refreshURL(taskID: id, newURL: origin.url("/ep1.mp4?sig=new"))
         await manager.close()
+    }
+
+    @Test func configurationExampleRunsAsDocumented() async throws {
+        let origin = try FaultOrigin()
+        origin.serve("/big.iso", .resource(Resource(size: 16 << 20, seed: 83)))
+        let dir = try ScratchDirectory()
+        let request = DownloadRequest(url: origin.url("/big.iso"), destination: .file(dir.file("big.iso")))
+
+        var configuration = DownloadConfiguration(retries: 8, retryBaseDelay: .seconds(1), lowSpeedTime: .seconds(60))
+        configuration.connections = 8                           // segmented: ranges checked one by one
+        configuration.client.headTimeout = .seconds(30)         // a response head must arrive within 30 s
+        configuration.logger = Logger(label: "downloads")       // swift-log; HTTPClient logs to it at debug
+        let fast = Download(request, configuration: configuration)
+
+        fast.start()
+        let result = try await fast.result()
+        #expect(result.bytes == 16 << 20)
+        #expect(fileMatchesPattern(dir.file("big.iso"), size: 16 << 20, seed: 83))
     }
 }

@@ -5,23 +5,6 @@ import TestOrigin
 
 @testable import HTTPClient
 
-/// A log handler that keeps every message with its merged metadata.
-private final class CapturingLogHandler: LogHandler, @unchecked Sendable {
-    let lines = LockedValue<[(level: Logger.Level, message: String, metadata: Logger.Metadata)]>([])
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level = .trace
-
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-        get { metadata[key] }
-        set { metadata[key] = newValue }
-    }
-
-    func log(event: LogEvent) {
-        let merged = self.metadata.merging(event.metadata ?? [:]) { $1 }
-        lines.withLock { $0.append((event.level, event.message.description, merged)) }
-    }
-}
-
 @Suite("HTTPClient logs its connection decisions")
 struct ClientLoggingTests {
     @Test func aNewConnectionThenItsReuseAreLoggedAtDebugWithTheOrigin() throws {
@@ -31,7 +14,7 @@ struct ClientLoggingTests {
         let client = try HTTPClient(logger: Logger(label: "test") { _ in handler })
         _ = try fetch(client, origin.url("/a"))
         _ = try fetch(client, origin.url("/a"))
-        let lines = handler.lines.withLock { $0 }
+        let lines = handler.lines
         #expect(lines.count == 2, "\(lines.map(\.message))")
         #expect(lines.allSatisfy { $0.level == .debug })
         #expect(lines.first?.message.hasPrefix("connected 1 to 127.0.0.1:") == true)
@@ -52,7 +35,7 @@ struct ClientLoggingTests {
         let client = try HTTPClient(configuration: configuration, logger: Logger(label: "test") { _ in handler })
         // s_server -www answers HTTP/1.0 and may close without close_notify: only the log matters here.
         _ = try? fetch(client, "https://127.0.0.1:\(server.port)/")
-        let connected = try #require(handler.lines.withLock { $0 }.first { $0.message.hasPrefix("connected") })
+        let connected = try #require(handler.lines.first { $0.message.hasPrefix("connected") })
         #expect(connected.message.contains(", TLSv1.3 TLS_"), "\(connected.message)")
     }
 
@@ -64,7 +47,7 @@ struct ClientLoggingTests {
         configuration.proxy = .direct
         let client = try HTTPClient(configuration: configuration, logger: Logger(label: "test") { _ in handler })
         #expect(throws: TransportError.self) { try fetch(client, "http://127.0.0.1:\(port)/") }
-        let lines = handler.lines.withLock { $0 }
+        let lines = handler.lines
         #expect(lines.contains { $0.message.hasPrefix("connect failed:") })
     }
 }

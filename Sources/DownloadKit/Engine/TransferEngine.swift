@@ -118,12 +118,12 @@ final class TransferEngine {
                 SegmentJournal.remove(forTempFile: tempPath)
             }
             file = nil
-            control.setState(.cancelled, .pausedByCaller)
+            control.setState(.cancel)
             throw DownloadError(.cancelled, "the download was cancelled; its partial data was removed")
         case .pause:
             try? checkpoint(force: true)
             control.setResumeData(try? currentResumeInfo().encoded())
-            control.setState(.paused, .pausedByCaller)
+            control.setState(.pause)
             throw DownloadError(
                 .paused, "the download was paused at \(offset) bytes; resume data is available")
         case .none:
@@ -147,7 +147,7 @@ final class TransferEngine {
                 try? checkpoint(force: true)
                 control.setResumeData(try? currentResumeInfo().encoded())
             }
-            control.setState(.failed, failure.code == .diskFull ? .diskFull : .error(failure.detail))
+            control.setState(.fail(failure))
             throw failure
         }
     }
@@ -327,12 +327,12 @@ final class TransferEngine {
             redirects = 0
             visited = [currentURL.absoluteString]
             infoDirty = true
-            control.setState(.connecting, .urlRefreshed(to: currentURL.description))
+            control.setState(.refreshURL(to: currentURL.description))
         }
         if offset > 0 {
-            control.setState(.connecting, .resumed(offset: offset))
+            control.setState(.resume(offset: offset))
         } else {
-            control.setState(.connecting, .started)
+            control.setState(.start)
         }
         while true {
             if control.stopRequest != .none {
@@ -388,11 +388,11 @@ final class TransferEngine {
                 pendingRetryAfter = nil
                 guard case .retry(let delay, let attempt) = decision else { throw failure }
                 try? checkpoint(force: true)
-                control.setState(.retrying, .retrying(after: .seconds(delay), attempt: attempt, error: failure.detail))
+                control.setState(.retry(after: .seconds(delay), attempt: attempt, error: failure.detail))
                 if !interruptibleSleep(delay, shouldStop: { control.stopRequest != .none }) {
                     throw DownloadError(.cancelled, "stopped")
                 }
-                control.setState(.connecting, .resumed(offset: offset))
+                control.setState(.resume(offset: offset))
             }
         }
     }
@@ -418,7 +418,7 @@ final class TransferEngine {
         }
         currentURL = target
         infoDirty = true
-        control.setState(.connecting, .redirected(to: target.description))
+        control.setState(.redirect(to: target.description))
     }
 
     private func restartFromZero(_ reason: RestartReason) throws {
@@ -437,7 +437,7 @@ final class TransferEngine {
         savedSegments = []
         infoDirty = true
         restartPending = nil
-        control.setState(.connecting, .restarted(reason))
+        control.setState(.restart(reason))
     }
 
     /// The `If-Range` value: the strong ETag, else Last-Modified. RFC 9110 §13.1.5 forbids weak ETags there.
@@ -492,7 +492,7 @@ final class TransferEngine {
                 if let md5Text = head.headers.first(name: "Content-MD5"), let md5 = try? ContentMD5(parsing: md5Text) {
                     partDigest = (Digest(.md5), md5.digest)
                 }
-                self.control.setState(.downloading, self.offset > 0 ? .resumed(offset: self.offset) : .started)
+                self.control.setState(.receive(resumedFrom: self.offset))
                 // Nothing needs to see the bytes (no digest, no Content-MD5, no rate limit): let the
                 // kernel move them from the socket to the file (plain HTTP, Content-Length bodies).
                 if self.digest == nil, partDigest == nil, self.rateLimiters.isEmpty {
@@ -610,7 +610,7 @@ final class TransferEngine {
         recordValidators(head)
         let resumable = acceptsRanges == true || entityTag != nil || lastModified != nil
         control.isResumable = resumable
-        if !resumable { control.setState(.connecting, .notResumable) }
+        if !resumable { control.setState(.notResumable) }
         resolveFileName(head)
         try reserveSpace()
         try recordValidatorsCheckpoint()
@@ -734,7 +734,7 @@ final class TransferEngine {
 
     private func settleOnOneConnection(_ reason: String) {
         singleConnectionOnly = true
-        if configuration.connections > 1 { control.setState(.connecting, .singleConnection(reason)) }
+        if configuration.connections > 1 { control.setState(.stayOnOneConnection(reason)) }
     }
 
     /// Runs segment workers over `[0, total)` (``SegmentCoordinator``) until every segment is written,
@@ -821,7 +821,7 @@ final class TransferEngine {
             file.startWriteback()
             unflushedBytes = 0
         }
-        let now = monotonicNow()
+        let now = monotonicSeconds()
         if now - lastProgressTime >= configuration.progressInterval.asSeconds { publishProgress(now: now) }
         if now - lastCheckpointTime >= configuration.checkpointInterval.asSeconds { try checkpoint(force: false) }
         try checkLowSpeed(now: now, received: count)
@@ -847,7 +847,7 @@ final class TransferEngine {
         }
     }
 
-    private func publishProgress(now: Double = monotonicNow()) {
+    private func publishProgress(now: Double = monotonicSeconds()) {
         publishProgress(received: offset, thisRun: bytesThisRun, connections: 1, now: now)
     }
 
@@ -875,14 +875,14 @@ final class TransferEngine {
         guard infoDirty else { return }
         try currentResumeInfo().write(to: infoPath, durable: false)
         infoDirty = false
-        lastCheckpointTime = monotonicNow()
+        lastCheckpointTime = monotonicSeconds()
     }
 
     /// Makes the written bytes durable, then records them in the resume info (atomically).
     /// Skipped when nothing changed since the last checkpoint.
     private func checkpoint(force: Bool) throws {
         guard let file else { return }
-        lastCheckpointTime = monotonicNow()
+        lastCheckpointTime = monotonicSeconds()
         if let board = activeBoard {
             // Snapshot first, sync second: the map never claims bytes the sync did not cover.
             let snapshot = board.snapshot()
@@ -971,7 +971,7 @@ final class TransferEngine {
     private func finalize() throws -> DownloadResult {
         guard let file else { throw DownloadError(.fileSystem, "the temp file is not open") }
         checkpointQueue.sync {}
-        control.setState(.verifying, .started)
+        control.setState(.verify)
         if let total = totalLength, offset != total {
             throw DownloadError(
                 .truncated, "truncated: expected \(total) bytes, received \(offset)", isTransient: true)
@@ -1006,7 +1006,7 @@ final class TransferEngine {
         // The lock on the partial is released only now, after the rename and the cleanup.
         self.file = nil
         publishProgress()
-        control.setState(.completed, .started)
+        control.setState(.complete)
         return DownloadResult(
             path: destination, bytes: offset, resumedFrom: resumedFrom, bytesTransferred: bytesThisRun,
             finalURL: currentURL.absoluteString, checksumHex: checksumHex,

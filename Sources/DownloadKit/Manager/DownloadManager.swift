@@ -667,7 +667,7 @@ public actor DownloadManager {
         if let total = progress.totalBytes { task.totalBytes = total }
         tasks[id] = task
         progressDirty.insert(id)
-        let now = monotonicNow()
+        let now = monotonicSeconds()
         if now - (lastProgressEvent[id] ?? 0) >= configuration.progressEventInterval.asSeconds {
             lastProgressEvent[id] = now
             emit(.progress(taskID: id, progress))
@@ -707,12 +707,7 @@ public actor DownloadManager {
     }
 
     private func complete(_ task: inout ManagedTask, _ result: DownloadResult) {
-        task.state = .completed
-        task.path = result.path
-        task.bytesReceived = result.bytes
-        task.totalBytes = result.bytes
-        task.error = nil
-        task.finishedAt = Date()
+        task.markCompleted(result)
         store(task)
         // The row says "completed" before anyone is told: a death after this never re-runs a completion
         // hook; a death before it (after the engine's rename) is recovered by `restore()`, which runs
@@ -751,12 +746,7 @@ public actor DownloadManager {
                 // The durable bytes on disk are the truth after a crash (the row lags by a few seconds).
                 if let size = partialPaths(task).first.flatMap(Self.fileSize) { task.bytesReceived = size }
                 if task.state == .running, let finished = finishedBeforeTheRowWasUpdated(task) {
-                    task.state = .completed
-                    task.path = finished.path
-                    task.bytesReceived = finished.bytes
-                    task.totalBytes = finished.bytes
-                    task.error = nil
-                    task.finishedAt = Date()
+                    task.markCompleted(finished)
                     recoveredCompletions.append(TaskCompletion(task: task, result: .success(finished)))
                     logger.notice("task \(task.id) had finished before the last stop (\(finished.path)); not downloading it again")
                 } else if configuration.startsRestoredTasks {
@@ -895,5 +885,17 @@ public actor DownloadManager {
         var info = stat()
         guard stat(path, &info) == 0 else { return nil }
         return Int64(info.st_size)
+    }
+}
+
+extension ManagedTask {
+    /// The one place a task becomes completed with its download's result.
+    mutating func markCompleted(_ result: DownloadResult) {
+        state = .completed
+        path = result.path
+        bytesReceived = result.bytes
+        totalBytes = result.bytes
+        error = nil
+        finishedAt = Date()
     }
 }

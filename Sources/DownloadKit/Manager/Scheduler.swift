@@ -16,9 +16,9 @@
 ///
 /// Costs: starting, stopping and finishing are O(log n) in the number of waiting tasks (a binary heap
 /// with lazy deletion); listing the line in order and ``move(_:toPosition:)`` sort it, O(n log n).
-public struct Scheduler: Sendable {
+package struct Scheduler: Sendable {
     /// What the owner must do.
-    public enum Action: Sendable, Hashable {
+    package enum Action: Sendable, Hashable {
         /// Start (or resume) the transfer of this task.
         case start(String)
         /// Stop this running task's transfer, keeping its bytes; it is waiting again (lowered limit).
@@ -31,15 +31,15 @@ public struct Scheduler: Sendable {
     }
 
     /// A task known to the scheduler (waiting or running).
-    public struct Entry: Sendable, Hashable {
-        public var id: String
-        public var priority: Int
+    package struct Entry: Sendable, Hashable {
+        package var id: String
+        package var priority: Int
         /// The place in the waiting line: smaller joined earlier.
-        public var order: Int64
+        package var order: Int64
         /// Whether the task may only run on an unmetered network.
-        public var requiresUnmeteredNetwork: Bool
+        package var requiresUnmeteredNetwork: Bool
 
-        public init(id: String, priority: Int, order: Int64, requiresUnmeteredNetwork: Bool = false) {
+        package init(id: String, priority: Int, order: Int64, requiresUnmeteredNetwork: Bool = false) {
             self.id = id
             self.priority = priority
             self.order = order
@@ -55,14 +55,14 @@ public struct Scheduler: Sendable {
     }
 
     /// Spacing of fresh places in the line, so ``move(_:toPosition:)`` can put a task between two others.
-    public static let orderStep: Int64 = 1 << 16
+    package static let orderStep: Int64 = 1 << 16
 
     /// The most tasks running at once (at least 1).
-    public private(set) var maxConcurrent: Int
+    package private(set) var maxConcurrent: Int
     /// The network as last reported.
-    public private(set) var network: NetworkStatus
+    package private(set) var network: NetworkStatus
     /// Whether tasks that accept metered networks may run on one (iOS's `allowsCellularAccess`).
-    public private(set) var allowsMeteredNetwork: Bool
+    package private(set) var allowsMeteredNetwork: Bool
 
     private var entries: [String: Entry] = [:]
     private var running: Set<String> = []
@@ -78,7 +78,7 @@ public struct Scheduler: Sendable {
     ///   - maxConcurrent: The limit; values below 1 count as 1.
     ///   - network: The network's state; reachable and unmetered by default.
     ///   - firstOrder: The place the next task gets (restore: one step after the largest stored place).
-    public init(
+    package init(
         maxConcurrent: Int = 3, network: NetworkStatus = NetworkStatus(isReachable: true, isMetered: false),
         allowsMeteredNetwork: Bool = true, firstOrder: Int64 = Scheduler.orderStep
     ) {
@@ -91,21 +91,21 @@ public struct Scheduler: Sendable {
     // MARK: - Queries
 
     /// The running tasks (unordered).
-    public var runningIDs: Set<String> { running }
+    package var runningIDs: Set<String> { running }
     /// How many tasks wait (including those held for the network).
-    public var waitingTaskCount: Int { waitingCount }
+    package var waitingTaskCount: Int { waitingCount }
     /// Whether nothing runs and nothing waits.
-    public var isIdle: Bool { running.isEmpty && waitingCount == 0 }
+    package var isIdle: Bool { running.isEmpty && waitingCount == 0 }
     /// The waiting line in order (first starts next, network permitting). O(n log n).
-    public var waitingIDs: [String] { waitingEntries.map(\.id) }
+    package var waitingIDs: [String] { waitingEntries.map(\.id) }
     /// The entry of a waiting or running task.
-    public func entry(_ id: String) -> Entry? { entries[id] }
+    package func entry(_ id: String) -> Entry? { entries[id] }
     /// Whether the task is running.
-    public func isRunning(_ id: String) -> Bool { running.contains(id) }
+    package func isRunning(_ id: String) -> Bool { running.contains(id) }
     /// Whether the task is waiting.
-    public func isWaiting(_ id: String) -> Bool { entries[id] != nil && !running.contains(id) }
+    package func isWaiting(_ id: String) -> Bool { entries[id] != nil && !running.contains(id) }
     /// Whether the network currently lets this task run.
-    public func networkAllows(_ id: String) -> Bool {
+    package func networkAllows(_ id: String) -> Bool {
         entries[id].map { networkAllows(requiresUnmetered: $0.requiresUnmeteredNetwork) } ?? false
     }
 
@@ -118,7 +118,7 @@ public struct Scheduler: Sendable {
     /// A task joins the end of the waiting line (enqueued, or started/resumed by the user) with a fresh place.
     /// A task already waiting or running is left alone.
     /// - Returns: The place it got (persist it), and the actions.
-    public mutating func resume(
+    package mutating func resume(
         _ id: String, priority: Int, requiresUnmeteredNetwork: Bool = false
     ) -> (order: Int64, actions: [Action]) {
         if let existing = entries[id] { return (existing.order, []) }
@@ -130,24 +130,24 @@ public struct Scheduler: Sendable {
 
     /// Puts a waiting task back in its stored place without scheduling (restoring after a restart); call
     /// ``schedule()`` once all are restored.
-    public mutating func restore(_ entry: Entry) {
+    package mutating func restore(_ entry: Entry) {
         guard entries[entry.id] == nil else { return }
         nextOrder = max(nextOrder, entry.order + Self.orderStep)
         addWaiting(entry)
     }
 
     /// Fills free slots from the waiting line.
-    public mutating func schedule() -> [Action] { fillSlots() }
+    package mutating func schedule() -> [Action] { fillSlots() }
 
     /// The user paused, cancelled or removed a task: it leaves the line or frees its slot. The owner stops
     /// its transfer itself. Never reports all-finished (the user, not an end, emptied the line).
-    public mutating func withdraw(_ id: String) -> [Action] {
+    package mutating func withdraw(_ id: String) -> [Action] {
         guard removeEntry(id) else { return [] }
         return fillSlots()
     }
 
     /// A task's transfer ended (completed or failed): its slot is freed.
-    public mutating func taskEnded(_ id: String) -> [Action] {
+    package mutating func taskEnded(_ id: String) -> [Action] {
         guard removeEntry(id) else { return [] }
         var actions = fillSlots()
         if isIdle { actions.append(.allFinished) }
@@ -155,7 +155,7 @@ public struct Scheduler: Sendable {
     }
 
     /// Changes the limit. Lowering it sends running tasks back to waiting, the last in line first.
-    public mutating func setMaxConcurrent(_ limit: Int) -> [Action] {
+    package mutating func setMaxConcurrent(_ limit: Int) -> [Action] {
         maxConcurrent = max(1, limit)
         var actions: [Action] = []
         if running.count > maxConcurrent {
@@ -169,7 +169,7 @@ public struct Scheduler: Sendable {
     }
 
     /// Changes a waiting or running task's priority (a running task keeps running).
-    public mutating func setPriority(_ id: String, _ priority: Int) -> [Action] {
+    package mutating func setPriority(_ id: String, _ priority: Int) -> [Action] {
         guard var entry = entries[id], entry.priority != priority else { return [] }
         entry.priority = priority
         entries[id] = entry
@@ -182,7 +182,7 @@ public struct Scheduler: Sendable {
     /// - Returns: The task's new entry (persist its priority and place); `renumbered`, the entries whose
     ///   places changed when there was no room left between two neighbours (rare: persist them too); the
     ///   actions. Nil when the task is not waiting.
-    public mutating func move(
+    package mutating func move(
         _ id: String, toPosition position: Int
     ) -> (entry: Entry, renumbered: [Entry], actions: [Action])? {
         guard entries[id] != nil, !running.contains(id) else { return nil }
@@ -230,13 +230,13 @@ public struct Scheduler: Sendable {
     }
 
     /// The network changed: tasks it no longer allows stop and wait; waiting tasks it allows start.
-    public mutating func setNetwork(_ status: NetworkStatus) -> [Action] {
+    package mutating func setNetwork(_ status: NetworkStatus) -> [Action] {
         network = status
         return enforceNetwork()
     }
 
     /// Allows or forbids metered networks for every task.
-    public mutating func setAllowsMeteredNetwork(_ allowed: Bool) -> [Action] {
+    package mutating func setAllowsMeteredNetwork(_ allowed: Bool) -> [Action] {
         allowsMeteredNetwork = allowed
         return enforceNetwork()
     }

@@ -80,7 +80,7 @@ struct SegmentCoordinator {
         let journalPath = SegmentJournal.path(forTempFile: tempPath)
         let journal = try SegmentJournal(path: journalPath, total: total, runs: board.creditedRuns())
 
-        control.setState(.downloading, .segmented(connections: workers))
+        control.setState(.segmented(connections: workers))
         let tokens = (0..<workers).map { _ in CancellationToken() }
         let group = DispatchGroup()
         let shared = SharedFile(handle: file)
@@ -105,7 +105,7 @@ struct SegmentCoordinator {
         let interval = min(configuration.checkpointInterval.asSeconds, 1)
         var writtenAtLastWriteback = writtenAtStart
         var lastProgress = 0.0
-        var lastCheckpoint = monotonicNow()
+        var lastCheckpoint = monotonicSeconds()
         var cancelled = false
         func publish(_ now: Double) {
             lastProgress = now
@@ -117,7 +117,7 @@ struct SegmentCoordinator {
                 cancelled = true
                 for token in tokens { token.cancel() }
             }
-            let now = monotonicNow()
+            let now = monotonicSeconds()
             if now - lastProgress >= configuration.progressInterval.asSeconds { publish(now) }
             let written = board.written
             if written - writtenAtLastWriteback >= Int64(TransferEngine.writebackInterval) {
@@ -163,7 +163,7 @@ struct SegmentCoordinator {
         } catch {
             throw Failure(error: error, report: report)
         }
-        publish(monotonicNow())
+        publish(monotonicSeconds())
         return report
     }
 

@@ -31,7 +31,7 @@ final class SegmentJournal: Sendable {
     /// Creates (or empties) the journal for a download of `total` bytes on this boot and appends `runs`
     /// (what is already written), so the journal alone describes the temp file from now on.
     init(path: String, total: Int64, runs: [Range<Int64>]) throws(FileSystemError) {
-        let fd = path.withCString { open($0, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0o600) }
+        let fd = path.withCString { cPath in retryingOnEINTR({ open(cPath, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0o600) }) }
         if fd < 0 { throw FileSystemError("open", path: path, errno: errno) }
         var bytes = Self.encode(magic: Self.headerMagic, Self.bootHash(FileSystem.bootID), total)
         for run in runs { bytes += Self.encode(magic: Self.recordMagic, run.lowerBound, run.upperBound) }
@@ -92,7 +92,7 @@ final class SegmentJournal: Sendable {
     /// The ranges a journal proves were written, or none when it is missing, from another boot, or for
     /// another total.
     static func read(path: String, total: Int64) -> [Range<Int64>] {
-        let fd = path.withCString { open($0, O_RDONLY | O_CLOEXEC) }
+        let fd = path.withCString { cPath in retryingOnEINTR({ open(cPath, O_RDONLY | O_CLOEXEC) }) }
         guard fd >= 0 else { return [] }
         defer { close(fd) }
         var bytes: [UInt8] = []

@@ -123,7 +123,7 @@ struct SegmentWorker: Sendable {
                 }
                 // Fewer than received: the segment ends inside this buffer; the rest is not ours.
                 if credit(handle, at: &cursor, count: allowed) < allowed || allowed < bytes.count { throw SegmentEnded() }
-                if let rate = window.record(allowed, now: monotonicNow()) {
+                if let rate = window.record(allowed, now: monotonicSeconds()) {
                     throw DownloadError(
                         .tooSlow,
                         "segment transfer too slow: \(Int(rate)) bytes/s for \(Int(lowSpeedTime)) s, below the limit of \(lowSpeedLimit) bytes/s",

@@ -1,0 +1,121 @@
+import Foundation
+import Glibc
+
+// The resume info's file I/O, apart from its codec (ResumeInfo.swift, which the resumeinfo fuzz target
+// compiles alone): atomic durable writes, reads with a size bound, stale temporary files. The directory
+// fsync is the file layer's one (`FileSystem.syncDirectory`).
+extension ResumeInfo {
+
+    /// Writes the resume info atomically and durably.
+    ///
+    /// Writes to `path + ".tmp-<pid>"`, `fsync`s it, `rename`s it over `path`, then `fsync`s the directory so the
+    /// rename itself survives a crash (aria2's control-file save, done with the missing fsyncs). A crash leaves
+    /// either the old file or the new one, never a mix. One writer per path at a time.
+    /// - Parameters:
+    ///   - path: Destination path of the plist.
+    ///   - format: Encoding; binary by default.
+    ///   - durable: When false, skips both `fsync`s: the rename is still atomic and survives a process
+    ///     crash (the page cache does), but not necessarily a power loss. For checkpoints that claim no
+    ///     new bytes (the engine records a response's validators this way), where losing the file only
+    ///     falls back to the temp file's length.
+    /// - Throws: ``ResumeInfoError`` (``ResumeInfoError/Code/ioFailed`` with `errno` for file-system failures);
+    ///   the temporary file is removed on failure.
+    public func write(to path: String, format: PropertyListFormat = .binary, durable: Bool = true) throws(ResumeInfoError) {
+        let data = try encoded(format: format)
+        let temporary = path + ".tmp-\(getpid())"
+        let descriptor = retryingOnEINTR({ open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600) })
+        guard descriptor >= 0 else { throw Self.ioError("open", temporary) }
+        var isOpen = true
+        do throws(ResumeInfoError) {
+            let writeErrno = data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) -> Int32? in
+                guard let base = buffer.baseAddress else { return nil }
+                var offset = 0
+                while offset < buffer.count {
+                    let written = posixWrite(descriptor, base + offset, buffer.count - offset)
+                    if written < 0 {
+                        let code = errno
+                        if code == EINTR { continue }
+                        return code
+                    }
+                    offset += written
+                }
+                return nil
+            }
+            if let writeErrno { throw Self.ioError("write", temporary, code: writeErrno) }
+            guard !durable || retryingOnEINTR({ fsync(descriptor) }) == 0 else { throw Self.ioError("fsync", temporary) }
+            isOpen = false
+            guard close(descriptor) == 0 else { throw Self.ioError("close", temporary) }
+            guard retryingOnEINTR({ rename(temporary, path) }) == 0 else { throw Self.ioError("rename", path) }
+        } catch {
+            if isOpen { _ = close(descriptor) }
+            _ = retryingOnEINTR({ unlink(temporary) })
+            throw error
+        }
+        if durable { try Self.syncDirectory(containing: path) }
+    }
+
+    /// Removes temporary files that ``write(to:format:)`` left beside `path` when its process died between
+    /// writing them and renaming them into place (`<path>.tmp-<pid>` whose process no longer exists).
+    /// The engine calls it when it opens a download and after it finishes one.
+    public static func removeStaleTemporaryFiles(for path: String) {
+        let directory = (path as NSString).deletingLastPathComponent
+        let prefix = (path as NSString).lastPathComponent + ".tmp-"
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory.isEmpty ? "." : directory) else {
+            return
+        }
+        for name in names where name.hasPrefix(prefix) {
+            guard let pid = Int32(name.dropFirst(prefix.count)), pid > 0 else { continue }
+            // kill(pid, 0) fails with ESRCH only when no such process exists: a live writer keeps its file.
+            if pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH {
+                _ = unlink((directory.isEmpty ? "" : directory + "/") + name)
+            }
+        }
+    }
+
+    /// Reads and decodes a resume-info file (ours or Apple resume data).
+    /// - Parameter path: Path of the plist.
+    /// - Returns: The validated resume info.
+    /// - Throws: ``ResumeInfoError``: ``ResumeInfoError/Code/ioFailed`` if the file cannot be read,
+    ///   ``ResumeInfoError/Code/tooLarge`` beyond ``maxFileBytes``, and every error of ``decode(_:)``.
+    public static func read(from path: String) throws(ResumeInfoError) -> ResumeInfo {
+        let descriptor = retryingOnEINTR({ open(path, O_RDONLY | O_CLOEXEC) })
+        guard descriptor >= 0 else { throw ioError("open", path) }
+        defer { _ = close(descriptor) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { posixRead(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw ioError("read", path)
+            }
+            if count == 0 { break }
+            bytes.append(contentsOf: chunk[0..<count])
+            guard bytes.count <= maxFileBytes else {
+                throw ResumeInfoError(.tooLarge, "\(path) is larger than \(maxFileBytes) bytes")
+            }
+        }
+        return try decode(Data(bytes))
+    }
+
+    private static func syncDirectory(containing path: String) throws(ResumeInfoError) {
+        do {
+            try FileSystem.syncDirectory(FileSystem.directory(of: path))
+        } catch {
+            throw ResumeInfoError(.ioFailed, errno: error.errno, "\(error)")
+        }
+    }
+
+    /// Builds an I/O error; call it straight after the failing call so `errno` is still that call's.
+    private static func ioError(_ operation: String, _ path: String, code: Int32 = errno) -> ResumeInfoError { ResumeInfoError(.ioFailed, errno: code, "\(operation) \(path): \(String(cString: strerror(code)))")
+    }
+}
+
+/// `write(2)` and `read(2)`, named apart from ``ResumeInfo/write(to:format:)`` and ``ResumeInfo/read(from:)``.
+private func posixWrite(_ descriptor: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
+    write(descriptor, buffer, count)
+}
+
+private func posixRead(_ descriptor: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
+    read(descriptor, buffer, count)
+}
