@@ -2,8 +2,8 @@
 // files under one directory (issue #20). The engine is not modified: the tests run the real
 // `downloadkit` executable with this library preloaded.
 //
-// Build: cc -shared -fPIC -O1 -o faultfs.so faultfs.c -ldl
-// (Tests/ConformanceTests/FaultFSSupport.swift compiles it at test time into the scratch directory.)
+// Build: clang -shared -fPIC -O1 -o faultfs.so faultfs.c -ldl   (or cc/gcc)
+// (Tests/ConformanceTests/FaultFS.swift compiles it at test time into a temporary directory.)
 //
 // Environment:
 //   FAULTFS_DIR        absolute directory; only paths under it (and descriptors opened on them) count.
