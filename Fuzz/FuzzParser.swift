@@ -18,7 +18,7 @@ enum LogEntry: Equatable {
 }
 
 struct ParserRun {
-    let method: HTTPMethod
+    let method: DKHTTPMethod
     let limits: ParserLimits
     var parser: ResponseParser
     var log: [LogEntry] = []
@@ -29,7 +29,7 @@ struct ParserRun {
     var messageBody = 0
     var messages = 0
 
-    init(method: HTTPMethod, limits: ParserLimits) {
+    init(method: DKHTTPMethod, limits: ParserLimits) {
         self.method = method
         self.limits = limits
         parser = ResponseParser(requestMethod: method, limits: limits)
@@ -116,7 +116,7 @@ struct ParserRun {
     }
 }
 
-func parse(_ stream: [UInt8], pieces sizes: [Int], method: HTTPMethod, limits: ParserLimits) -> [LogEntry] {
+func parse(_ stream: [UInt8], pieces sizes: [Int], method: DKHTTPMethod, limits: ParserLimits) -> [LogEntry] {
     var run = ParserRun(method: method, limits: limits)
     var pending: [UInt8] = []
     var position = 0
@@ -142,7 +142,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     var seed: UInt64 = 0
     for index in 1...4 { seed = seed << 8 | UInt64(data[index]) }
     let stream = Array(UnsafeBufferPointer(start: data + 5, count: size - 5))
-    let method: HTTPMethod = flags & 1 == 0 ? .GET : .HEAD
+    let method: DKHTTPMethod = flags & 1 == 0 ? .GET : .HEAD
     let limits = flags & 2 == 0 ? ParserLimits.default : tightLimits
 
     var random = SplitMix64(state: seed)

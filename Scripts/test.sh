@@ -17,7 +17,8 @@
 #    (Scripts/stress-segments.sh; longer: `bash Scripts/stress-segments.sh 50 --asan`).
 # 7. soaks the manager: `queue run` killed at random moments against a faulty origin
 #    (Scripts/soak.sh, SOAK_MINUTES, default 1 minute in CI, up to 150 tasks);
-# 8. checks that every test SECURITY.md cites exists (Scripts/check-security-citations.sh).
+# 8. checks that every test SECURITY.md cites exists (Scripts/check-security-citations.sh), and builds
+#    Tests/EcosystemCheck (DownloadKit imported beside AsyncHTTPClient, NIO, swift-crypto: no ambiguity).
 # The I/O-failure and power-cut tests (IOFailureTests, PowerCutTests: the faultfs LD_PRELOAD shim in
 # Tests/Support/faultfs, compiled by the tests with cc) are part of step 2.
 # Set DOWNLOADKIT_QUICK_TESTS=1 to stop after step 2.
@@ -28,6 +29,10 @@ swift build --build-tests
 swift test --skip-build
 bash Scripts/check-products.sh
 bash Scripts/check-security-citations.sh
+# A program importing DownloadKit beside AsyncHTTPClient, NIO, NIOSSL, swift-http-types, swift-crypto and
+# swift-system, using their type names unqualified, must compile (issue #16; its own package, so
+# DownloadKit's dependents never build AsyncHTTPClient because of it).
+(cd Tests/EcosystemCheck && swift build)
 if [ "${DOWNLOADKIT_QUICK_TESTS:-0}" = 1 ]; then exit 0; fi
 bash Scripts/fuzz.sh "${FUZZ_SECONDS:-15}"
 DOWNLOADKIT="$(swift build --show-bin-path)/downloadkit" bash Scripts/chaos.sh "${CHAOS_SECONDS:-40}"

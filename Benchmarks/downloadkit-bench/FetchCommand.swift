@@ -15,16 +15,16 @@ struct FetchCommand: AsyncParsableCommand {
         shouldDisplay: false)
 
     enum Mode: String, ExpressibleByArgument, CaseIterable, Sendable {
-        /// `HTTPClient.execute` with a reused `ReceiveBuffer`, each body slice written to /dev/null.
+        /// `DKHTTPClient.execute` with a reused `ReceiveBuffer`, each body slice written to /dev/null.
         case devnull
         /// The full `Download` engine to a file (temp file, checkpoints, fsync, rename); segmented
         /// with `--connections N`.
         case file
-        /// Every URL of `--list` into `--dir`, `--concurrency` at a time, one shared HTTPClient.
+        /// Every URL of `--list` into `--dir`, `--concurrency` at a time, one shared DKHTTPClient.
         case many
         /// DownloadManager: enqueue `--count` tasks in one batch, close, restore; prints the timings.
         case queue
-        /// mallocs of the response parser and the HTTPClient body loop (run under the malloc counter).
+        /// mallocs of the response parser and the DKHTTPClient body loop (run under the malloc counter).
         case allocs
     }
 
@@ -73,7 +73,7 @@ struct FetchCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        var clientConfiguration = HTTPClientConfiguration()
+        var clientConfiguration = DKHTTPClientConfiguration()
         if let cacert { clientConfiguration.tls.additionalTrustRootFiles.append(cacert) }
         switch mode {
         case .devnull:
@@ -107,12 +107,12 @@ struct FetchCommand: AsyncParsableCommand {
 
     /// One GET, body to /dev/null, like `curl -s -o /dev/null URL`. Returns the body length after
     /// checking it against Content-Length and spot-checking the pattern.
-    private func fetchToDevNull(url: String, configuration: HTTPClientConfiguration) throws -> Int64 {
+    private func fetchToDevNull(url: String, configuration: DKHTTPClientConfiguration) throws -> Int64 {
         let started = monotonicSeconds()
-        let client = try HTTPClient(configuration: configuration)
+        let client = try DKHTTPClient(configuration: configuration)
         let clientReady = monotonicSeconds()
         var headSeen = clientReady
-        let request = HTTPRequest(url: try HTTPURL(url))
+        let request = DKHTTPRequest(url: try HTTPURL(url))
         let buffer = ReceiveBuffer(capacity: configuration.receiveBufferSize)
         let sink = open("/dev/null", O_WRONLY | O_CLOEXEC)
         guard sink >= 0 else { throw ValidationError("open /dev/null: \(String(cString: strerror(errno)))") }

@@ -9,15 +9,15 @@ import TestOrigin
 /// The `many`, `queue` and `allocs` modes of the hidden `fetch` subcommand.
 extension FetchCommand {
     /// Downloads every URL in `listPath` into `directory` (named by the URL's last path component),
-    /// `concurrency` at a time, all sharing one `HTTPClient` so connections are reused. Each file is a
+    /// `concurrency` at a time, all sharing one `DKHTTPClient` so connections are reused. Each file is a
     /// full `Download`: temp file, fsync, rename, directory fsync.
     /// - Returns: The number of files and their total bytes.
     func fetchMany(
-        listPath: String, directory: String, concurrency: Int, configuration: HTTPClientConfiguration
+        listPath: String, directory: String, concurrency: Int, configuration: DKHTTPClientConfiguration
     ) async throws -> (files: Int, bytes: Int64) {
         let text = try String(contentsOfFile: listPath, encoding: .utf8)
         let urls = text.split(whereSeparator: \.isNewline).map(String.init).filter { !$0.isEmpty }
-        let client = try HTTPClient(configuration: configuration)
+        let client = try DKHTTPClient(configuration: configuration)
         let downloadConfiguration = DownloadConfiguration(client: configuration)
         var files = 0
         var bytes: Int64 = 0
@@ -80,8 +80,8 @@ extension FetchCommand {
     }
 
     /// Counts mallocs (through the LD_PRELOAD counter's `dkbench_malloc_count`) in the response
-    /// parser and in the HTTPClient body loop. Prints `key=value` lines the bench reads.
-    func measureAllocations(url: String, configuration: HTTPClientConfiguration) throws {
+    /// parser and in the DKHTTPClient body loop. Prints `key=value` lines the bench reads.
+    func measureAllocations(url: String, configuration: DKHTTPClientConfiguration) throws {
         guard let symbol = dlsym(nil, "dkbench_malloc_count") else {
             throw ValidationError("dkbench_malloc_count not found: run under LD_PRELOAD=<malloc counter>")
         }
@@ -149,9 +149,9 @@ extension FetchCommand {
         print("parser_head_mallocs=\(format(Double(headMallocs) / Double(rounds), 2))")
         print("parser_body_mallocs_per_mib=\(format(Double(bodyMallocs) / Double(rounds), 2))")
 
-        // (b) HTTPClient.execute into a reused ReceiveBuffer: a warm-up exchange, then the measured one.
-        let client = try HTTPClient(configuration: configuration)
-        let request = HTTPRequest(url: try HTTPURL(url))
+        // (b) DKHTTPClient.execute into a reused ReceiveBuffer: a warm-up exchange, then the measured one.
+        let client = try DKHTTPClient(configuration: configuration)
+        let request = DKHTTPRequest(url: try HTTPURL(url))
         let buffer = ReceiveBuffer(capacity: configuration.receiveBufferSize)
         var firstBody: UInt64 = 0
         var lastBody: UInt64 = 0

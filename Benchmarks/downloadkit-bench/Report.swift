@@ -91,7 +91,7 @@ enum Targets {
 
     /// STYLE.md B11 asks for mallocs per MB; the bench's target: none in the body loop at steady state.
     private static func allocations(_ scenario: ScenarioResult) -> TargetCheck {
-        let target = "0 mallocs per MiB in the parser's body path and the HTTPClient body loop (steady state)"
+        let target = "0 mallocs per MiB in the parser's body path and the DKHTTPClient body loop (steady state)"
         guard let row = scenario.rows.first, row.isUsable, let loop = row.metric("body_loop_mallocs_per_mib"),
             let parser = row.metric("parser_body_mallocs_per_mib")
         else { return TargetCheck(scenario: "allocations", target: target, measured: "not measured", met: nil) }

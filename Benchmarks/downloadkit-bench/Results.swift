@@ -70,7 +70,7 @@ enum ScenarioName: String, CaseIterable, Codable, Sendable {
     var summary: String {
         switch self {
         case .httpDevnull:
-            return "HTTP, one connection, body discarded: DownloadKit is HTTPClient.execute with a reused 1 MiB "
+            return "HTTP, one connection, body discarded: DownloadKit is DKHTTPClient.execute with a reused 1 MiB "
                 + "ReceiveBuffer writing each slice to /dev/null; curl and wget write to /dev/null."
         case .httpsDevnull:
             return "As http-devnull over TLS (nginx: TLS 1.2/1.3, OpenSSL's default suite, P-256 certificate)."
@@ -90,7 +90,7 @@ enum ScenarioName: String, CaseIterable, Codable, Sendable {
                 + "-x N -s N -k 1M and axel -n N. The ideal is N × the cap."
         case .smallFiles:
             return "Many 64 KiB files, 16 at a time over reused connections. DownloadKit runs one Download per "
-                + "file sharing one HTTPClient (16 connections); every completed file is fsynced and renamed "
+                + "file sharing one DKHTTPClient (16 connections); every completed file is fsynced and renamed "
                 + "into place with its directory fsynced. The peers do not fsync."
         case .resume:
             return "Each client is killed with SIGKILL when the partial file reaches half the size, then rerun "

@@ -27,7 +27,7 @@ public final class Download: Sendable {
     /// transfer thread's name (`dk-<id>`).
     public let id: String
     private let control: DownloadControl
-    private let client: HTTPClient?
+    private let client: DKHTTPClient?
     private let started = Atomic<Bool>(false)
 
     /// Creates a download; nothing happens until ``start()``.
@@ -36,7 +36,7 @@ public final class Download: Sendable {
     ///   - configuration: Retries, timeouts, limits, the URL provider.
     ///   - client: An HTTP client to share (connection reuse across downloads); one is created from
     ///     `configuration.client` when nil.
-    public init(_ request: DownloadRequest, configuration: DownloadConfiguration = DownloadConfiguration(), client: HTTPClient? = nil) {
+    public init(_ request: DownloadRequest, configuration: DownloadConfiguration = DownloadConfiguration(), client: DKHTTPClient? = nil) {
         self.request = request
         self.configuration = configuration
         self.client = client
@@ -54,7 +54,7 @@ public final class Download: Sendable {
     ///   destination and none is given.
     public convenience init(
         resumingWith resumeData: Data, destination: DownloadDestination? = nil,
-        configuration: DownloadConfiguration = DownloadConfiguration(), client: HTTPClient? = nil
+        configuration: DownloadConfiguration = DownloadConfiguration(), client: DKHTTPClient? = nil
     ) throws(DownloadError) {
         let info: ResumeInfo
         do {
@@ -189,7 +189,7 @@ public final class Download: Sendable {
     /// Downloads `request` to the end.
     public static func run(
         _ request: DownloadRequest, configuration: DownloadConfiguration = DownloadConfiguration(),
-        client: HTTPClient? = nil
+        client: DKHTTPClient? = nil
     ) async throws(DownloadError) -> DownloadResult {
         let download = Download(request, configuration: configuration, client: client)
         download.start()

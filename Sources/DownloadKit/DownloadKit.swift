@@ -1,3 +1,15 @@
+// One `import DownloadKit` gives a program everything its public API mentions: the HTTP client
+// (``DKHTTPClient``, ``DKHTTPClientConfiguration``, ``DKTLSConfiguration``, proxies, credentials) and the
+// wire vocabulary (``DKHTTPHeaders``, ``HTTPURL``, ``ResponseHead``, ``EntityTag``…).
+//
+// Names (issue #16): a public type whose plain name AsyncHTTPClient, SwiftNIO, NIOSSL, swift-http-types,
+// swift-crypto or swift-system already exports carries the `DK` prefix (DKHTTPClient,
+// DKHTTPClientConfiguration, DKHTTPHeaders, DKHTTPRequest, DKHTTPMethod, DKHTTPVersion, DKTLSConfiguration,
+// DKTLSVersion, DKDigest, DKErrno), so a program importing DownloadKit beside them compiles without
+// ambiguity; Tests/EcosystemCheck proves it (built by Scripts/test.sh). Other names stay plain.
+@_exported import HTTPClient
+@_exported import HTTPWire
+
 /// DownloadKit: resumable downloads over HTTP/1.1 and HTTPS.
 public enum DownloadKitVersion {
     /// The library version.

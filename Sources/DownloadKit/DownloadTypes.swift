@@ -59,7 +59,7 @@ public struct DownloadRequest: Sendable {
     public var workingDirectory: String?
     /// Extra request header fields. `Authorization`, `Cookie` and `Proxy-Authorization` are never sent
     /// to another origin after a redirect.
-    public var headers: HTTPHeaders
+    public var headers: DKHTTPHeaders
     /// A checksum checked before the final rename.
     public var checksum: Checksum?
     /// Resume data from ``Download/pause()`` or an Apple NSURLSession resume-data plist.
@@ -77,7 +77,7 @@ public struct DownloadRequest: Sendable {
     /// Creates a request.
     public init(
         url: String, destination: DownloadDestination, workingDirectory: String? = nil,
-        headers: HTTPHeaders = HTTPHeaders(), checksum: Checksum? = nil, resumeData: Data? = nil,
+        headers: DKHTTPHeaders = DKHTTPHeaders(), checksum: Checksum? = nil, resumeData: Data? = nil,
         replacementURL: String? = nil
     ) {
         self.url = url
@@ -93,7 +93,7 @@ public struct DownloadRequest: Sendable {
 extension DownloadRequest {
     /// Creates a request from Foundation `URL`s: `url` must be http or https; `destination` a file URL.
     public init(
-        url: URL, destination: URL, headers: HTTPHeaders = HTTPHeaders(), checksum: Checksum? = nil,
+        url: URL, destination: URL, headers: DKHTTPHeaders = DKHTTPHeaders(), checksum: Checksum? = nil,
         resumeData: Data? = nil
     ) {
         self.init(
@@ -166,7 +166,7 @@ public struct DownloadConfiguration: Sendable {
     /// Segments are never split below this many bytes. Default 1 MiB.
     public var minimumSegmentSize: Int64 = 1 << 20
     /// Settings for the HTTP client when the download creates its own.
-    public var client: HTTPClientConfiguration
+    public var client: DKHTTPClientConfiguration
     /// Where the download logs what an operator needs (see docs/ENGINE.md, "Logging and metrics"):
     /// start and resume offset, restarts and why, redirects, URL refreshes, retries with their delay,
     /// the fall-back to one connection, the end. Nil logs nothing. Never logs per byte.
@@ -179,7 +179,7 @@ public struct DownloadConfiguration: Sendable {
         lowSpeedTime: Duration = .seconds(30),
         checkpointInterval: Duration = .seconds(2), progressInterval: Duration = .milliseconds(250), rateLimit: Int? = nil,
         urlProvider: (@Sendable (URLRefreshContext) async -> String?)? = nil, maxURLRefreshes: Int = 3,
-        preallocates: Bool = true, client: HTTPClientConfiguration = HTTPClientConfiguration()
+        preallocates: Bool = true, client: DKHTTPClientConfiguration = DKHTTPClientConfiguration()
     ) {
         self.maxRedirects = maxRedirects
         self.allowsInsecureRedirects = allowsInsecureRedirects

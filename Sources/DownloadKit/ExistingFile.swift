@@ -70,7 +70,7 @@ extension Download {
     /// Whether an existing destination makes this run unnecessary; returns the result to report then.
     /// Runs on the transfer thread before the engine.
     static func existingFileOutcome(
-        _ request: DownloadRequest, configuration: DownloadConfiguration, client: HTTPClient?
+        _ request: DownloadRequest, configuration: DownloadConfiguration, client: DKHTTPClient?
     ) throws(DownloadError) -> DownloadResult? {
         guard request.existingFile != .replace, case .file(let path) = request.destination else { return nil }
         var st = stat()
@@ -98,9 +98,9 @@ extension Download {
             value: lastModified ?? HTTPDate(secondsSince1970: Int64(st.st_mtim.tv_sec)).headerValue)
         var status = 0
         do {
-            let http = try client ?? HTTPClient(configuration: configuration.client, logger: configuration.logger)
+            let http = try client ?? DKHTTPClient(configuration: configuration.client, logger: configuration.logger)
             _ = try http.execute(
-                HTTPRequest(method: .GET, url: url, headers: headers),
+                DKHTTPRequest(method: .GET, url: url, headers: headers),
                 onHead: { head in
                     status = head.status
                     return .discard

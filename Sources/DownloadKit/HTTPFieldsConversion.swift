@@ -2,11 +2,11 @@ import HTTPTypes
 import HTTPWire
 
 // swift-http-types at the public boundary (issue #16, decided): DownloadKit keeps its own header list
-// (`HTTPHeaders` in HTTPWire, standard library only, fuzzed with the parser) because the parser, the
+// (`DKHTTPHeaders` in HTTPWire, standard library only, fuzzed with the parser) because the parser, the
 // resume info and the fuzz targets must not depend on a package; programs that already speak
 // swift-http-types convert in one call each way, in field order, repeated fields kept.
 
-extension HTTPHeaders {
+extension DKHTTPHeaders {
     /// The fields of a swift-http-types `HTTPFields`, in order, each name as it was spelled.
     public init(_ fields: HTTPFields) {
         self.init(fields.map { ($0.name.rawName, $0.value) })
@@ -18,7 +18,7 @@ extension HTTPFields {
     ///
     /// Returns nil when a name is not an RFC 9110 field name (a token), rather than dropping the field:
     /// such a header could not be sent either (the request encoder refuses it).
-    public init?(_ headers: HTTPHeaders) {
+    public init?(_ headers: DKHTTPHeaders) {
         self.init()
         for field in headers {
             guard let name = HTTPField.Name(field.name) else { return nil }

@@ -10,7 +10,7 @@ public enum PerHostConnections {
     /// Connections to one host when nobody asked for more.
     public static let politeDefault = 8
 
-    /// The cap to configure `HTTPClientConfiguration.maxConnectionsPerOrigin` with.
+    /// The cap to configure `DKHTTPClientConfiguration.maxConnectionsPerOrigin` with.
     /// - Parameters:
     ///   - maxConcurrent: Files transferred at once.
     ///   - connectionsPerFile: Connections per file (segmented downloads).

@@ -31,7 +31,7 @@ package struct WorkingFiles: Hashable, Sendable {
             stem = FileSystem.lastComponent(of: path)
         case .directory(let folder, _):
             directory = workingDirectory ?? folder
-            stem = "dk-" + Digest.hex(Digest.hash(.md5, Array(url.withoutUserinfo.absoluteString.utf8)))
+            stem = "dk-" + DKDigest.hex(DKDigest.hash(.md5, Array(url.withoutUserinfo.absoluteString.utf8)))
         }
         partial = FileSystem.join(directory, stem + ".dkpart")
         resumeInfo = FileSystem.join(directory, stem + ".dkresume")

@@ -154,7 +154,7 @@ public final class SessionHost: @unchecked Sendable {
     static func sha256(_ path: String) -> String? {
         guard let handle = FileHandle(forReadingAtPath: path) else { return nil }
         defer { try? handle.close() }
-        let digest = Digest(.sha256)
+        let digest = DKDigest(.sha256)
         do {
             // `read(upToCount:)` returns nil (or empty data) at the end of the file.
             while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty {
@@ -163,7 +163,7 @@ public final class SessionHost: @unchecked Sendable {
         } catch {
             return nil
         }
-        return Digest.hex(digest.finalize())
+        return DKDigest.hex(digest.finalize())
     }
 
     /// Reads unacknowledged events after `after` (at most `limit`) on the queue and hands them to `deliver`.

@@ -331,7 +331,7 @@ public final class BackgroundSession: Sendable {
     /// Connects; when nothing answers and ``launch`` allows it (and it was not tried yet), starts the
     /// daemon and waits for its socket.
     private func connectOrLaunch() -> Result<Int32, SessionError> {
-        var failure: UnixSocket.Errno
+        var failure: UnixSocket.DKErrno
         switch UnixSocket.connect(socketPath) {
         case .success(let fd): return .success(fd)
         case .failure(let error): failure = error

@@ -28,10 +28,10 @@ public enum UnixSocket {
 
     /// Connects a new close-on-exec stream socket to `path`.
     /// - Returns: The descriptor, or the `errno` of the failure (ENAMETOOLONG for a path that does not fit).
-    public static func connect(_ path: String) -> Result<Int32, Errno> {
-        guard var address = address(path) else { return .failure(Errno(ENAMETOOLONG)) }
+    public static func connect(_ path: String) -> Result<Int32, DKErrno> {
+        guard var address = address(path) else { return .failure(DKErrno(ENAMETOOLONG)) }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return .failure(Errno(errno)) }
+        guard fd >= 0 else { return .failure(DKErrno(errno)) }
         let result = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
@@ -40,13 +40,13 @@ public enum UnixSocket {
         if result != 0 {
             let error = errno
             close(fd)
-            return .failure(Errno(error))
+            return .failure(DKErrno(error))
         }
         return .success(fd)
     }
 
     /// An `errno` value with its text.
-    public struct Errno: Error, Sendable, Hashable, CustomStringConvertible {
+    public struct DKErrno: Error, Sendable, Hashable, CustomStringConvertible {
         public var code: Int32
         public init(_ code: Int32) { self.code = code }
         public var description: String { String(cString: strerror(code)) }

@@ -113,7 +113,7 @@ public final class Authenticator: Sendable, Hashable {
     }
 
     /// The `Authorization` value to send up front to an origin that accepted credentials before.
-    func preemptiveAuthorization(method: HTTPMethod, url: HTTPURL) -> String? {
+    func preemptiveAuthorization(method: DKHTTPMethod, url: HTTPURL) -> String? {
         let origin = url.origin
         let found: (Credential, Accepted)? = state.withLock { state in
             guard let binding = state.bindings.first(where: { $0.applies(to: origin) }),
@@ -154,7 +154,7 @@ public final class Authenticator: Sendable, Hashable {
         return true
     }
 
-    private static func authorization(_ accepted: Accepted, credential: Credential, method: HTTPMethod, url: HTTPURL)
+    private static func authorization(_ accepted: Accepted, credential: Credential, method: DKHTTPMethod, url: HTTPURL)
         -> String
     {
         switch accepted {
@@ -165,14 +165,14 @@ public final class Authenticator: Sendable, Hashable {
             return challenge.authorization(
                 user: credential.user, password: credential.password, method: method.rawValue,
                 uri: url.requestTarget, cnonce: Self.clientNonce(), nonceCount: count,
-                hash: { Digest.hex(Digest.hash(algorithm, Array($0.utf8))) })
+                hash: { DKDigest.hex(DKDigest.hash(algorithm, Array($0.utf8))) })
         }
     }
 
     /// 16 random bytes as hex, from the system's CSPRNG.
     static func clientNonce() -> String {
         var generator = SystemRandomNumberGenerator()
-        return Digest.hex((0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) })
+        return DKDigest.hex((0..<16).map { _ in UInt8.random(in: 0...255, using: &generator) })
     }
 
     public static func == (lhs: Authenticator, rhs: Authenticator) -> Bool { lhs === rhs }

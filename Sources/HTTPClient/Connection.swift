@@ -242,7 +242,7 @@ public final class Connection {
         TransportError(.cancelled, operation: operation, detail: "the connection to \(remoteAddress) was cancelled")
     }
 
-    private func ioError(_ error: Errno, operation: String) -> TransportError {
+    private func ioError(_ error: DKErrno, operation: String) -> TransportError {
         if control.isCancelled { return cancelledError(operation) }
         switch error {
         case .connectionReset:

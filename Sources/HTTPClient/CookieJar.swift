@@ -13,7 +13,7 @@ public struct AuthFileError: Error, Hashable, Sendable, CustomStringConvertible 
     public var description: String { "\(path): \(detail)" }
 }
 
-/// The cookies of an ``HTTPClient``: consulted by every exchange, which adds the matching `Cookie`
+/// The cookies of an ``DKHTTPClient``: consulted by every exchange, which adds the matching `Cookie`
 /// field (RFC 6265 §5.4) and stores every `Set-Cookie` of every response (§5.3), redirects and
 /// `401`s included. A cookie set by one host is never sent to another host (`127.0.0.1` and
 /// `localhost` are different hosts), and a `Secure` one never over `http`.

@@ -4,17 +4,17 @@ import HTTPWire
 import Logging
 
 /// One HTTP request: a method, an absolute URL and extra header fields.
-public struct HTTPRequest: Sendable, Hashable {
+public struct DKHTTPRequest: Sendable, Hashable {
     /// `GET` or `HEAD`.
-    public var method: HTTPMethod
+    public var method: DKHTTPMethod
     /// The absolute `http` or `https` URL. Userinfo becomes Basic authorization unless `headers`
     /// carries its own `Authorization`; it never appears in the request line.
     public var url: HTTPURL
     /// Extra fields, sent after `Host` in the given order. A `Host` field here is ignored.
-    public var headers: HTTPHeaders
+    public var headers: DKHTTPHeaders
 
     /// Creates a request.
-    public init(method: HTTPMethod = .GET, url: HTTPURL, headers: HTTPHeaders = HTTPHeaders()) {
+    public init(method: DKHTTPMethod = .GET, url: HTTPURL, headers: DKHTTPHeaders = DKHTTPHeaders()) {
         self.method = method
         self.url = url
         self.headers = headers
@@ -152,9 +152,9 @@ public final class ReceiveBuffer {
 /// Every call blocks its calling thread (see docs/ARCHITECTURE.md, threading model); run it on a
 /// dedicated thread, not on Swift's cooperative pool. The client itself is `Sendable` and may be
 /// shared by many threads; connections are reused per origin.
-public final class HTTPClient: Sendable {
+public final class DKHTTPClient: Sendable {
     /// The configuration the client was created with.
-    public let configuration: HTTPClientConfiguration
+    public let configuration: DKHTTPClientConfiguration
     /// Built on the first `https` connection, then shared: plain-HTTP clients never pay for it.
     private let tlsContext = LockedValue<TLSContext?>(nil)
     let pool: ConnectionPool
@@ -174,7 +174,7 @@ public final class HTTPClient: Sendable {
     ///   be read, so a wrong `--cacert` fails at once rather than at the first https request;
     ///   `.invalidProxy` when a proxy variable in the environment is not a usable proxy URL.
     public init(
-        configuration: HTTPClientConfiguration = HTTPClientConfiguration(), logger: Logger? = nil
+        configuration: DKHTTPClientConfiguration = DKHTTPClientConfiguration(), logger: Logger? = nil
     ) throws(TransportError) {
         self.configuration = configuration
         self.logger = logger
@@ -207,8 +207,8 @@ public final class HTTPClient: Sendable {
     /// TLS close without close_notify, or reset before any response byte) is retried once on a fresh
     /// connection, which is safe for GET and HEAD.
     ///
-    /// With a ``HTTPClientConfiguration/cookieJar`` the matching `Cookie` field is added and every
-    /// `Set-Cookie` stored. With an ``HTTPClientConfiguration/authenticator``, a `401` whose challenge
+    /// With a ``DKHTTPClientConfiguration/cookieJar`` the matching `Cookie` field is added and every
+    /// `Set-Cookie` stored. With an ``DKHTTPClientConfiguration/authenticator``, a `401` whose challenge
     /// it can answer for this origin is not shown to `onHead`: its body is discarded and the request
     /// sent once more with credentials (see ``Authenticator`` for the origin rules).
     ///
@@ -221,7 +221,7 @@ public final class HTTPClient: Sendable {
     /// - Returns: A summary once the response is complete.
     /// - Throws: `TransportError`, `WireError`, or whatever the callbacks throw.
     public func execute(
-        _ request: HTTPRequest,
+        _ request: DKHTTPRequest,
         cancellation: CancellationToken? = nil,
         buffer: ReceiveBuffer? = nil,
         onHead: (ResponseHead) throws -> BodyDisposition,
@@ -271,7 +271,7 @@ public final class HTTPClient: Sendable {
 
     /// One exchange without authentication or cookies: connection reuse and the stale-connection retry.
     private func executeOnce(
-        _ request: HTTPRequest,
+        _ request: DKHTTPRequest,
         cancellation: CancellationToken?,
         buffer: ReceiveBuffer,
         onHead: (ResponseHead) throws -> BodyDisposition,
@@ -419,9 +419,9 @@ public final class HTTPClient: Sendable {
     /// The request head. Through an HTTP proxy, `http` requests use the absolute form and carry the
     /// proxy's `Proxy-Authorization`; in tunnels (CONNECT, SOCKS5) a caller's `Proxy-Authorization`
     /// is dropped so proxy credentials never reach the origin.
-    private func encodeHead(_ request: HTTPRequest, proxy: ProxyURL?) throws(WireError) -> [UInt8] {
+    private func encodeHead(_ request: DKHTTPRequest, proxy: ProxyURL?) throws(WireError) -> [UInt8] {
         let viaHTTPProxy = proxy?.kind == .http && request.url.scheme == .http
-        var headers = HTTPHeaders()
+        var headers = DKHTTPHeaders()
         if !request.headers.contains(name: "User-Agent") {
             headers.add(name: "User-Agent", value: configuration.userAgent)
         }
@@ -435,8 +435,8 @@ public final class HTTPClient: Sendable {
         if !request.headers.contains(name: "Authorization"), let basic = request.url.basicAuthorization {
             headers.add(name: "Authorization", value: basic)
         }
-        for field in request.headers where !HTTPHeaders.namesEqual(field.name, "Host") {
-            if proxy != nil && HTTPHeaders.namesEqual(field.name, "Proxy-Authorization") {
+        for field in request.headers where !DKHTTPHeaders.namesEqual(field.name, "Host") {
+            if proxy != nil && DKHTTPHeaders.namesEqual(field.name, "Proxy-Authorization") {
                 if !viaHTTPProxy || proxy?.basicAuthorization != nil { continue }
             }
             headers.add(name: field.name, value: field.value)
@@ -499,7 +499,7 @@ public final class HTTPClient: Sendable {
 
     private func exchange(
         head: [UInt8],
-        method: HTTPMethod,
+        method: DKHTTPMethod,
         on lease: ConnectionLease,
         cancellation: CancellationToken?,
         buffer: ReceiveBuffer,

@@ -96,7 +96,7 @@ enum HappyEyeballsConnector {
             if let next = race.nextAttemptAt { wake = min(wake, Deadline(uptimeNanoseconds: next)) }
             let count = Glibc.poll(&entries, nfds_t(entries.count), wake.remainingMilliseconds)
             if count < 0 {
-                let error = Errno.current
+                let error = DKErrno.current
                 if error == .interrupted { continue }
                 throw TransportError(
                     .systemCall, errno: error.rawValue, operation: "poll", detail: "waiting for connect failed: \(error)")

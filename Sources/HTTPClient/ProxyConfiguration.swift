@@ -21,7 +21,7 @@ public struct ProxyConfiguration: Sendable, Hashable {
     public var httpsProxy: ProxyURL?
     /// Hosts reached directly even when a proxy is set.
     public var noProxy: NoProxyList
-    /// When `true`, the proxies come from the environment, read when an ``HTTPClient`` is created
+    /// When `true`, the proxies come from the environment, read when an ``DKHTTPClient`` is created
     /// (see ``init(environment:)``); the other properties are then ignored.
     public var readsEnvironment: Bool
 

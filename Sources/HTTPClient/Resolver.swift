@@ -38,7 +38,7 @@ enum Resolver {
         var list: UnsafeMutablePointer<addrinfo>?
         let status = getaddrinfo(bare, String(port), &hints, &list)
         guard status == 0, let first = list else {
-            let systemError = status == EAI_SYSTEM ? Errno.current : nil
+            let systemError = status == EAI_SYSTEM ? DKErrno.current : nil
             let reason = systemError.map(\.description) ?? String(cString: gai_strerror(status))
             let detail = "could not resolve \(bare): \(reason)"
             if status == EAI_AGAIN {

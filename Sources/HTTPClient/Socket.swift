@@ -34,7 +34,7 @@ enum Socket {
     /// Starts a non-blocking `connect(2)`.
     /// - Returns: `nil` when connected at once or when the connection is in progress (finish with
     ///   ``poll(_:for:deadline:)`` for `.writable` then ``pendingError(_:)``), else the error.
-    static func startConnect(_ fd: Int32, to address: SocketAddress) -> Errno? {
+    static func startConnect(_ fd: Int32, to address: SocketAddress) -> DKErrno? {
         let (_, error) = address.withSockAddr { pointer, length in
             retryingInterrupts { Glibc.connect(fd, pointer, length) }
         }
@@ -46,18 +46,18 @@ enum Socket {
 
     /// Reads and clears the socket's pending error (`getsockopt(SO_ERROR)`), the outcome of a
     /// non-blocking connect. Returns `nil` when there is none.
-    static func pendingError(_ fd: Int32) -> Errno? {
+    static func pendingError(_ fd: Int32) -> DKErrno? {
         var value: Int32 = 0
         var length = socklen_t(MemoryLayout<Int32>.size)
-        if getsockopt(fd, SOL_SOCKET, SO_ERROR, &value, &length) != 0 { return Errno.current }
-        return value == 0 ? nil : Errno(rawValue: value)
+        if getsockopt(fd, SOL_SOCKET, SO_ERROR, &value, &length) != 0 { return DKErrno.current }
+        return value == 0 ? nil : DKErrno(rawValue: value)
     }
 
     /// Waits until `fd` is ready for `events`, the deadline passes, or the descriptor is shut down.
     /// Wraps `poll(2)`; retries `EINTR` with the remaining time.
     /// - Returns: The returned events (`POLLHUP`/`POLLERR` included; the next I/O call reports the
     ///   actual error), or `nil` when the deadline passed first.
-    static func poll(_ fd: Int32, for events: Events, deadline: Deadline) -> Result<Int16?, Errno> {
+    static func poll(_ fd: Int32, for events: Events, deadline: Deadline) -> Result<Int16?, DKErrno> {
         var entry = pollfd(fd: fd, events: events.rawValue, revents: 0)
         while true {
             let count = Glibc.poll(&entry, 1, deadline.remainingMilliseconds)
@@ -68,7 +68,7 @@ enum Socket {
                 if deadline.hasPassed { return .success(nil) }
                 continue
             }
-            let error = Errno.current
+            let error = DKErrno.current
             if error == .interrupted { continue }
             return .failure(error)
         }
@@ -81,7 +81,7 @@ enum Socket {
         while true {
             let count = Glibc.poll(&entry, 1, 0)
             if count >= 0 { return count > 0 && entry.revents != 0 }
-            if Errno.current != .interrupted { return true }
+            if DKErrno.current != .interrupted { return true }
         }
     }
 

@@ -2,7 +2,7 @@ internal import CDownloadKitShims
 internal import COpenSSL
 import Glibc
 
-/// An OpenSSL client context (`SSL_CTX`) built once from a ``TLSConfiguration`` and shared by every
+/// An OpenSSL client context (`SSL_CTX`) built once from a ``DKTLSConfiguration`` and shared by every
 /// TLS connection made with it.
 ///
 /// Building a context sets up the trust roots: the system's hashed certificate directory when there
@@ -15,16 +15,16 @@ import Glibc
 /// internally), and each connection gets its own `SSL` object.
 public final class TLSContext: @unchecked Sendable {
     /// The configuration this context was built from.
-    public let configuration: TLSConfiguration
+    public let configuration: DKTLSConfiguration
     /// The immutable `SSL_CTX`, freed in `deinit`.
     let context: OpaquePointer
 
     /// Builds the context: protocol versions, verification mode, trust roots, ALPN and the modes
     /// non-blocking I/O needs.
-    /// - Parameter configuration: The settings; see ``TLSConfiguration/makeClientConfiguration()``.
+    /// - Parameter configuration: The settings; see ``DKTLSConfiguration/makeClientConfiguration()``.
     /// - Throws: `.tlsFailed` when OpenSSL cannot create the context, an extra trust-root file cannot
     ///   be loaded, or full verification was asked for and no trust roots at all could be loaded.
-    public init(configuration: TLSConfiguration) throws(TransportError) {
+    public init(configuration: DKTLSConfiguration) throws(TransportError) {
         ERR_clear_error()
         guard let context = SSL_CTX_new(TLS_client_method()) else {
             throw TransportError(
@@ -72,7 +72,7 @@ public final class TLSContext: @unchecked Sendable {
                 if SSL_CTX_load_verify_locations(context, nil, directory) == 1 { loadedAnyRoots = true }
             }
             if !loadedAnyRoots {
-                for path in TLSConfiguration.systemTrustRootFiles where access(path, R_OK) == 0 {
+                for path in DKTLSConfiguration.systemTrustRootFiles where access(path, R_OK) == 0 {
                     ERR_clear_error()
                     if SSL_CTX_load_verify_locations(context, path, nil) == 1 {
                         loadedAnyRoots = true
@@ -100,7 +100,7 @@ public final class TLSContext: @unchecked Sendable {
             loadedAnyRoots = true
         }
         if configuration.certificateVerification == .fullVerification && !loadedAnyRoots {
-            let searched = TLSConfiguration.systemTrustRootFiles.joined(separator: ", ")
+            let searched = DKTLSConfiguration.systemTrustRootFiles.joined(separator: ", ")
             throw TransportError(
                 .tlsFailed, operation: "SSL_CTX_load_verify_locations",
                 detail: "no trusted certificate authorities found (looked in \(searched) and OpenSSL's default "
@@ -235,7 +235,7 @@ public final class TLSContext: @unchecked Sendable {
     }
 }
 
-extension TLSVersion {
+extension DKTLSVersion {
     /// OpenSSL's protocol version constant (`TLS1_2_VERSION`, `TLS1_3_VERSION`).
     var openSSLVersion: Int32 {
         switch self {

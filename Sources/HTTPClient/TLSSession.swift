@@ -137,7 +137,7 @@ final class TLSSession {
             return i2d_X509_PUBKEY(publicKey, &cursor)
         }
         guard written == length else { return nil }
-        return PublicKeyPin(sha256: Digest.hash(.sha256, der))
+        return PublicKeyPin(sha256: DKDigest.hash(.sha256, der))
     }
 
     /// Reads decrypted bytes into `buffer`, several records per call while they are already
@@ -286,7 +286,7 @@ final class TLSSession {
         /// TCP EOF without `close_notify`.
         case unexpectedEOF
         /// A system call failed (`SSL_ERROR_SYSCALL`).
-        case system(Errno, String)
+        case system(DKErrno, String)
         /// A protocol error (`SSL_ERROR_SSL`), with OpenSSL's reasons.
         case protocolError(String)
     }
@@ -309,7 +309,7 @@ final class TLSSession {
         Glibc.errno = 0
         let result = body()
         if result > 0 { return .done(result) }
-        let systemError = Errno.current
+        let systemError = DKErrno.current
         let error = SSL_get_error(ssl, result)
         switch error {
         case SSL_ERROR_WANT_READ:

@@ -98,7 +98,7 @@ public struct TransportError: Error, Hashable, Sendable, CustomStringConvertible
             return true
         case .connectFailed:
             guard let errno else { return false }
-            return Errno(rawValue: errno).isTransientNetworkFailure
+            return DKErrno(rawValue: errno).isTransientNetworkFailure
         default:
             return false
         }
@@ -111,8 +111,8 @@ public struct TransportError: Error, Hashable, Sendable, CustomStringConvertible
         var text = code.name
         if let operation { text += " (\(operation))" }
         text += ": " + detail
-        if let errno, !detail.contains(Errno(rawValue: errno).description) {
-            text += " [errno \(errno): \(Errno(rawValue: errno))]"
+        if let errno, !detail.contains(DKErrno(rawValue: errno).description) {
+            text += " [errno \(errno): \(DKErrno(rawValue: errno))]"
         }
         return text
     }

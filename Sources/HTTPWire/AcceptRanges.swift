@@ -36,11 +36,11 @@ public struct AcceptRanges: Sendable, Hashable {
     }
 
     /// Whether `bytes` is among the units (case-insensitively, RFC 9110 §14.1).
-    public var acceptsBytes: Bool { units.contains { HTTPHeaders.namesEqual($0, "bytes") } }
+    public var acceptsBytes: Bool { units.contains { DKHTTPHeaders.namesEqual($0, "bytes") } }
 
     /// Whether the server says it supports no ranges: the only unit is `none`.
     public var isNone: Bool {
-        !units.isEmpty && units.allSatisfy { HTTPHeaders.namesEqual($0, "none") }
+        !units.isEmpty && units.allSatisfy { DKHTTPHeaders.namesEqual($0, "none") }
     }
 
     /// The field value: units joined by `", "`.

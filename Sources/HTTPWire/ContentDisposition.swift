@@ -93,7 +93,7 @@ public struct ContentDisposition: Sendable, Hashable {
 
     /// The value of the first parameter named `name` (case-insensitively), or `nil`.
     public func parameter(named name: String) -> String? {
-        parameters.first { HTTPHeaders.namesEqual($0.name, name) }?.value
+        parameters.first { DKHTTPHeaders.namesEqual($0.name, name) }?.value
     }
 
     /// The `filename` parameter as sent.

@@ -1,5 +1,5 @@
 /// The request methods DownloadKit sends. Neither carries a request body.
-public enum HTTPMethod: String, Sendable, Hashable {
+public enum DKHTTPMethod: String, Sendable, Hashable {
     /// Fetch a representation (RFC 9110 §9.3.1).
     case GET
     /// Fetch only the head a GET would produce (RFC 9110 §9.3.2); the response never has a body.
@@ -25,7 +25,7 @@ extension WireError.Code {
 /// a second request or a different target into the bytes on the wire.
 public struct RequestHead: Sendable, Hashable {
     /// The request method.
-    public var method: HTTPMethod
+    public var method: DKHTTPMethod
     /// The request target, sent exactly as given: origin-form `"/path?query"`, or absolute-form
     /// `"http://host/path"` (RFC 9112 §3.2.2) for requests through an HTTP proxy.
     public var target: String
@@ -33,7 +33,7 @@ public struct RequestHead: Sendable, Hashable {
     public var host: String
     /// Additional header fields, sent in order. Any field named `Host` is dropped when encoding:
     /// `Host` is always the first field and appears once (RFC 9112 §3.2).
-    public var headers: HTTPHeaders
+    public var headers: DKHTTPHeaders
 
     /// Creates a request head.
     /// - Parameters:
@@ -41,7 +41,7 @@ public struct RequestHead: Sendable, Hashable {
     ///   - target: The origin-form target (starts with `/`), or an absolute-form `http(s)://` target.
     ///   - host: The `Host` value (host and optional port).
     ///   - headers: Extra header fields; a `Host` field among them is ignored.
-    public init(method: HTTPMethod, target: String, host: String, headers: HTTPHeaders = HTTPHeaders()) {
+    public init(method: DKHTTPMethod, target: String, host: String, headers: DKHTTPHeaders = DKHTTPHeaders()) {
         self.method = method
         self.target = target
         self.host = host
@@ -59,7 +59,7 @@ public struct RequestHead: Sendable, Hashable {
         try Self.validateTarget(target)
         try Self.validateHost(host)
         var size = method.rawValue.utf8.count + target.utf8.count + host.utf8.count + 27
-        for field in headers where !HTTPHeaders.namesEqual(field.name, "Host") {
+        for field in headers where !DKHTTPHeaders.namesEqual(field.name, "Host") {
             try Self.validateField(field)
             size += field.name.utf8.count + field.value.utf8.count + 4
         }
@@ -71,7 +71,7 @@ public struct RequestHead: Sendable, Hashable {
         buffer.append(contentsOf: " HTTP/1.1\r\nHost: ".utf8)
         buffer.append(contentsOf: host.utf8)
         buffer.append(contentsOf: "\r\n".utf8)
-        for field in headers where !HTTPHeaders.namesEqual(field.name, "Host") {
+        for field in headers where !DKHTTPHeaders.namesEqual(field.name, "Host") {
             buffer.append(contentsOf: field.name.utf8)
             buffer.append(contentsOf: ": ".utf8)
             buffer.append(contentsOf: field.value.utf8)
@@ -132,7 +132,7 @@ public struct RequestHead: Sendable, Hashable {
         }
     }
 
-    private static func validateField(_ field: HTTPHeaders.Field) throws(WireError) {
+    private static func validateField(_ field: DKHTTPHeaders.Field) throws(WireError) {
         if field.name.utf8.isEmpty {
             throw WireError(.invalidHeaderName, "header field name is empty")
         }
@@ -150,8 +150,8 @@ public struct RequestHead: Sendable, Hashable {
         }
         // GET and HEAD requests are sent without content; a framing field would make the server
         // wait for a body that never comes, or read the next request as one (RFC 9112 §6.1, §6.2).
-        if HTTPHeaders.namesEqual(field.name, "Transfer-Encoding")
-            || HTTPHeaders.namesEqual(field.name, "Content-Length")
+        if DKHTTPHeaders.namesEqual(field.name, "Transfer-Encoding")
+            || DKHTTPHeaders.namesEqual(field.name, "Content-Length")
         {
             throw WireError(.forbiddenRequestHeader, "\(field.name) is not allowed: the request has no body")
         }

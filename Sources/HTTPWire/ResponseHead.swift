@@ -1,5 +1,5 @@
 /// An HTTP protocol version, `HTTP/major.minor` (RFC 9112 §2.3).
-public struct HTTPVersion: Sendable, Hashable, CustomStringConvertible {
+public struct DKHTTPVersion: Sendable, Hashable, CustomStringConvertible {
     /// The major version (1 for every response this parser accepts).
     public var major: Int
     /// The minor version.
@@ -12,9 +12,9 @@ public struct HTTPVersion: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// HTTP/1.0.
-    public static let http1_0 = HTTPVersion(major: 1, minor: 0)
+    public static let http1_0 = DKHTTPVersion(major: 1, minor: 0)
     /// HTTP/1.1.
-    public static let http1_1 = HTTPVersion(major: 1, minor: 1)
+    public static let http1_1 = DKHTTPVersion(major: 1, minor: 1)
 
     public var description: String { "HTTP/\(major).\(minor)" }
 }
@@ -57,16 +57,16 @@ extension WireError.Code {
 /// The head of an HTTP/1.1 response: status line and header fields.
 public struct ResponseHead: Sendable, Hashable {
     /// The protocol version from the status line.
-    public var version: HTTPVersion
+    public var version: DKHTTPVersion
     /// The three-digit status code, 100 through 599.
     public var status: Int
     /// The reason phrase, possibly empty. Clients should ignore it (RFC 9112 §4).
     public var reason: String
     /// The header fields in the order received, values trimmed of surrounding whitespace.
-    public var headers: HTTPHeaders
+    public var headers: DKHTTPHeaders
 
     /// Creates a response head.
-    public init(version: HTTPVersion, status: Int, reason: String, headers: HTTPHeaders = HTTPHeaders()) {
+    public init(version: DKHTTPVersion, status: Int, reason: String, headers: DKHTTPHeaders = DKHTTPHeaders()) {
         self.version = version
         self.status = status
         self.reason = reason
@@ -84,7 +84,7 @@ public struct ResponseHead: Sendable, Hashable {
     ///   (no sign, no empty element), ``WireError/Code/conflictingContentLength`` for differing values.
     public func contentLength() throws(WireError) -> Int64? {
         var result: Int64?
-        for field in headers where HTTPHeaders.namesEqual(field.name, "Content-Length") {
+        for field in headers where DKHTTPHeaders.namesEqual(field.name, "Content-Length") {
             var value: Int64 = 0
             var digits = 0
             var afterElement = false  // saw OWS after the digits of the current element
@@ -131,8 +131,8 @@ public struct ResponseHead: Sendable, Hashable {
         var close = false
         var keepAlive = false
         for token in headers.listValues(name: "Connection") {
-            if HTTPHeaders.namesEqual(token, "close") { close = true }
-            if HTTPHeaders.namesEqual(token, "keep-alive") { keepAlive = true }
+            if DKHTTPHeaders.namesEqual(token, "close") { close = true }
+            if DKHTTPHeaders.namesEqual(token, "keep-alive") { keepAlive = true }
         }
         if close { return false }
         if version.major == 1 && version.minor == 0 { return keepAlive }
@@ -142,7 +142,7 @@ public struct ResponseHead: Sendable, Hashable {
     /// Decides how the body is delimited, per RFC 9112 §6.3, in the order the RFC lists the rules.
     /// - Returns: The framing, and whether the head carried both `Transfer-Encoding` and
     ///   `Content-Length` (or `Transfer-Encoding` in HTTP/1.0), which forbids reusing the connection.
-    func bodyFraming(requestMethod: HTTPMethod) throws(WireError) -> (framing: BodyFraming, faultyFraming: Bool) {
+    func bodyFraming(requestMethod: DKHTTPMethod) throws(WireError) -> (framing: BodyFraming, faultyFraming: Bool) {
         // §6.3 item 1: responses to HEAD, and 1xx, 204 and 304 responses, end at the empty line
         // after the head whatever their framing fields say.
         if requestMethod == .HEAD || isInformational || status == 204 || status == 304 {
@@ -233,7 +233,7 @@ extension ResponseHead {
         guard isDigit(line[5]), line[6] == UInt8(ascii: "."), isDigit(line[7]) else {
             throw malformed(5, "HTTP version is not DIGIT \".\" DIGIT (RFC 9112 §2.3)")
         }
-        head.version = HTTPVersion(major: Int(line[5] - 0x30), minor: Int(line[7] - 0x30))
+        head.version = DKHTTPVersion(major: Int(line[5] - 0x30), minor: Int(line[7] - 0x30))
         guard head.version.major == 1 else {
             throw WireError(.unsupportedHTTPVersion, offset: baseOffset + 5, "response version is \(head.version)")
         }
@@ -254,7 +254,7 @@ extension ResponseHead {
 
     /// field-line = field-name ":" OWS field-value OWS (RFC 9112 §5).
     private static func parseFieldLine(
-        _ line: UnsafeRawBufferPointer, into headers: inout HTTPHeaders, baseOffset: Int
+        _ line: UnsafeRawBufferPointer, into headers: inout DKHTTPHeaders, baseOffset: Int
     ) throws(WireError) {
         let first = line[0]
         if first == UInt8(ascii: " ") || first == UInt8(ascii: "\t") {

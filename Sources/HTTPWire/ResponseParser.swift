@@ -90,7 +90,7 @@ public struct ResponseParser: Sendable {
 
     /// The limits this parser enforces.
     public let limits: ParserLimits
-    private var requestMethod: HTTPMethod
+    private var requestMethod: DKHTTPMethod
     private var state: State = .head
     private var chunked = ChunkedDecoder()
 
@@ -121,7 +121,7 @@ public struct ResponseParser: Sendable {
     /// - Parameters:
     ///   - requestMethod: The method of the request this response answers; HEAD responses have no body.
     ///   - limits: Bounds on heads, chunk lines and trailers.
-    public init(requestMethod: HTTPMethod, limits: ParserLimits = .default) {
+    public init(requestMethod: DKHTTPMethod, limits: ParserLimits = .default) {
         self.requestMethod = requestMethod
         self.limits = limits
     }
@@ -176,7 +176,7 @@ public struct ResponseParser: Sendable {
 
     /// Prepares for the next response on a kept-alive connection, keeping the head buffer's storage.
     /// - Parameter requestMethod: The method of the next request.
-    public mutating func reset(requestMethod: HTTPMethod) {
+    public mutating func reset(requestMethod: DKHTTPMethod) {
         self.requestMethod = requestMethod
         state = .head
         chunked = ChunkedDecoder()

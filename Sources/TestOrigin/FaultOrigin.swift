@@ -110,7 +110,7 @@ public struct RecordedRequest: Sendable {
     /// The protocol version, e.g. `HTTP/1.1`.
     public var version: String
     /// The header fields in order.
-    public var headers: HTTPHeaders
+    public var headers: DKHTTPHeaders
     /// The connection that carried it, numbered from 1 in accept order.
     public var connectionID: Int
     /// Its position on that connection, from 0.
@@ -394,7 +394,7 @@ final class OriginState: @unchecked Sendable {
             if !clientKeepsAlive { all.append(("Connection", "close")) }
             try Responder.writeSimple(
                 status: status, headers: all, body: body, includeBody: request.method != "HEAD", on: connection)
-            let closes = headers.contains { HTTPHeaders.namesEqual($0.0, "Connection") && $0.1.lowercased() == "close" }
+            let closes = headers.contains { DKHTTPHeaders.namesEqual($0.0, "Connection") && $0.1.lowercased() == "close" }
             return clientKeepsAlive && !closes
         case .script(let script):
             connection.keepsAlive = false

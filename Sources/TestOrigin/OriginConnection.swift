@@ -268,7 +268,7 @@ struct ParsedRequestHead {
     var method: String
     var target: String
     var version: String
-    var headers: HTTPHeaders
+    var headers: DKHTTPHeaders
 
     init(_ bytes: [UInt8]) throws {
         // Lines end in LF, with an optional CR before it.
@@ -288,7 +288,7 @@ struct ParsedRequestHead {
         method = String(parts[0])
         target = String(parts[1])
         version = String(parts[2])
-        headers = HTTPHeaders()
+        headers = DKHTTPHeaders()
         for line in lines.dropFirst() {
             guard let colon = line.firstIndex(of: ":"), colon != line.startIndex else {
                 throw RequestHeadError(status: 400, reason: "malformed header line")

@@ -306,7 +306,7 @@ struct Responder {
     ) throws {
         var all = headers
         let framed = headers.contains {
-            HTTPHeaders.namesEqual($0.0, "Content-Length") || HTTPHeaders.namesEqual($0.0, "Transfer-Encoding")
+            DKHTTPHeaders.namesEqual($0.0, "Content-Length") || DKHTTPHeaders.namesEqual($0.0, "Transfer-Encoding")
         }
         if !framed { all.append(("Content-Length", String(body.count))) }
         var bytes = Array(head(status: status, headers: all).utf8)

@@ -62,7 +62,7 @@ struct AuthOptions: ParsableArguments {
     /// Adds the authenticator, cookie jar, client certificate and pins to `configuration`.
     /// - Parameter urls: The URLs on the command line; credentials are bound to their origins.
     /// - Throws: `ValidationError` naming the file or value at fault.
-    func apply(to configuration: inout HTTPClientConfiguration, urls: [String]) throws {
+    func apply(to configuration: inout DKHTTPClientConfiguration, urls: [String]) throws {
         if user != nil || netrc || netrcFile != nil {
             let authenticator = Authenticator()
             try bindCredentials(in: authenticator, to: urls)

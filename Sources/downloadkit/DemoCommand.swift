@@ -114,7 +114,7 @@ struct DemoCommand: AsyncParsableCommand {
 
     /// SHA-256 of the generated file, computed independently of the download.
     static func sha256OfPattern(bytes: Int64) -> String {
-        let digest = Digest(.sha256)
+        let digest = DKDigest(.sha256)
         let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 64)
         defer { chunk.deallocate() }
         var offset: Int64 = 0
@@ -125,6 +125,6 @@ struct DemoCommand: AsyncParsableCommand {
             digest.update(UnsafeRawBufferPointer(slice))
             offset += Int64(count)
         }
-        return Digest.hex(digest.finalize())
+        return DKDigest.hex(digest.finalize())
     }
 }

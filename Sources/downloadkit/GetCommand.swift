@@ -131,7 +131,7 @@ struct GetCommand: AsyncParsableCommand {
             logging.note(
                 "at most \(perHost) connections to one host (--max-per-host); transfers beyond that to the same host wait for a free connection")
         }
-        var clientConfiguration = HTTPClientConfiguration(
+        var clientConfiguration = DKHTTPClientConfiguration(
             connectTimeout: .seconds(timeout), idleTimeout: .seconds(timeout), maxConnectionsPerOrigin: perHost)
         if insecure { clientConfiguration.tls.certificateVerification = .none }
         if let caCertificate { clientConfiguration.tls.additionalTrustRootFiles.append(caCertificate) }
@@ -142,9 +142,9 @@ struct GetCommand: AsyncParsableCommand {
             FileHandle.standardError.write(Data("error: \(error.detail)\n".utf8))
             throw ExitCode.validationFailure
         }
-        let client: HTTPClient
+        let client: DKHTTPClient
         do {
-            client = try HTTPClient(configuration: clientConfiguration)
+            client = try DKHTTPClient(configuration: clientConfiguration)
         } catch {
             FileHandle.standardError.write(Data("error: TLS setup failed: \(error)\n".utf8))
             throw ExitCode(Exit.tls)
@@ -155,7 +155,7 @@ struct GetCommand: AsyncParsableCommand {
             rateLimit: limitRate.flatMap(RateParser.parse), client: clientConfiguration)
         configuration.connections = connections
         configuration.logger = try logging.makeLogger(label: "downloadkit")
-        var extraHeaders = HTTPHeaders()
+        var extraHeaders = DKHTTPHeaders()
         for header in headers {
             if let (name, value) = HeaderParser.parse(header) { extraHeaders.add(name: name, value: value) }
         }
@@ -236,7 +236,7 @@ struct GetCommand: AsyncParsableCommand {
 extension GetCommand {
     /// Runs one download to its end, feeding the renderer; returns its error, if any.
     static func runOne(
-        _ request: DownloadRequest, index: Int, configuration: DownloadConfiguration, client: HTTPClient,
+        _ request: DownloadRequest, index: Int, configuration: DownloadConfiguration, client: DKHTTPClient,
         active: ActiveDownloads, renderer: ProgressRenderer, onComplete: String?
     ) async -> DownloadError? {
         let download = Download(request, configuration: configuration, client: client)

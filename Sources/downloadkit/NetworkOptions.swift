@@ -29,7 +29,7 @@ struct NetworkOptions: ParsableArguments {
 
     /// Applies the options to `configuration`, reading the environment now so a bad proxy variable
     /// is reported as such.
-    func apply(to configuration: inout HTTPClientConfiguration) throws(TransportError) {
+    func apply(to configuration: inout DKHTTPClientConfiguration) throws(TransportError) {
         var proxies = try ProxyConfiguration(environment: ProxyConfiguration.processEnvironment())
         if let proxy {
             // Validated above; "" means no proxy at all.

@@ -125,7 +125,7 @@ struct AuthConformanceTests {
         let url = fixture.nginx.httpURL("/private/big.bin")
         let authenticator = Authenticator()
         authenticator.addCredential(Credential(user: AuthNginx.user, password: AuthNginx.password), for: try HTTPURL(url))
-        var client = HTTPClientConfiguration(connectTimeout: .seconds(10), idleTimeout: .seconds(10))
+        var client = DKHTTPClientConfiguration(connectTimeout: .seconds(10), idleTimeout: .seconds(10))
         client.authenticator = authenticator
         var configuration = DownloadConfiguration(retries: 1, client: client)
         configuration.connections = 4

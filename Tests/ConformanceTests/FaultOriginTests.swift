@@ -3,7 +3,7 @@ import Glibc
 import Testing
 import TestOrigin
 
-// MARK: - A tiny raw HTTP/1.1 client over a blocking POSIX socket (test-only, independent of HTTPClient)
+// MARK: - A tiny raw HTTP/1.1 client over a blocking POSIX socket (test-only, independent of DKHTTPClient)
 
 /// One response as read by ``RawHTTPConnection``.
 struct RawResponse {

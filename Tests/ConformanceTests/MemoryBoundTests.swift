@@ -23,11 +23,11 @@ struct MemoryBoundTests {
         })
         let url = try HTTPURL(origin.url("/ten"))
         let measured = try await offloaded { () throws -> (received: Int64, before: Int64, after: Int64) in
-            let client = try HTTPClient()
+            let client = try DKHTTPClient()
             var received: Int64 = 0
             var before: Int64 = 0
             _ = try client.execute(
-                HTTPRequest(url: url),
+                DKHTTPRequest(url: url),
                 onHead: { _ in .stream },
                 onBody: { bytes in
                     let previous = received

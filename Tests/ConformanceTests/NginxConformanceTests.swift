@@ -6,7 +6,7 @@ import Testing
 import TestOrigin
 
 // Conformance against a real server: nginx over HTTP and HTTPS (TLS sites with a valid, expired,
-// wrong-host, self-signed and unknown-CA certificate), checked through HTTPClient and the engine, with
+// wrong-host, self-signed and unknown-CA certificate), checked through DKHTTPClient and the engine, with
 // nginx's own access log as the witness of what went over the wire.
 
 private enum Scheme: String, CaseIterable, Sendable, CustomTestStringConvertible {
@@ -84,21 +84,21 @@ private final class NginxFixture {
     }
 
     /// Full verification, trusting the test CA (plus the system roots).
-    var trustingTLS: TLSConfiguration {
-        TLSConfiguration(additionalTrustRootFiles: [certificates.caCertificatePath])
+    var trustingTLS: DKTLSConfiguration {
+        DKTLSConfiguration(additionalTrustRootFiles: [certificates.caCertificatePath])
     }
 
-    func clientConfiguration(maxConnectionsPerOrigin: Int = 8, tls: TLSConfiguration? = nil) -> HTTPClientConfiguration {
-        HTTPClientConfiguration(
+    func clientConfiguration(maxConnectionsPerOrigin: Int = 8, tls: DKTLSConfiguration? = nil) -> DKHTTPClientConfiguration {
+        DKHTTPClientConfiguration(
             connectTimeout: .seconds(10), idleTimeout: .seconds(10), tls: tls ?? trustingTLS, maxConnectionsPerOrigin: maxConnectionsPerOrigin)
     }
 
-    func makeClient(maxConnectionsPerOrigin: Int = 8, tls: TLSConfiguration? = nil) throws -> HTTPClient {
-        try HTTPClient(configuration: clientConfiguration(maxConnectionsPerOrigin: maxConnectionsPerOrigin, tls: tls))
+    func makeClient(maxConnectionsPerOrigin: Int = 8, tls: DKTLSConfiguration? = nil) throws -> DKHTTPClient {
+        try DKHTTPClient(configuration: clientConfiguration(maxConnectionsPerOrigin: maxConnectionsPerOrigin, tls: tls))
     }
 
     func downloadConfiguration(
-        allowsInsecureRedirects: Bool = false, tls: TLSConfiguration? = nil
+        allowsInsecureRedirects: Bool = false, tls: DKTLSConfiguration? = nil
     ) -> DownloadConfiguration {
         DownloadConfiguration(
             allowsInsecureRedirects: allowsInsecureRedirects, retries: 1, retryBaseDelay: .milliseconds(10), maxRetryDelay: .milliseconds(50),
@@ -122,11 +122,11 @@ private struct Fetched {
 }
 
 private func get(
-    _ client: HTTPClient, _ url: String, method: HTTPMethod = .GET, headers: [(String, String)] = []
+    _ client: DKHTTPClient, _ url: String, method: DKHTTPMethod = .GET, headers: [(String, String)] = []
 ) throws -> Fetched {
     var body: [UInt8] = []
     let summary = try client.execute(
-        HTTPRequest(method: method, url: try HTTPURL(url), headers: HTTPHeaders(headers)),
+        DKHTTPRequest(method: method, url: try HTTPURL(url), headers: DKHTTPHeaders(headers)),
         onHead: { _ in .stream }, onBody: { body.append(contentsOf: $0) })
     return Fetched(summary: summary, head: summary.head, body: body)
 }
@@ -175,7 +175,7 @@ struct NginxConformanceTests {
     private static let size = NginxFixture.fileSize
     private static let seed = NginxFixture.seed
 
-    // MARK: HTTPClient.execute
+    // MARK: DKHTTPClient.execute
 
     /// Full GET, byte ranges (RFC 9110 §14.1.2: a-b, a-, -n, clamped last-pos), HEAD, validators and
     /// If-Range (§13.1.5), all over one kept-alive connection.
@@ -446,7 +446,7 @@ struct NginxConformanceTests {
 
     // MARK: TLS failures
 
-    /// Each bad certificate fails through HTTPClient and through Download with its own code and its own
+    /// Each bad certificate fails through DKHTTPClient and through Download with its own code and its own
     /// message; no request reaches nginx and nothing appears under the destination name.
     @Test func certificateFailuresAreDistinctAndWriteNothing() async throws {
         let fixture = try NginxFixture()
@@ -489,7 +489,7 @@ struct NginxConformanceTests {
     /// Turning verification off is explicit, and then a self-signed origin works.
     @Test func disabledVerificationAcceptsASelfSignedCertificate() async throws {
         let fixture = try NginxFixture()
-        let insecure = TLSConfiguration(certificateVerification: .none)
+        let insecure = DKTLSConfiguration(certificateVerification: .none)
         let url = fixture.url("/file.bin", .https, site: "selfSigned")
         let client = try fixture.makeClient(tls: insecure)
         let response = try get(client, url, headers: [("Range", "bytes=100-199")])

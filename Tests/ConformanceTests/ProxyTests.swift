@@ -253,13 +253,13 @@ struct ProxyTests {
         let fixture = try await ProxyFixture.make()
         let proxy = try ScriptedProxy(.relay(closeAfterBytes: nil))
         defer { proxy.stop() }
-        var configuration = HTTPClientConfiguration(
+        var configuration = DKHTTPClientConfiguration(
             connectTimeout: .seconds(10), idleTimeout: .seconds(10),
-            tls: TLSConfiguration(additionalTrustRootFiles: [fixture.certificates.caCertificatePath]))
+            tls: DKTLSConfiguration(additionalTrustRootFiles: [fixture.certificates.caCertificatePath]))
         configuration.proxy = ProxyConfiguration(all: try ProxyURL("http://px:pxpw@127.0.0.1:\(proxy.port)"))
-        let client = try HTTPClient(configuration: configuration)
+        let client = try DKHTTPClient(configuration: configuration)
         let port = fixture.nginx.tlsPorts["valid"]!
-        let request = HTTPRequest(
+        let request = DKHTTPRequest(
             url: try HTTPURL("https://origin-user:origin-pw@localhost:\(port)/file.bin"),
             headers: ["Range": "bytes=0-99", "Proxy-Authorization": "Basic bGVhazpsZWFr"])
         let summary = try await offloaded {

@@ -65,8 +65,8 @@ struct SegmentKillTests {
             #expect(status == 0, "\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
         }
         #expect(fileMatchesPattern(dir.file("k.bin"), size: Int64(size), seed: 91))
-        let expected = Digest.hex(Digest.hash(.sha256, content))
-        let actual = try Digest.hex(Digest.hash(.sha256, Array(Data(contentsOf: URL(fileURLWithPath: dir.file("k.bin"))))))
+        let expected = DKDigest.hex(DKDigest.hash(.sha256, content))
+        let actual = try DKDigest.hex(DKDigest.hash(.sha256, Array(Data(contentsOf: URL(fileURLWithPath: dir.file("k.bin"))))))
         #expect(actual == expected)
         #expect(dir.contents == ["k.bin"])
 

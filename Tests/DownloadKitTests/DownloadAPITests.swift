@@ -309,7 +309,7 @@ struct DownloadAPITests {
         origin.serve("/sum", .resource(Resource(size: size, seed: 79)))
         let bytes = TestPattern.bytes(offset: 0, count: Int(size), seed: 79)
         for algorithm in [DigestAlgorithm.sha384, .sha512] {
-            let hex = Digest.hex(Digest.hash(algorithm, bytes))
+            let hex = DKDigest.hex(DKDigest.hash(algorithm, bytes))
             let checksum = try #require(Checksum(parsing: "\(algorithm.rawValue)=\(hex.uppercased())"))
             let dir = try ScratchDirectory()
             let (result, _) = await runDownload(

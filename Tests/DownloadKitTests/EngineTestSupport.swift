@@ -12,7 +12,7 @@ func testConfiguration(
     DownloadConfiguration(
         maxRedirects: maxRedirects, retries: retries, retryBaseDelay: .milliseconds(10), maxRetryDelay: .milliseconds(50),
         checkpointInterval: checkpointInterval, progressInterval: .milliseconds(20), urlProvider: urlProvider,
-        client: HTTPClientConfiguration(connectTimeout: .seconds(20), idleTimeout: .seconds(20)))
+        client: DKHTTPClientConfiguration(connectTimeout: .seconds(20), idleTimeout: .seconds(20)))
 }
 
 /// Runs a download and collects its events.

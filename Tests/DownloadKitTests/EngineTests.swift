@@ -230,7 +230,7 @@ struct EngineTests {
         let origin = try FaultOrigin()
         origin.serve("/p", .resource(Resource(size: size, seed: 15, faults: [.resetAfter(bytes: 1 << 20, times: 1)])))
         let bytes = TestPattern.bytes(offset: 0, count: Int(size), seed: 15)
-        let expected = Digest.hex(Digest.hash(.sha256, bytes))
+        let expected = DKDigest.hex(DKDigest.hash(.sha256, bytes))
         let dir = try ScratchDirectory()
         let (result, _) = await runDownload(DownloadRequest(
             url: origin.url("/p"), destination: .file(dir.file("p")), checksum: Checksum(algorithm: .sha256, expectedHex: expected)))
@@ -240,7 +240,7 @@ struct EngineTests {
     @Test func contentMD5MismatchFailsTheDownload() async throws {
         let origin = try FaultOrigin()
         origin.serve("/m", .resource(Resource(size: 4096, seed: 16, contentMD5: Base64.encode([UInt8](repeating: 1, count: 16)))))
-        let good = Base64.encode(Digest.hash(.md5, TestPattern.bytes(offset: 0, count: 4096, seed: 16)))
+        let good = Base64.encode(DKDigest.hash(.md5, TestPattern.bytes(offset: 0, count: 4096, seed: 16)))
         origin.serve("/ok", .resource(Resource(size: 4096, seed: 16, contentMD5: good)))
         let dir = try ScratchDirectory()
         let (bad, _) = await runDownload(DownloadRequest(url: origin.url("/m"), destination: .file(dir.file("m"))))

@@ -11,7 +11,7 @@ struct HTTPFieldsConversionTests {
         fields.append(HTTPField(name: try #require(HTTPField.Name("X-Api-Key")), value: "k1"))
         fields.append(HTTPField(name: .cookie, value: "a=1"))
         fields.append(HTTPField(name: .cookie, value: "b=2"))
-        let headers = HTTPHeaders(fields)
+        let headers = DKHTTPHeaders(fields)
         #expect(headers.map(\.name) == ["Accept", "X-Api-Key", "Cookie", "Cookie"])
         #expect(headers.first(name: "x-api-key") == "k1")
         #expect(headers.listValues(name: "Cookie") == ["a=1", "b=2"])
@@ -20,7 +20,7 @@ struct HTTPFieldsConversionTests {
     }
 
     @Test func aNameThatIsNotATokenIsRefusedNotDropped() {
-        let headers: HTTPHeaders = ["Good": "1", "Bad Name": "2"]
+        let headers: DKHTTPHeaders = ["Good": "1", "Bad Name": "2"]
         #expect(HTTPFields(headers) == nil)
     }
 }

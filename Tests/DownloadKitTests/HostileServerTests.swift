@@ -394,7 +394,7 @@ struct HostileServerTests {
         first.serve("/start", .redirect(status: 307, location: second.url("/file")))
         second.serve("/file", .resource(Resource(size: 4096, seed: 10)))
         let dir = try ScratchDirectory()
-        var headers = HTTPHeaders()
+        var headers = DKHTTPHeaders()
         headers.add(name: "Authorization", value: "Bearer top-secret")
         headers.add(name: "Cookie", value: "session=1")
         let url = "http://user:pw@127.0.0.1:\(first.port)/same"

@@ -94,8 +94,8 @@ struct RangeResponsePolicyTests {
     @Test(arguments: cases)
     func decision(_ testCase: Case) {
         let head = ResponseHead(
-            version: HTTPVersion(major: 1, minor: 1), status: testCase.status, reason: "",
-            headers: HTTPHeaders(testCase.headers))
+            version: DKHTTPVersion(major: 1, minor: 1), status: testCase.status, reason: "",
+            headers: DKHTTPHeaders(testCase.headers))
         #expect(testCase.policy.decide(head) == testCase.expected)
     }
 }

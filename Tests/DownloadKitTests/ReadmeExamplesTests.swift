@@ -13,7 +13,7 @@ struct ReadmeExamplesTests {
         let origin = try FaultOrigin()
         origin.serve("/images/disk.iso", .resource(Resource(size: 2 << 20, seed: 81)))
         let dir = try ScratchDirectory()
-        let sha256 = Digest.hex(Digest.hash(.sha256, TestPattern.bytes(offset: 0, count: 2 << 20, seed: 81)))
+        let sha256 = DKDigest.hex(DKDigest.hash(.sha256, TestPattern.bytes(offset: 0, count: 2 << 20, seed: 81)))
 
         let request = DownloadRequest(
             url: origin.url("/images/disk.iso"),
@@ -107,7 +107,7 @@ struct ReadmeExamplesTests {
         var configuration = DownloadConfiguration(retries: 8, retryBaseDelay: .seconds(1), lowSpeedTime: .seconds(60))
         configuration.connections = 8                           // segmented: ranges checked one by one
         configuration.client.headTimeout = .seconds(30)         // a response head must arrive within 30 s
-        configuration.logger = Logger(label: "downloads")       // swift-log; HTTPClient logs to it at debug
+        configuration.logger = Logger(label: "downloads")       // swift-log; DKHTTPClient logs to it at debug
         let fast = Download(request, configuration: configuration)
 
         fast.start()

@@ -158,7 +158,7 @@ struct SegmentedTests {
         let size: Int64 = 6 << 20
         let origin = try FaultOrigin()
         origin.serve("/sum", .resource(Resource(size: size, seed: 68)))
-        let expected = Digest.hex(Digest.hash(.sha256, TestPattern.bytes(offset: 0, count: Int(size), seed: 68)))
+        let expected = DKDigest.hex(DKDigest.hash(.sha256, TestPattern.bytes(offset: 0, count: Int(size), seed: 68)))
         let dir = try ScratchDirectory()
         let good = DownloadRequest(
             url: origin.url("/sum"), destination: .file(dir.file("g")), checksum: Checksum(algorithm: .sha256, expectedHex: expected))

@@ -7,12 +7,12 @@ import Testing
 @testable import HTTPClient
 
 /// Runs one GET through `client`, collecting the body.
-private func authFetch(_ client: HTTPClient, _ url: String, headers: HTTPHeaders = HTTPHeaders()) throws -> (
+private func authFetch(_ client: DKHTTPClient, _ url: String, headers: DKHTTPHeaders = DKHTTPHeaders()) throws -> (
     head: ResponseHead, body: [UInt8]
 ) {
     var body: [UInt8] = []
     let summary = try client.execute(
-        HTTPRequest(url: try HTTPURL(url), headers: headers), onHead: { _ in .stream },
+        DKHTTPRequest(url: try HTTPURL(url), headers: headers), onHead: { _ in .stream },
         onBody: { body += $0 })
     return (summary.head, body)
 }
@@ -32,7 +32,7 @@ private func authFetch(_ client: HTTPClient, _ url: String, headers: HTTPHeaders
         let value = challenge.authorization(
             user: "Mufasa", password: "Circle of Life", method: "GET", uri: "/dir/index.html",
             cnonce: "f2/wE4q74E6zIJEtWaHKaf5wv/H5QzzpXusqGemxURZJ", nonceCount: 1,
-            hash: { Digest.hex(Digest.hash(digest, Array($0.utf8))) })
+            hash: { DKDigest.hex(DKDigest.hash(digest, Array($0.utf8))) })
         #expect(value.contains("response=\"\(response)\""), "\(value)")
         #expect(value.contains("nc=00000001") && value.contains("qop=auth,"))
     }
@@ -41,8 +41,8 @@ private func authFetch(_ client: HTTPClient, _ url: String, headers: HTTPHeaders
     @Test func independentHashesAgreeWithOpenSSL() {
         for text in ["", "abc", String(repeating: "x", count: 1000)] {
             let bytes = Array(text.utf8)
-            #expect(SimpleHash.md5(bytes) == Digest.hash(.md5, bytes))
-            #expect(SimpleHash.sha256(bytes) == Digest.hash(.sha256, bytes))
+            #expect(SimpleHash.md5(bytes) == DKDigest.hash(.md5, bytes))
+            #expect(SimpleHash.sha256(bytes) == DKDigest.hash(.sha256, bytes))
         }
     }
 
@@ -55,9 +55,9 @@ private func authFetch(_ client: HTTPClient, _ url: String, headers: HTTPHeaders
         origin.serve("/secret", digest.route)
         let authenticator = Authenticator()
         authenticator.addCredential(Credential(user: "ann", password: "s3cret"), for: try HTTPURL(origin.url("/")))
-        var configuration = HTTPClientConfiguration(connectTimeout: .seconds(5), idleTimeout: .seconds(5))
+        var configuration = DKHTTPClientConfiguration(connectTimeout: .seconds(5), idleTimeout: .seconds(5))
         configuration.authenticator = authenticator
-        let client = try HTTPClient(configuration: configuration)
+        let client = try DKHTTPClient(configuration: configuration)
 
         let first = try authFetch(client, origin.url("/secret"))
         #expect(first.head.status == 200)
@@ -82,9 +82,9 @@ private func authFetch(_ client: HTTPClient, _ url: String, headers: HTTPHeaders
         origin.serve("/s", digest.route)
         let authenticator = Authenticator()
         authenticator.addCredential(Credential(user: "ann", password: "pw"), for: try HTTPURL(origin.url("/")))
-        var configuration = HTTPClientConfiguration()
+        var configuration = DKHTTPClientConfiguration()
         configuration.authenticator = authenticator
-        let client = try HTTPClient(configuration: configuration)
+        let client = try DKHTTPClient(configuration: configuration)
         #expect(try authFetch(client, origin.url("/s")).head.status == 200)
         // The nonce has served once; the up-front answer gets stale=true, answered with the new nonce.
         #expect(try authFetch(client, origin.url("/s")).head.status == 200)
@@ -100,9 +100,9 @@ private func authFetch(_ client: HTTPClient, _ url: String, headers: HTTPHeaders
         origin.serve("/s", digest.route)
         let authenticator = Authenticator()
         authenticator.addCredential(Credential(user: "ann", password: "wrong"), for: try HTTPURL(origin.url("/")))
-        var configuration = HTTPClientConfiguration()
+        var configuration = DKHTTPClientConfiguration()
         configuration.authenticator = authenticator
-        let response = try authFetch(try HTTPClient(configuration: configuration), origin.url("/s"))
+        let response = try authFetch(try DKHTTPClient(configuration: configuration), origin.url("/s"))
         #expect(response.head.status == 401)
         #expect(origin.requests("/s").count == 2, "one answer, no loop")
         #expect(digest.rejectedCount == 1)
@@ -110,12 +110,12 @@ private func authFetch(_ client: HTTPClient, _ url: String, headers: HTTPHeaders
 }
 
 @Suite struct CredentialScopeTests {
-    func client(boundTo url: String) throws -> HTTPClient {
+    func client(boundTo url: String) throws -> DKHTTPClient {
         let authenticator = Authenticator()
         authenticator.addCredential(Credential(user: "u", password: "p"), for: try HTTPURL(url))
-        var configuration = HTTPClientConfiguration()
+        var configuration = DKHTTPClientConfiguration()
         configuration.authenticator = authenticator
-        return try HTTPClient(configuration: configuration)
+        return try DKHTTPClient(configuration: configuration)
     }
 
     static let challenge: Route = .response(
@@ -196,9 +196,9 @@ private func authFetch(_ client: HTTPClient, _ url: String, headers: HTTPHeaders
         origin.serve("/file", gate.protected(body: Array("members only\n".utf8)))
         let dir = try ScratchDirectory()
         let jar = CookieJar(persistencePath: dir.file("jar.txt"))
-        var configuration = HTTPClientConfiguration()
+        var configuration = DKHTTPClientConfiguration()
         configuration.cookieJar = jar
-        let client = try HTTPClient(configuration: configuration)
+        let client = try DKHTTPClient(configuration: configuration)
         #expect(try authFetch(client, origin.url("/login")).head.status == 302)
         #expect(try authFetch(client, origin.url("/file")).head.status == 200)
         #expect(try authFetch(client, "http://localhost:\(origin.port)/file").head.status == 403)
@@ -239,7 +239,7 @@ private func authFetch(_ client: HTTPClient, _ url: String, headers: HTTPHeaders
     }
 
     func contextError(_ identity: ClientCertificate) -> TransportError? {
-        var configuration = TLSConfiguration(additionalTrustRootFiles: [certificates.caCertificatePath])
+        var configuration = DKTLSConfiguration(additionalTrustRootFiles: [certificates.caCertificatePath])
         configuration.clientCertificate = identity
         do {
             _ = try TLSContext(configuration: configuration)
@@ -282,7 +282,7 @@ private func authFetch(_ client: HTTPClient, _ url: String, headers: HTTPHeaders
         let rightPin = try ClientCertificates.opensslPublicKeyPin(certificatePath: certificates.valid.certificatePath)
         let wrongPin = try ClientCertificates.opensslPublicKeyPin(certificatePath: certificates.weakKey.certificatePath)
         func connect(pins: String) throws {
-            var configuration = TLSConfiguration(additionalTrustRootFiles: [certificates.caCertificatePath])
+            var configuration = DKTLSConfiguration(additionalTrustRootFiles: [certificates.caCertificatePath])
             configuration.useSystemTrustRoots = false
             configuration.pinnedPublicKeys = try PublicKeyPin.parseList(pins)
             let connection = try Connection.connect(

@@ -11,7 +11,7 @@ struct ClientLoggingTests {
         let origin = try FaultOrigin()
         origin.serve("/a", .resource(Resource(size: 4096, seed: 3)))
         let handler = CapturingLogHandler()
-        let client = try HTTPClient(logger: Logger(label: "test") { _ in handler })
+        let client = try DKHTTPClient(logger: Logger(label: "test") { _ in handler })
         _ = try fetch(client, origin.url("/a"))
         _ = try fetch(client, origin.url("/a"))
         let lines = handler.lines
@@ -28,11 +28,11 @@ struct ClientLoggingTests {
         let certificates = try sharedTestCertificates.get()
         let server = try OpenSSLServer(certificate: certificates.valid)
         defer { server.stop() }
-        var configuration = HTTPClientConfiguration()
+        var configuration = DKHTTPClientConfiguration()
         configuration.tls.useSystemTrustRoots = false
         configuration.tls.additionalTrustRootFiles = [certificates.caCertificatePath]
         let handler = CapturingLogHandler()
-        let client = try HTTPClient(configuration: configuration, logger: Logger(label: "test") { _ in handler })
+        let client = try DKHTTPClient(configuration: configuration, logger: Logger(label: "test") { _ in handler })
         // s_server -www answers HTTP/1.0 and may close without close_notify: only the log matters here.
         _ = try? fetch(client, "https://127.0.0.1:\(server.port)/")
         let connected = try #require(handler.lines.first { $0.message.hasPrefix("connected") })
@@ -43,9 +43,9 @@ struct ClientLoggingTests {
         // A port nothing listens on: take one from the kernel and close it.
         let port = try #require(LoopbackListener()).port
         let handler = CapturingLogHandler()
-        var configuration = HTTPClientConfiguration()
+        var configuration = DKHTTPClientConfiguration()
         configuration.proxy = .direct
-        let client = try HTTPClient(configuration: configuration, logger: Logger(label: "test") { _ in handler })
+        let client = try DKHTTPClient(configuration: configuration, logger: Logger(label: "test") { _ in handler })
         #expect(throws: TransportError.self) { try fetch(client, "http://127.0.0.1:\(port)/") }
         let lines = handler.lines
         #expect(lines.contains { $0.message.hasPrefix("connect failed:") })

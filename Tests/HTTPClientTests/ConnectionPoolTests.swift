@@ -5,7 +5,7 @@ import TestOrigin
 
 @testable import HTTPClient
 
-/// The connection pool behind `HTTPClient`: the per-origin bound, hand-over of freed connections to
+/// The connection pool behind `DKHTTPClient`: the per-origin bound, hand-over of freed connections to
 /// waiting requests, idle eviction and `closeIdleConnections`.
 @Suite("HTTPClient connection pool", .timeLimit(.minutes(1)))
 struct ConnectionPoolTests {
@@ -82,7 +82,7 @@ struct ConnectionPoolTests {
             if index == 0 {
                 var signalled = false
                 let summary = try? client.execute(
-                    HTTPRequest(url: try HTTPURL(origin.url("/slow"))),
+                    DKHTTPRequest(url: try HTTPURL(origin.url("/slow"))),
                     onHead: { _ in
                         if !signalled { signalled = true; slowHasHead.signal() }
                         return .stream

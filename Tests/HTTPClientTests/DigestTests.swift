@@ -17,22 +17,22 @@ import Testing
     @Test(arguments: 0..<vectors.count)
     func oneShotMatchesKnownVector(index: Int) {
         let (algorithm, message, expected) = Self.vectors[index]
-        let digest = Digest.hash(algorithm, Array(message.utf8))
-        #expect(Digest.hex(digest) == expected)
+        let digest = DKDigest.hash(algorithm, Array(message.utf8))
+        #expect(DKDigest.hex(digest) == expected)
         #expect(digest.count == algorithm.byteCount)
     }
 
     @Test func millionTimesASHA256MatchesFIPSVector() {
-        let digest = Digest(.sha256)
+        let digest = DKDigest(.sha256)
         let block = [UInt8](repeating: UInt8(ascii: "a"), count: 1000)
         for _ in 0..<1000 { digest.update(block) }
-        #expect(Digest.hex(digest.finalize()) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
+        #expect(DKDigest.hex(digest.finalize()) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
     }
 
     @Test(arguments: DigestAlgorithm.allCases)
     func incrementalEqualsOneShotForUnevenSplits(algorithm: DigestAlgorithm) {
         let message = (0..<10_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
-        let digest = Digest(algorithm)
+        let digest = DKDigest(algorithm)
         var offset = 0
         var step = 1
         while offset < message.count {
@@ -41,20 +41,20 @@ import Testing
             offset = end
             step = step * 3 + 1
         }
-        #expect(digest.finalize() == Digest.hash(algorithm, message))
+        #expect(digest.finalize() == DKDigest.hash(algorithm, message))
     }
 
     @Test func finalizeStartsOver() {
-        let digest = Digest(.sha1)
+        let digest = DKDigest(.sha1)
         digest.update(Array("abc".utf8))
         _ = digest.finalize()
         digest.update(Array("abc".utf8))
-        #expect(Digest.hex(digest.finalize()) == "a9993e364706816aba3e25717850c26c9cd0d89d")
-        #expect(Digest.hex(digest.finalize()) == "da39a3ee5e6b4b0d3255bfef95601890afd80709")
+        #expect(DKDigest.hex(digest.finalize()) == "a9993e364706816aba3e25717850c26c9cd0d89d")
+        #expect(DKDigest.hex(digest.finalize()) == "da39a3ee5e6b4b0d3255bfef95601890afd80709")
     }
 
     @Test func hexUsesLowercasePairs() {
-        #expect(Digest.hex([0x00, 0x0f, 0xa0, 0xff]) == "000fa0ff")
-        #expect(Digest.hex([]) == "")
+        #expect(DKDigest.hex([0x00, 0x0f, 0xa0, 0xff]) == "000fa0ff")
+        #expect(DKDigest.hex([]) == "")
     }
 }

@@ -7,7 +7,7 @@ import TestOrigin
 
 // MARK: - Helpers shared with ConnectionPoolTests
 
-/// What one `HTTPClient.execute` produced: the summary, every head `onHead` saw, and the body bytes.
+/// What one `DKHTTPClient.execute` produced: the summary, every head `onHead` saw, and the body bytes.
 struct FetchedResponse {
     var summary: ExchangeSummary
     var heads: [ResponseHead]
@@ -16,14 +16,14 @@ struct FetchedResponse {
 
 /// Runs one exchange and collects the heads and body it delivers.
 func fetch(
-    _ client: HTTPClient, _ url: String, method: HTTPMethod = .GET, headers: HTTPHeaders = HTTPHeaders(),
+    _ client: DKHTTPClient, _ url: String, method: DKHTTPMethod = .GET, headers: DKHTTPHeaders = DKHTTPHeaders(),
     disposition: BodyDisposition = .stream, cancellation: CancellationToken? = nil,
     onBodyBytes: (Int) -> Void = { _ in }
 ) throws -> FetchedResponse {
     var heads: [ResponseHead] = []
     var body: [UInt8] = []
     let summary = try client.execute(
-        HTTPRequest(method: method, url: try HTTPURL(url), headers: headers), cancellation: cancellation,
+        DKHTTPRequest(method: method, url: try HTTPURL(url), headers: headers), cancellation: cancellation,
         onHead: { head in
             heads.append(head)
             return disposition
@@ -80,9 +80,9 @@ func eventually(timeout: Double = 5, _ condition: () -> Bool) -> Bool {
 func makeTestClient(
     maxConnectionsPerOrigin: Int = 8, idleConnectionLifetime: Duration = .seconds(60), connectTimeout: Duration = .seconds(10),
     idleTimeout: Duration = .seconds(10), parserLimits: ParserLimits = .default
-) throws -> HTTPClient {
-    try HTTPClient(
-        configuration: HTTPClientConfiguration(
+) throws -> DKHTTPClient {
+    try DKHTTPClient(
+        configuration: DKHTTPClientConfiguration(
             connectTimeout: connectTimeout, idleTimeout: idleTimeout, maxConnectionsPerOrigin: maxConnectionsPerOrigin,
             idleConnectionLifetime: idleConnectionLifetime, receiveBufferSize: 64 << 10, parserLimits: parserLimits))
 }
@@ -94,7 +94,7 @@ private func scriptedOK(_ body: String, extra: String = "") -> String {
 
 // MARK: - Exchange
 
-/// `HTTPClient.execute` against a fault-injecting origin: framing, reuse decisions, retries, timeouts
+/// `DKHTTPClient.execute` against a fault-injecting origin: framing, reuse decisions, retries, timeouts
 /// and cancellation (RFC 9112 §6 message body length, §9 connection management).
 @Suite("HTTPClient exchange", .timeLimit(.minutes(1)))
 struct ExchangeTests {
@@ -391,10 +391,10 @@ struct ResponseHeadBoundsTests {
                 Array("HTTP/1.1 200 OK\r\nX-Padding: \(String(repeating: "a", count: 40))\r\nContent-Length: 0\r\n\r\n".utf8),
                 pieceSize: 1, pause: 0.2)
         })
-        var configuration = HTTPClientConfiguration(idleTimeout: .seconds(5))
+        var configuration = DKHTTPClientConfiguration(idleTimeout: .seconds(5))
         configuration.headTimeout = .seconds(1)
         configuration.proxy = .direct
-        let client = try HTTPClient(configuration: configuration)
+        let client = try DKHTTPClient(configuration: configuration)
         let error = try #require(throws: TransportError.self) { try fetch(client, origin.url("/trickle")) }
         #expect(error.code == .readTimeout)
         #expect(error.detail.contains("no complete response head"), "\(error.detail)")

@@ -54,10 +54,10 @@ import Testing
         #expect(config.proxy(for: httpsURL) == proxy)
         #expect(config.proxy(for: try HTTPURL("http://localhost/")) == nil)
         #expect(ProxyConfiguration.direct.proxy(for: httpURL) == nil)
-        #expect(HTTPClientConfiguration().proxy == .environment)
+        #expect(DKHTTPClientConfiguration().proxy == .environment)
         // A client created with explicit proxies uses them, not the environment.
-        var configuration = HTTPClientConfiguration()
+        var configuration = DKHTTPClientConfiguration()
         configuration.proxy = config
-        #expect(try HTTPClient(configuration: configuration).proxies == config)
+        #expect(try DKHTTPClient(configuration: configuration).proxies == config)
     }
 }

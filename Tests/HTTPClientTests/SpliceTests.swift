@@ -13,12 +13,12 @@ import TestOrigin
         let fd = open(path, O_RDWR | O_CREAT, 0o644)
         try #require(fd >= 0)
         defer { close(fd) }
-        let client = try HTTPClient()
+        let client = try DKHTTPClient()
         var position = start
         var streamed = 0
         var spliced = 0
         let summary = try client.execute(
-            HTTPRequest(url: try HTTPURL(url)),
+            DKHTTPRequest(url: try HTTPURL(url)),
             onHead: { _ in .spliceToFile(fileDescriptor: fd, offset: start) },
             onBody: { bytes in
                 let n = pwrite(fd, bytes.baseAddress, bytes.count, off_t(position))

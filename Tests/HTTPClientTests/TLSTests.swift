@@ -74,8 +74,8 @@ final class OpenSSLServer {
     }
 
     /// A context trusting only the test CA.
-    func trustingTestCA(_ configure: (inout TLSConfiguration) -> Void = { _ in }) throws -> TLSContext {
-        var configuration = TLSConfiguration.makeClientConfiguration()
+    func trustingTestCA(_ configure: (inout DKTLSConfiguration) -> Void = { _ in }) throws -> TLSContext {
+        var configuration = DKTLSConfiguration.makeClientConfiguration()
         configuration.useSystemTrustRoots = false
         configuration.additionalTrustRootFiles = [certificates.caCertificatePath]
         configure(&configuration)
@@ -249,7 +249,7 @@ final class OpenSSLServer {
     @Test func verificationNoneAcceptsSelfSignedCertificate() throws {
         let server = try OpenSSLServer(certificate: certificates.selfSigned)
         defer { server.stop() }
-        var configuration = TLSConfiguration.makeClientConfiguration()
+        var configuration = DKTLSConfiguration.makeClientConfiguration()
         configuration.certificateVerification = .none
         configuration.useSystemTrustRoots = false
         #expect(handshakeError(server, context: try TLSContext(configuration: configuration)) == nil)
@@ -270,7 +270,7 @@ final class OpenSSLServer {
     }
 
     @Test func missingTrustRootFileFailsContextCreation() {
-        var configuration = TLSConfiguration.makeClientConfiguration()
+        var configuration = DKTLSConfiguration.makeClientConfiguration()
         configuration.additionalTrustRootFiles = ["/nonexistent/ca.pem"]
         let error = transportError { _ = try TLSContext(configuration: configuration) }
         #expect(error?.code == .tlsFailed)

@@ -53,7 +53,7 @@ final class LoopbackListener {
     /// Accepts one connection (blocking) and returns its descriptor.
     func accept() throws -> Int32 {
         let client = Glibc.accept(fd, nil, nil)
-        guard client >= 0 else { throw Errno(rawValue: errno) }
+        guard client >= 0 else { throw DKErrno(rawValue: errno) }
         return client
     }
 }

@@ -3,7 +3,7 @@ import Testing
 
 @Suite struct HTTPHeadersTests {
     @Test func lookupIsCaseInsensitiveAndKeepsOrder() {
-        var headers = HTTPHeaders()
+        var headers = DKHTTPHeaders()
         headers.add(name: "Content-Type", value: "text/plain")
         headers.add(name: "set-cookie", value: "a=1")
         headers.add(name: "Set-Cookie", value: "b=2")
@@ -14,14 +14,14 @@ import Testing
     }
 
     @Test func replaceOrAddCollapsesRepeatedFields() {
-        var headers: HTTPHeaders = ["A": "1", "B": "2", "a": "3"]
+        var headers: DKHTTPHeaders = ["A": "1", "B": "2", "a": "3"]
         headers.replaceOrAdd(name: "a", value: "9")
         #expect(headers.map(\.name) == ["A", "B"])
         #expect(headers["a"] == ["9"])
     }
 
     @Test func listValuesSplitsOnCommas() {
-        let headers: HTTPHeaders = ["Transfer-Encoding": "gzip , chunked", "transfer-encoding": " ,x"]
+        let headers: DKHTTPHeaders = ["Transfer-Encoding": "gzip , chunked", "transfer-encoding": " ,x"]
         #expect(headers.listValues(name: "transfer-encoding") == ["gzip", "chunked", "x"])
     }
 }

@@ -67,7 +67,7 @@ let rejectedRequests: [RejectedRequest] = [
     @Test func callerHostFieldsAreDroppedSoHostIsFirstAndSingle() throws {
         let head = RequestHead(
             method: .GET, target: "/x", host: "right.example",
-            headers: HTTPHeaders([("host", "wrong.example"), ("Accept", "*/*"), ("HOST", "evil.example\r\nX: 1")]))
+            headers: DKHTTPHeaders([("host", "wrong.example"), ("Accept", "*/*"), ("HOST", "evil.example\r\nX: 1")]))
         let text = String(decoding: try head.encoded(), as: UTF8.self)
         #expect(text == "GET /x HTTP/1.1\r\nHost: right.example\r\nAccept: */*\r\n\r\n")
     }
@@ -86,7 +86,7 @@ let rejectedRequests: [RejectedRequest] = [
     @Test(arguments: rejectedRequests)
     func injectionAttemptIsRejectedAndLeavesTheBufferUnchanged(_ request: RejectedRequest) {
         let head = RequestHead(
-            method: .GET, target: request.target, host: request.host, headers: HTTPHeaders(request.headers))
+            method: .GET, target: request.target, host: request.host, headers: DKHTTPHeaders(request.headers))
         var buffer = Array("keep".utf8)
         do throws(WireError) {
             try head.encode(into: &buffer)

@@ -55,7 +55,7 @@ enum Feeding: CustomStringConvertible {
 /// next read appends to, `next` is called until it needs more, and `finish` is called at EOF.
 /// Checks the call contract (consumed bounds, progress, body ranges) on every step.
 func runParser(
-    _ input: [UInt8], feeding: Feeding, method: HTTPMethod = .GET, limits: ParserLimits = .default, eof: Bool
+    _ input: [UInt8], feeding: Feeding, method: DKHTTPMethod = .GET, limits: ParserLimits = .default, eof: Bool
 ) -> ParseOutcome {
     var parser = ResponseParser(requestMethod: method, limits: limits)
     var outcome = ParseOutcome()
@@ -112,7 +112,7 @@ func runParser(
 struct ResponseCase: Sendable, CustomTestStringConvertible {
     var name: String
     var input: String
-    var method: HTTPMethod = .GET
+    var method: DKHTTPMethod = .GET
     var limits: ParserLimits = .default
     /// Call `finish()` (peer closed) after the input.
     var eof = false
@@ -482,7 +482,7 @@ let responseCases: [ResponseCase] = [
         var statuses: [Int] = []
         var bodies: [String] = []
         var body: [UInt8] = []
-        for method in [HTTPMethod.GET, .GET] {
+        for method in [DKHTTPMethod.GET, .GET] {
             parser.reset(requestMethod: method)
             body = []
             loop: while true {

@@ -13,12 +13,12 @@ final class TransferEngine {
     let request: DownloadRequest
     let configuration: DownloadConfiguration
     let control: DownloadControl
-    private let suppliedClient: HTTPClient?
+    private let suppliedClient: DKHTTPClient?
 
     // Identity and location.
     private var originalURL: HTTPURL
     private var currentURL: HTTPURL
-    private var requestHeaders: HTTPHeaders
+    private var requestHeaders: DKHTTPHeaders
     private var workingDirectory = ""
     private var tempPath = ""
     private var infoPath = ""
@@ -36,7 +36,7 @@ final class TransferEngine {
     private var lastModified: String?
     private var acceptsRanges: Bool?
     private var created = Date()
-    private var digest: Digest?
+    private var digest: DKDigest?
     private var infoDirty = true
 
     // Per-run accounting.
@@ -65,7 +65,7 @@ final class TransferEngine {
     private let checkpointQueue = DispatchQueue(label: "DownloadKit checkpoint")
     private let backgroundCheckpoint = BackgroundCheckpointState()
 
-    init(request: DownloadRequest, configuration: DownloadConfiguration, control: DownloadControl, client: HTTPClient?)
+    init(request: DownloadRequest, configuration: DownloadConfiguration, control: DownloadControl, client: DKHTTPClient?)
         throws(DownloadError)
     {
         self.request = request
@@ -86,9 +86,9 @@ final class TransferEngine {
 
     /// Runs to the end: returns the result or throws the final error (paused and cancelled included).
     func run() throws(DownloadError) -> DownloadResult {
-        let client: HTTPClient
+        let client: DKHTTPClient
         do {
-            client = try suppliedClient ?? HTTPClient(configuration: configuration.client, logger: configuration.logger)
+            client = try suppliedClient ?? DKHTTPClient(configuration: configuration.client, logger: configuration.logger)
         } catch {
             throw DownloadError.wrap(error)
         }
@@ -234,7 +234,7 @@ final class TransferEngine {
         durableOffset = resumeInfo == nil ? -1 : min(offset, resumeInfo?.bytesReceived ?? 0)
 
         if let checksum = request.checksum {
-            let digest = Digest(checksum.algorithm)
+            let digest = DKDigest(checksum.algorithm)
             try hashPrefix(into: digest, count: offset, from: handle)
             self.digest = digest
         }
@@ -270,7 +270,7 @@ final class TransferEngine {
         }
     }
 
-    private func hashPrefix(into digest: Digest, count: Int64, from handle: FileHandleFD) throws {
+    private func hashPrefix(into digest: DKDigest, count: Int64, from handle: FileHandleFD) throws {
         guard count > 0 else { return }
         let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 64)
         defer { chunk.deallocate() }
@@ -300,7 +300,7 @@ final class TransferEngine {
         case restart(RestartReason)
     }
 
-    private func transfer(using client: HTTPClient) throws -> DownloadResult {
+    private func transfer(using client: DKHTTPClient) throws -> DownloadResult {
         var retry = RetryPolicy(configuration)
         var redirects = 0
         var visited: Set<String> = [currentURL.absoluteString]
@@ -405,7 +405,7 @@ final class TransferEngine {
     /// Start writeback after this many bytes (8 MiB).
     static let writebackInterval = 8 << 20
 
-    private func receiveBufferSize(_ client: HTTPClient) -> Int {
+    private func receiveBufferSize(_ client: DKHTTPClient) -> Int {
         guard let rate = rateLimiters.map(\.bytesPerSecond).min() else { return client.configuration.receiveBufferSize }
         // Smaller reads keep a limited transfer smooth instead of bursting a whole buffer then sleeping.
         return min(client.configuration.receiveBufferSize, max(64 << 10, rate / 8))
@@ -429,7 +429,7 @@ final class TransferEngine {
         offset = 0
         durableOffset = -1
         resumedFrom = 0
-        if let checksum = request.checksum { digest = Digest(checksum.algorithm) }
+        if let checksum = request.checksum { digest = DKDigest(checksum.algorithm) }
         entityTag = nil
         entityTagText = nil
         lastModified = nil
@@ -447,16 +447,16 @@ final class TransferEngine {
     }
 
     /// Builds the request for the current offset.
-    private func makeRequest() -> HTTPRequest {
+    private func makeRequest() -> DKHTTPRequest {
         var headers = requestHeaders
         if offset > 0 {
             headers.replaceOrAdd(name: "Range", value: RangeHeader(ranges: [.from(offset)]).headerValue)
             if let validator = ifRangeValue { headers.replaceOrAdd(name: "If-Range", value: validator) }
         }
-        return HTTPRequest(method: .GET, url: currentURL, headers: headers)
+        return DKHTTPRequest(method: .GET, url: currentURL, headers: headers)
     }
 
-    private func attempt(client: HTTPClient, buffer: ReceiveBuffer) throws -> AttemptOutcome {
+    private func attempt(client: DKHTTPClient, buffer: ReceiveBuffer) throws -> AttemptOutcome {
         if let reason = restartPending {
             try restartFromZero(reason)
         }
@@ -476,7 +476,7 @@ final class TransferEngine {
         let requestedOffset = offset
         rangeEnd = nil
         var outcome: AttemptOutcome = .bodyReceived
-        var partDigest: (digest: Digest, expected: [UInt8])?
+        var partDigest: (digest: DKDigest, expected: [UInt8])?
         guard let file else { throw DownloadError(.fileSystem, "the temp file is not open") }
 
         _ = try client.execute(
@@ -490,7 +490,7 @@ final class TransferEngine {
                 outcome = decision
                 guard case .bodyReceived = decision else { return .discard }
                 if let md5Text = head.headers.first(name: "Content-MD5"), let md5 = try? ContentMD5(parsing: md5Text) {
-                    partDigest = (Digest(.md5), md5.digest)
+                    partDigest = (DKDigest(.md5), md5.digest)
                 }
                 self.control.setState(.receive(resumedFrom: self.offset))
                 // Nothing needs to see the bytes (no digest, no Content-MD5, no rate limit): let the
@@ -739,7 +739,7 @@ final class TransferEngine {
 
     /// Runs segment workers over `[0, total)` (``SegmentCoordinator``) until every segment is written,
     /// then leaves the engine as if one connection had written the whole file.
-    private func runSegments(total: Int64, client: HTTPClient) throws -> SegmentCoordinator.Outcome {
+    private func runSegments(total: Int64, client: DKHTTPClient) throws -> SegmentCoordinator.Outcome {
         guard let file else { throw DownloadError(.fileSystem, "the temp file is not open") }
         let coordinator = SegmentCoordinator(
             total: total, file: file, tempPath: tempPath, client: client, configuration: configuration, control: control,
@@ -781,7 +781,7 @@ final class TransferEngine {
         offset = total
         if let checksum = request.checksum {
             // Segments finish out of order: hash the whole file once, at the end.
-            let digest = Digest(checksum.algorithm)
+            let digest = DKDigest(checksum.algorithm)
             try hashPrefix(into: digest, count: total, from: file)
             self.digest = digest
         }
@@ -980,7 +980,7 @@ final class TransferEngine {
         durableOffset = offset
         var checksumHex: String?
         if let checksum = request.checksum, let digest {
-            let hex = Digest.hex(digest.finalize())
+            let hex = DKDigest.hex(digest.finalize())
             self.digest = nil
             checksumHex = hex
             if hex != checksum.expectedHex {
@@ -1059,7 +1059,7 @@ final class TransferEngine {
     }
 
     static func md5Hex(_ text: String) -> String {
-        Digest.hex(Digest.hash(.md5, Array(text.utf8)))
+        DKDigest.hex(DKDigest.hash(.md5, Array(text.utf8)))
     }
 
 

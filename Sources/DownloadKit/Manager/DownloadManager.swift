@@ -10,7 +10,7 @@ import Logging
 /// destination's `.dkpart`/`.dkresume` files, so after a crash or kill -9 a new manager on the same
 /// directory finds every unfinished task and its transfer continues from the durable bytes. The
 /// scheduling rules are the pure ``Scheduler``; this actor carries out its actions. All transfers share
-/// one `HTTPClient` (connection reuse, `maxConnectionsPerOrigin`) and one global ``TokenBucket``.
+/// one `DKHTTPClient` (connection reuse, `maxConnectionsPerOrigin`) and one global ``TokenBucket``.
 ///
 /// ```swift
 /// let manager = try await DownloadManager(stateDirectory: "/var/lib/app/downloads")
@@ -73,7 +73,7 @@ public actor DownloadManager {
     /// The settings the manager was created with (limits changed later are read from the manager).
     public nonisolated let configuration: DownloadManagerConfiguration
     /// The one HTTP client all transfers share.
-    public nonisolated let client: HTTPClient
+    public nonisolated let client: DKHTTPClient
     /// The bucket every transfer draws from (the global limit).
     public nonisolated let globalLimiter: TokenBucket
 
@@ -118,7 +118,7 @@ public actor DownloadManager {
         self.configuration = configuration
         do {
             store = try TaskStore(directory: stateDirectory)
-            client = try HTTPClient(configuration: configuration.download.client, logger: configuration.logger)
+            client = try DKHTTPClient(configuration: configuration.download.client, logger: configuration.logger)
         } catch {
             throw DownloadManagerError(.storage, "cannot open the manager in \(stateDirectory): \(error)")
         }
@@ -574,7 +574,7 @@ public actor DownloadManager {
             downloadConfiguration.progressInterval, max(.milliseconds(50), configuration.progressEventInterval))
         let request = DownloadRequest(
             url: task.originalURL, destination: task.destination,
-            headers: HTTPHeaders(task.headers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }),
+            headers: DKHTTPHeaders(task.headers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }),
             checksum: task.checksum, replacementURL: task.currentURL == task.originalURL ? nil : task.currentURL)
         let download = Download(request, configuration: downloadConfiguration, client: client)
         active[id] = ActiveTransfer(run: run, download: download, limiter: limiter)

@@ -129,7 +129,7 @@ public struct DownloadManagerConfiguration: Sendable {
     /// their own. Default false: like YCDownloadSession they come back paused and wait for the user.
     public var startsRestoredTasks: Bool
     /// Template for every task's download (retries, timeouts, checkpoints). Its `client` settings make
-    /// the manager's one shared `HTTPClient` (connection reuse across tasks, `maxConnectionsPerOrigin`).
+    /// the manager's one shared `DKHTTPClient` (connection reuse across tasks, `maxConnectionsPerOrigin`).
     public var download: DownloadConfiguration
     /// A limit for all tasks together, bytes per second; nil is unlimited.
     public var globalRateLimit: Int?

@@ -36,11 +36,11 @@ struct SegmentCoordinator {
     let total: Int64
     let file: FileHandleFD
     let tempPath: String
-    let client: HTTPClient
+    let client: DKHTTPClient
     let configuration: DownloadConfiguration
     let control: DownloadControl
     let url: HTTPURL
-    let headers: HTTPHeaders
+    let headers: DKHTTPHeaders
     let ifRange: String?
     let entityTag: EntityTag?
     let rateLimiters: [TokenBucket]

@@ -17,9 +17,9 @@ struct SegmentWorker: Sendable {
     let board: SegmentBoard
     let file: SharedFile
     let journal: SegmentJournal?
-    let client: HTTPClient
+    let client: DKHTTPClient
     let url: HTTPURL
-    let headers: HTTPHeaders
+    let headers: DKHTTPHeaders
     let ifRange: String?
     let entityTag: EntityTag?
     let total: Int64
@@ -103,7 +103,7 @@ struct SegmentWorker: Sendable {
             lowSpeed = window
         }
         _ = try client.execute(
-            HTTPRequest(method: .GET, url: url, headers: requestHeaders), cancellation: cancellation, buffer: buffer,
+            DKHTTPRequest(method: .GET, url: url, headers: requestHeaders), cancellation: cancellation, buffer: buffer,
             onHead: { head in
                 try validate(head, requested: range.lowerBound)
                 return .stream

@@ -41,7 +41,7 @@ public enum DigestAlgorithm: String, Sendable, Hashable, CaseIterable {
 /// Feed bytes with ``update(_:)-(UnsafeRawBufferPointer)`` as they arrive, then call
 /// ``finalize()``. After `finalize()` the digest starts over, so one instance can hash several
 /// messages in turn. Not `Sendable`: use one instance from one thread at a time.
-public final class Digest {
+public final class DKDigest {
     /// The algorithm.
     public let algorithm: DigestAlgorithm
     private let context: OpaquePointer
@@ -109,7 +109,7 @@ public final class Digest {
 
     /// The digest of `bytes` in one call.
     public static func hash(_ algorithm: DigestAlgorithm, _ bytes: [UInt8]) -> [UInt8] {
-        let digest = Digest(algorithm)
+        let digest = DKDigest(algorithm)
         digest.update(bytes)
         return digest.finalize()
     }

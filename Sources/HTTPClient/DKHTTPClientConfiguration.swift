@@ -1,7 +1,7 @@
 import HTTPWire
 
-/// Settings for an ``HTTPClient``.
-public struct HTTPClientConfiguration: Sendable, Hashable {
+/// Settings for an ``DKHTTPClient``.
+public struct DKHTTPClientConfiguration: Sendable, Hashable {
     /// The longest time to wait for a TCP connection (and TLS handshake) to complete, and separately
     /// the longest time to wait for a free connection slot when the origin is at its bound. Default 30 s.
     public var connectTimeout: Duration
@@ -12,7 +12,7 @@ public struct HTTPClientConfiguration: Sendable, Hashable {
     /// ``idleTimeout``). Default 60 s.
     public var headTimeout: Duration = .seconds(60)
     /// TLS settings for `https` URLs. Verification is on by default; turning it off is explicit.
-    public var tls: TLSConfiguration
+    public var tls: DKTLSConfiguration
     /// The most connections open at once to one origin (scheme, host, port), busy and idle together. Default 8.
     public var maxConnectionsPerOrigin: Int
     /// How long a kept-alive connection may sit idle in the pool before it is closed. Default 60 s.
@@ -45,7 +45,7 @@ public struct HTTPClientConfiguration: Sendable, Hashable {
     public init(
         connectTimeout: Duration = .seconds(30),
         idleTimeout: Duration = .seconds(30),
-        tls: TLSConfiguration = .makeClientConfiguration(),
+        tls: DKTLSConfiguration = .makeClientConfiguration(),
         maxConnectionsPerOrigin: Int = 8,
         idleConnectionLifetime: Duration = .seconds(60),
         receiveBufferSize: Int = 1 << 20,

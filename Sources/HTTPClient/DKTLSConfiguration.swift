@@ -1,5 +1,5 @@
 /// A TLS protocol version.
-public enum TLSVersion: Sendable, Hashable, Comparable, CaseIterable, CustomStringConvertible {
+public enum DKTLSVersion: Sendable, Hashable, Comparable, CaseIterable, CustomStringConvertible {
     /// TLS 1.2 (RFC 5246).
     case tlsv12
     /// TLS 1.3 (RFC 8446).
@@ -18,7 +18,7 @@ public enum TLSVersion: Sendable, Hashable, Comparable, CaseIterable, CustomStri
 ///
 /// A value type: build one, then create a ``TLSContext`` from it once and share the context among
 /// connections. Start from ``makeClientConfiguration()``, which verifies certificates fully.
-public struct TLSConfiguration: Sendable, Hashable {
+public struct DKTLSConfiguration: Sendable, Hashable {
     /// Whether and how the server's certificate is checked.
     public enum CertificateVerification: Sendable, Hashable {
         /// Verify the chain up to a trusted root, the validity dates, and that the certificate names
@@ -39,10 +39,10 @@ public struct TLSConfiguration: Sendable, Hashable {
     /// SUSE and Alpine bundle paths plus OpenSSL's default paths (which honour `SSL_CERT_FILE` and
     /// `SSL_CERT_DIR`). Default `true`.
     public var useSystemTrustRoots: Bool
-    /// The lowest protocol version offered. Default ``TLSVersion/tlsv12``.
-    public var minimumVersion: TLSVersion
+    /// The lowest protocol version offered. Default ``DKTLSVersion/tlsv12``.
+    public var minimumVersion: DKTLSVersion
     /// The highest protocol version offered, or `nil` for the highest this OpenSSL supports. Default `nil`.
-    public var maximumVersion: TLSVersion?
+    public var maximumVersion: DKTLSVersion?
     /// Protocols offered with ALPN (RFC 7301), most preferred first. Default `["http/1.1"]`. Empty
     /// means no ALPN extension.
     public var applicationProtocols: [String]
@@ -57,8 +57,8 @@ public struct TLSConfiguration: Sendable, Hashable {
         certificateVerification: CertificateVerification = .fullVerification,
         additionalTrustRootFiles: [String] = [],
         useSystemTrustRoots: Bool = true,
-        minimumVersion: TLSVersion = .tlsv12,
-        maximumVersion: TLSVersion? = nil,
+        minimumVersion: DKTLSVersion = .tlsv12,
+        maximumVersion: DKTLSVersion? = nil,
         applicationProtocols: [String] = ["http/1.1"]
     ) {
         self.certificateVerification = certificateVerification
@@ -71,8 +71,8 @@ public struct TLSConfiguration: Sendable, Hashable {
 
     /// The secure default for a client: full verification against the system trust roots, TLS 1.2
     /// or newer, ALPN `http/1.1`.
-    public static func makeClientConfiguration() -> TLSConfiguration {
-        TLSConfiguration()
+    public static func makeClientConfiguration() -> DKTLSConfiguration {
+        DKTLSConfiguration()
     }
 
     /// Bundle files tried, in order, for the system trust roots. The first that exists is loaded.

@@ -2,7 +2,7 @@
 ///
 /// Field order and repeated fields are preserved exactly as received or added. Names compare
 /// ASCII-case-insensitively (RFC 9110 §5.1). Values are stored without leading or trailing whitespace.
-public struct HTTPHeaders: Sendable, Hashable, Sequence, ExpressibleByDictionaryLiteral, CustomStringConvertible {
+public struct DKHTTPHeaders: Sendable, Hashable, Sequence, ExpressibleByDictionaryLiteral, CustomStringConvertible {
     /// One header field.
     public struct Field: Sendable, Hashable {
         /// The field name as given (case preserved).

@@ -5,7 +5,7 @@ import Glibc
 /// The C name of each constant is given in its doc comment. `EINTR` is retried inside the syscall
 /// wrappers and `EAGAIN`/`EWOULDBLOCK` come back as ``SyscallResult/wouldBlock`` rather than as an
 /// error, so callers only ever see errors that mean something.
-public struct Errno: Error, RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+public struct DKErrno: Error, RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     /// The raw C value.
     public var rawValue: Int32
 
@@ -15,36 +15,36 @@ public struct Errno: Error, RawRepresentable, Hashable, Sendable, CustomStringCo
     /// The calling thread's current `errno`. Read it immediately after the failing call, with
     /// nothing in between that could allocate or release objects (which may overwrite `errno`).
     @inline(__always)
-    static var current: Errno { Errno(rawValue: Glibc.errno) }
+    static var current: DKErrno { DKErrno(rawValue: Glibc.errno) }
 
     /// `EINTR`: a signal interrupted the call before it did anything; retried by the wrappers.
-    public static let interrupted = Errno(rawValue: EINTR)
+    public static let interrupted = DKErrno(rawValue: EINTR)
     /// `EAGAIN` / `EWOULDBLOCK`: the non-blocking call would have to wait.
-    public static let wouldBlock = Errno(rawValue: EAGAIN)
+    public static let wouldBlock = DKErrno(rawValue: EAGAIN)
     /// `EINPROGRESS`: a non-blocking `connect(2)` has started and will finish later.
-    public static let inProgress = Errno(rawValue: EINPROGRESS)
+    public static let inProgress = DKErrno(rawValue: EINPROGRESS)
     /// `ECONNREFUSED`: nothing listens on the remote port.
-    public static let connectionRefused = Errno(rawValue: ECONNREFUSED)
+    public static let connectionRefused = DKErrno(rawValue: ECONNREFUSED)
     /// `ECONNRESET`: the peer reset the connection.
-    public static let connectionReset = Errno(rawValue: ECONNRESET)
+    public static let connectionReset = DKErrno(rawValue: ECONNRESET)
     /// `ECONNABORTED`: the connection was aborted locally.
-    public static let connectionAborted = Errno(rawValue: ECONNABORTED)
+    public static let connectionAborted = DKErrno(rawValue: ECONNABORTED)
     /// `EPIPE`: writing to a connection whose peer has closed it.
-    public static let brokenPipe = Errno(rawValue: EPIPE)
+    public static let brokenPipe = DKErrno(rawValue: EPIPE)
     /// `ETIMEDOUT`: the kernel gave up on the connection.
-    public static let timedOut = Errno(rawValue: ETIMEDOUT)
+    public static let timedOut = DKErrno(rawValue: ETIMEDOUT)
     /// `ENETUNREACH`: no route to the network.
-    public static let networkUnreachable = Errno(rawValue: ENETUNREACH)
+    public static let networkUnreachable = DKErrno(rawValue: ENETUNREACH)
     /// `ENETDOWN`: the network is down.
-    public static let networkDown = Errno(rawValue: ENETDOWN)
+    public static let networkDown = DKErrno(rawValue: ENETDOWN)
     /// `EHOSTUNREACH`: no route to the host.
-    public static let hostUnreachable = Errno(rawValue: EHOSTUNREACH)
+    public static let hostUnreachable = DKErrno(rawValue: EHOSTUNREACH)
     /// `EHOSTDOWN`: the host is down.
-    public static let hostDown = Errno(rawValue: EHOSTDOWN)
+    public static let hostDown = DKErrno(rawValue: EHOSTDOWN)
     /// `EADDRNOTAVAIL`: no local address or port is available for the connection.
-    public static let addressNotAvailable = Errno(rawValue: EADDRNOTAVAIL)
+    public static let addressNotAvailable = DKErrno(rawValue: EADDRNOTAVAIL)
     /// `ENOTCONN`: the socket is not connected.
-    public static let notConnected = Errno(rawValue: ENOTCONN)
+    public static let notConnected = DKErrno(rawValue: ENOTCONN)
 
     /// Whether this error means a connection attempt or an established connection failed for a
     /// reason that may go away on retry (refused, unreachable, reset, timed out).
@@ -75,17 +75,17 @@ enum SyscallResult: Equatable {
     /// The call would block (`EAGAIN`/`EWOULDBLOCK`); wait with `poll(2)` and try again.
     case wouldBlock
     /// The call failed with this error (never `EINTR`, which is retried).
-    case failed(Errno)
+    case failed(DKErrno)
 }
 
 /// Calls `body` until it does not fail with `EINTR`, returning its result and the `errno` captured
 /// immediately after a `-1` return.
 @inline(__always)
-func retryingInterrupts<Result: BinaryInteger>(_ body: () -> Result) -> (result: Result, errno: Errno?) {
+func retryingInterrupts<Result: BinaryInteger>(_ body: () -> Result) -> (result: Result, errno: DKErrno?) {
     while true {
         let result = body()
         if result != -1 { return (result, nil) }
-        let error = Errno.current
+        let error = DKErrno.current
         if error == .interrupted { continue }
         return (result, error)
     }
