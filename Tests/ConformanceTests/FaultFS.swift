@@ -4,8 +4,8 @@ import TestOrigin
 
 /// The `faultfs` LD_PRELOAD shim (Tests/Support/faultfs/faultfs.c, issue #20) and the real `downloadkit`
 /// executable run under it: the engine is not modified, the shim counts, fails or records the file
-/// operations of one directory. The shim is compiled once per test process with `cc -shared -fPIC`
-/// into a temporary directory (CI has `cc` from Scripts/install-deps.sh / the Swift image).
+/// operations of one directory. The shim is compiled once per test process with `-shared -fPIC` into a
+/// temporary directory, by the Swift toolchain's own `clang` (always beside `swift`), else `cc` or `gcc`.
 enum FaultFS {
     /// The compiled shim, or the compiler's complaint.
     static let library: Result<String, FaultFSError> = {
@@ -13,12 +13,15 @@ enum FaultFS {
             .appendingPathComponent("../Support/faultfs/faultfs.c").standardized.path
         let out = NSTemporaryDirectory() + "faultfs-\(getpid())-\(UUID().uuidString.prefix(8)).so"
         let log = out + ".log"
+        guard let compiler = ["clang", "cc", "gcc"].lazy.compactMap(ProcessRunner.findExecutable).first else {
+            return .failure(FaultFSError(message: "no C compiler (clang, cc, gcc) on PATH to build \(source)"))
+        }
         do {
-            let child = try ChildProcess("/usr/bin/env", ["cc", "-shared", "-fPIC", "-O1", "-o", out, source, "-ldl"], outputPath: log)
+            let child = try ChildProcess(compiler, ["-shared", "-fPIC", "-O1", "-o", out, source, "-ldl"], outputPath: log)
             let status = child.waitForExit(timeout: 120)
             let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
             guard status == 0, FileManager.default.fileExists(atPath: out) else {
-                return .failure(FaultFSError(message: "cc failed for \(source): \(output)"))
+                return .failure(FaultFSError(message: "\(compiler) failed for \(source): \(output)"))
             }
             return .success(out)
         } catch {

@@ -1,3 +1,4 @@
+import DownloadKit
 import Foundation
 import Testing
 import TestOrigin
@@ -10,7 +11,8 @@ import TestOrigin
 /// `DOWNLOADKIT_FAULTFS_ALL=1` runs every N), the faulted run must either succeed with the right bytes
 /// or exit with the documented status for its cause (9 for ENOSPC, 10 for EIO) and an `error:` line;
 /// EINTR and short writes must be retried transparently (success). Then a rerun without faults must
-/// complete byte-identical, leaving only the file (the partial stayed resumable).
+/// complete byte-identical, leaving only the file (the partial stayed resumable), and (single connection)
+/// never fetch again the bytes the resume info declared durable.
 @Suite(.timeLimit(.minutes(10)), .serialized)
 struct IOFailureTests {
     static let size = 1 << 20
@@ -45,6 +47,7 @@ struct IOFailureTests {
         print("IOFailureTests: connections \(connections): \(clean.operations) operations; \(points.count) failure points × \(modes.count) modes")
         var problems: [Outcome] = []
         var injectedRuns = 0
+        var checkpointedReruns = 0
         for mode in modes {
             for point in points {
                 let dir = try ScratchDirectory()
@@ -69,7 +72,19 @@ struct IOFailureTests {
                     outcome.problem = "failed without an injected fault"
                 }
                 if first.exitCode != 0 {
+                    // Bytes a checkpoint declared durable (single connection: the resume info's count,
+                    // written only after an fdatasync) are never fetched again.
+                    let durable = connections == 1 ? (try? ResumeInfo.read(from: dir.file("f.bin.dkresume")))?.bytesReceived ?? 0 : 0
+                    if durable > 0 { checkpointedReruns += 1 }
+                    let requestsBefore = origin.requests("/f.bin").count
                     let rerun = try await offloaded { try FaultFS.plainRun(arguments) }
+                    let starts = origin.requests("/f.bin").dropFirst(requestsBefore).compactMap { request -> Int64? in
+                        guard let range = request.header("Range") else { return 0 }
+                        return range == "bytes=0-0" ? nil : Int64(range.dropFirst(6).split(separator: "-")[0])
+                    }
+                    if durable > 0, let first = starts.min(), first < durable {
+                        outcome.problem += (outcome.problem.isEmpty ? "" : "; ") + "rerun fetched from \(first) although \(durable) bytes were checkpointed"
+                    }
                     outcome.rerun = rerun
                     if rerun.exitCode != 0 || !fileMatchesPattern(dir.file("f.bin"), size: Int64(Self.size), seed: seed) {
                         outcome.problem += (outcome.problem.isEmpty ? "" : "; ") + "rerun did not complete byte-identical"
@@ -83,7 +98,7 @@ struct IOFailureTests {
                 try? FileManager.default.removeItem(atPath: dir.path)
             }
         }
-        print("IOFailureTests: connections \(connections): \(points.count * modes.count) faulted runs, \(injectedRuns) with the fault injected, \(problems.count) problems")
+        print("IOFailureTests: connections \(connections): \(points.count * modes.count) faulted runs, \(injectedRuns) with the fault injected, \(problems.count) problems; \(checkpointedReruns) reruns started from a checkpoint with durable bytes")
         #expect(injectedRuns > 0)
         // EINTR on open, rename, link, unlink, mkdir and fsync was not retried (found by this sweep, issue
         // #20): the file layer now retries them (`retryingOnEINTR`), so every problem fails the test.

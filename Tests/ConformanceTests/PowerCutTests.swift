@@ -66,6 +66,76 @@ struct PowerCutTests {
     @Test func fourConnectionPowerCuts() async throws {
         try await explore(connections: 4, seed: 3004)
     }
+
+    /// The manager: `queue run` of one task recorded with the shim watching both the state directory
+    /// (tasks.sqlite and its WAL) and the download directory; each crash state is written back into the
+    /// same paths (the task row names its destination) and `queue run` rerun: the file must end
+    /// byte-identical and `queue list` must say completed. `-shm` files are left out of every state
+    /// (SQLite's shared-memory index is written through mmap, which the shim cannot see, and is rebuilt
+    /// from the WAL when missing).
+    @Test func managerPowerCuts() async throws {
+        let seed: UInt64 = 3010
+        let origin = try FaultOrigin()
+        origin.serve("/m.bin", .resource(Resource(size: Int64(Self.size), seed: seed, bytesPerSecond: 1 << 20)))
+        let root = try ScratchDirectory()
+        let state = root.file("state"), out = root.file("out")
+        for dir in [state, out] { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
+        let add = ["queue", "--state", state, "add", origin.url("/m.bin"), "-o", out + "/m.bin"]
+        let added = try await offloaded { try FaultFS.plainRun(add) }
+        try #require(added.exitCode == 0, "\(added.output)")
+        sync()
+        let initial = try Self.tree(root.path)
+        let log = root.path + "/../powercut-\(UUID().uuidString).log"
+        defer {
+            try? FileManager.default.removeItem(atPath: log)
+            try? FileManager.default.removeItem(atPath: log + ".data")
+        }
+        let run = ["queue", "--state", state, "run", "--progress", "none"]
+        let recorded = try await offloaded { try FaultFS.run(run, watching: root.path, log: log) }
+        #expect(recorded.exitCode == 0, "recorded run: \(recorded.output)")
+        #expect(fileMatchesPattern(out + "/m.bin", size: Int64(Self.size), seed: seed))
+        origin.serve("/m.bin", .resource(Resource(size: Int64(Self.size), seed: seed)))
+        let model = try CrashModel(log: log, directory: root.path, initial: initial)
+        let states = model.crashStates(everyOp: ProcessInfo.processInfo.environment["DOWNLOADKIT_FAULTFS_ALL"] == "1", writeStride: 5)
+        print("PowerCutTests: manager: \(model.operations.count) logged operations, \(states.count) distinct crash states")
+        var failures: [String] = []
+        for crash in states {
+            for dir in [state, out] {
+                try? FileManager.default.removeItem(atPath: dir)
+                try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+            }
+            for (name, bytes) in crash.files where !name.hasSuffix("-shm") && name.contains("/") {
+                try Data(bytes).write(to: URL(fileURLWithPath: root.file(name)))
+            }
+            let rerun = try await offloaded { try FaultFS.plainRun(run) }
+            let right = fileMatchesPattern(out + "/m.bin", size: Int64(Self.size), seed: seed)
+            let listed = try await offloaded { try FaultFS.plainRun(["queue", "--state", state, "list", "--json"]) }
+            let tasks = (try? JSONSerialization.jsonObject(with: Data(listed.output.utf8))) as? [[String: Any]] ?? []
+            if rerun.exitCode == 0 && !right {
+                failures.append("WRONG FILE REPORTED COMPLETE after cut \(crash.description): \(rerun.output.suffix(300))")
+            } else if rerun.exitCode != 0 || !right {
+                failures.append("cut \(crash.description): rerun exit \(rerun.exitCode): \(rerun.output.suffix(300))")
+            } else if tasks.count != 1 || tasks.first?["state"] as? String != "completed" {
+                failures.append("cut \(crash.description): the store disagrees with the file: \(listed.output.suffix(300))")
+            }
+        }
+        print("PowerCutTests: manager: \(states.count) states rerun, \(failures.count) failed")
+        for failure in failures.prefix(15) { Issue.record("manager: \(failure)") }
+    }
+
+    /// Every regular file under `root`: relative name → (inode, contents).
+    static func tree(_ root: String) throws -> [String: (ino: UInt64, bytes: [UInt8])] {
+        var result: [String: (ino: UInt64, bytes: [UInt8])] = [:]
+        guard let walker = FileManager.default.enumerator(atPath: root) else { return result }
+        for case let name as String in walker {
+            let path = root + "/" + name
+            let attributes = try FileManager.default.attributesOfItem(atPath: path)
+            guard attributes[.type] as? FileAttributeType == .typeRegular else { continue }
+            let ino = (attributes[.systemFileNumber] as? NSNumber)?.uint64Value ?? 0
+            result[name] = (ino, [UInt8](try Data(contentsOf: URL(fileURLWithPath: path))))
+        }
+        return result
+    }
 }
 
 /// A replay of a faultfs log into the file-system states a power cut could leave (one directory).
@@ -89,9 +159,14 @@ struct CrashModel {
     }
 
     var operations: [Operation] = []
-    var directoryInode: UInt64?
+    /// Directories under the root by inode ("" is the root); an fsync of one makes its entries durable.
+    var directoryInodes: [UInt64: String] = [:]
+    /// Files present (and synced) before the recording, by relative name: (inode, contents).
+    var initialFiles: [String: (ino: UInt64, bytes: [UInt8])] = [:]
 
-    init(log: String, directory: String) throws {
+    /// `initial`: files that existed under the root before the recorded run (made durable with `sync`).
+    init(log: String, directory: String, initial: [String: (ino: UInt64, bytes: [UInt8])] = [:]) throws {
+        initialFiles = initial
         let text = try String(contentsOfFile: log, encoding: .utf8)
         let data = [UInt8](try Data(contentsOf: URL(fileURLWithPath: log + ".data")))
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
@@ -107,8 +182,13 @@ struct CrashModel {
             case "open":
                 let path = fields[4]
                 let ino = UInt64(fields[1]) ?? 0
-                if path == directory || path + "/" == prefix { directoryInode = ino; continue }
-                guard let n = name(path), !n.contains("/") else { continue }
+                if path == directory || path + "/" == prefix { directoryInodes[ino] = ""; continue }
+                guard let n = name(path) else { continue }
+                var isDirectory: ObjCBool = false
+                if FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), isDirectory.boolValue {
+                    directoryInodes[ino] = n
+                    continue
+                }
                 operations.append(.open(ino: ino, created: fields[2] == "1", truncate: fields[3] == "1", name: n))
             case "write":
                 let offset = Int(fields[2])!, length = Int(fields[3])!, at = Int(fields[4])!
@@ -155,6 +235,15 @@ struct CrashModel {
         var files: [UInt64: FileState] = [:]
         var volatileNames: [String: UInt64] = [:]
         var durableNames: [String: UInt64] = [:]
+        for (name, file) in initialFiles {
+            files[file.ino] = FileState(durable: file.bytes, pending: [], current: file.bytes)
+            volatileNames[name] = file.ino
+            durableNames[name] = file.ino
+        }
+        func parent(_ name: String) -> String {
+            guard let slash = name.lastIndex(of: "/") else { return "" }
+            return String(name[..<slash])
+        }
         var states: [State] = []
         var seen = Set<State>()
         var writes = 0
@@ -203,8 +292,9 @@ struct CrashModel {
                 Self.apply(op, to: &file.current)
                 files[ino] = file
             case .fsync(let ino):
-                if ino == directoryInode {
-                    durableNames = volatileNames
+                if let dir = directoryInodes[ino] {
+                    durableNames = durableNames.filter { parent($0.key) != dir }
+                    for (name, inode) in volatileNames where parent(name) == dir { durableNames[name] = inode }
                 } else if var file = files[ino] {
                     file.durable = file.current
                     file.pending = []

@@ -2,8 +2,8 @@
 // files under one directory (issue #20). The engine is not modified: the tests run the real
 // `downloadkit` executable with this library preloaded.
 //
-// Build: cc -shared -fPIC -O1 -o faultfs.so faultfs.c -ldl
-// (Tests/ConformanceTests/FaultFSSupport.swift compiles it at test time into the scratch directory.)
+// Build: clang -shared -fPIC -O1 -o faultfs.so faultfs.c -ldl   (or cc/gcc)
+// (Tests/ConformanceTests/FaultFS.swift compiles it at test time into a temporary directory.)
 //
 // Environment:
 //   FAULTFS_DIR        absolute directory; only paths under it (and descriptors opened on them) count.
@@ -224,14 +224,13 @@ int close(int fd) {
     return real_close(fd);
 }
 
-// The common path of every data-writing call. `perform(len)` writes up to len bytes.
-// Returns the result to hand back; logs what was written.
-static ssize_t fault_write(int fd, size_t len, int *fail_out, size_t *len_out) {
+// The common step of every data-writing call: counts it, says whether it fails, and how many bytes to
+// write (half, at least 1, for an injected short write).
+static void fault_write(size_t len, int *fail_out, size_t *len_out) {
     int fail = count_op();
     *fail_out = fail;
     *len_out = len;
     if (fail && mode_errno == 0 && len > 1) *len_out = len / 2;
-    return 0;
 }
 
 ssize_t write(int fd, const void *buf, size_t len) {
@@ -239,7 +238,7 @@ ssize_t write(int fd, const void *buf, size_t len) {
     if (!fd_tracked(fd)) return real_write(fd, buf, len);
     pthread_mutex_lock(&lock);
     int fail; size_t n;
-    fault_write(fd, len, &fail, &n);
+    fault_write(len, &fail, &n);
     if (fail && mode_errno) { pthread_mutex_unlock(&lock); errno = mode_errno; return -1; }
     off_t off = lseek(fd, 0, SEEK_CUR);
     if (fcntl(fd, F_GETFL) & O_APPEND) { struct stat st; if (fstat(fd, &st) == 0) off = st.st_size; }
@@ -256,7 +255,7 @@ static ssize_t do_pwrite(int fd, const void *buf, size_t len, off_t off) {
     if (!fd_tracked(fd)) return real_pwrite(fd, buf, len, off);
     pthread_mutex_lock(&lock);
     int fail; size_t n;
-    fault_write(fd, len, &fail, &n);
+    fault_write(len, &fail, &n);
     if (fail && mode_errno) { pthread_mutex_unlock(&lock); errno = mode_errno; return -1; }
     ssize_t r = real_pwrite(fd, buf, n, off);
     int saved = errno;
