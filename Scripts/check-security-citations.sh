@@ -9,6 +9,8 @@ import re, subprocess, sys, pathlib
 text = pathlib.Path("SECURITY.md").read_text()
 files = {}
 for path in pathlib.Path("Tests").rglob("*.swift"):
+    if ".build" in path.parts or not path.is_file():
+        continue
     src = path.read_text(errors="replace")
     for m in re.finditer(r"\bstruct (\w+Tests)\b", src):
         files.setdefault(m.group(1), []).append((path, src))
