@@ -294,4 +294,14 @@ enum HandmadeArchive {
         dictionary[8] = 0xD0
         #expect(throws: ResumeInfoError.self) { _ = try ResumeInfo.decode(Data(dictionary)) }
     }
+
+    /// Fuzzer finding (CI, stop 27): a trailer whose offset-table position is near 2⁶⁴ made the
+    /// screen's bounds sum overflow and trap. Refused with a typed error instead.
+    @Test func anOffsetTablePositionNearTwoToTheSixtyFourIsRefused() {
+        var list: [UInt8] = Array("bplist00".utf8) + [0xD0, 0x08]
+        list += [0, 0, 0, 0, 0, 0, 1, 1] + [0, 0, 0, 0, 0, 0, 0, 1] + [0, 0, 0, 0, 0, 0, 0, 0]
+        list += [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFC]
+        #expect(throws: ResumeInfoError.self) { _ = try ResumeInfo.decode(Data(list)) }
+        #expect(throws: ResumeInfoError.self) { _ = try AppleResumeData.decode(Data(list)) }
+    }
 }

@@ -388,8 +388,10 @@ enum BinaryPropertyListScreen {
         guard (1...8).contains(offsetSize), (1...8).contains(referenceSize) else {
             throw refuse("the binary property list's trailer has invalid integer sizes")
         }
+        // Compared by subtraction: `tableOffset` is any 64-bit value the file claims, and a sum would overflow.
         guard objectCount > 0, objectCount <= UInt64(bytes.count),
-            tableOffset >= 8, tableOffset + objectCount * UInt64(offsetSize) <= UInt64(trailer)
+            tableOffset >= 8, tableOffset <= UInt64(trailer),
+            objectCount * UInt64(offsetSize) <= UInt64(trailer) - tableOffset
         else { throw refuse("the binary property list's offset table lies outside the data") }
         for index in 0..<Int(objectCount) {
             let offset = bigEndian(bytes, at: Int(tableOffset) + index * offsetSize, size: offsetSize)
