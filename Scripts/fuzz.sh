@@ -20,6 +20,8 @@
 #   Fuzz/bin/fuzz-<target> <file>
 # Inputs for open bugs (found here, outside HTTPWire) live in Fuzz/regressions/<target>/ and are not
 # part of the corpus; `Fuzz/bin/fuzz-<target> Fuzz/regressions/<target>/*` must pass once fixed.
+# FUZZ_SEED=N fixes libFuzzer's random seed (CI sets it: a gate must give the same answer for the same
+# commit on a fresh clone; exploring with new seeds is the standing campaign's job, docs/FUZZING.md).
 # Prints executions, coverage and features per target; exits non-zero if any target crashed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -107,6 +109,7 @@ for target in "${targets[@]}"; do
         -detect_leaks="$(leaks_for "$target")" \
         -rss_limit_mb=2048 \
         -print_final_stats=1 \
+        ${FUZZ_SEED:+-seed="$FUZZ_SEED"} \
         -artifact_prefix="Fuzz/corpus-work/$target-" \
         "$work" "Fuzz/corpus/$target" >"$log" 2>&1
     status=$?
