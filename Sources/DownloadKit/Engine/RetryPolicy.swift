@@ -66,6 +66,26 @@ struct RetryPolicy: Sendable {
     }
 }
 
+/// One bound and one backoff for restarts — partial data discarded because the resource changed, its
+/// length changed, or the server ignored the range — on one connection and with segments alike (issue
+/// #13, 1): a server whose validator changes on every request must not loop forever, and the retry
+/// count cannot bound it (each restarted attempt may move enough bytes to reset that count).
+///
+/// The first restart of a run happens at once (a resource that changed once is ordinary); each further
+/// one waits ``RetryPolicy/backoffDelay(attempt:base:maximum:)``; after `limit` the download fails.
+struct RestartPolicy: Sendable, Hashable {
+    /// Restarts allowed in one run of a download.
+    var limit = 5
+    private(set) var count = 0
+
+    /// The delay (seconds) before the next restart, or nil when the bound is reached.
+    mutating func next(base: Double, maximum: Double) -> Double? {
+        guard count < limit else { return nil }
+        count += 1
+        return count == 1 ? 0 : RetryPolicy.backoffDelay(attempt: count - 1, base: base, maximum: maximum)
+    }
+}
+
 extension TokenBucket {
     /// The one rate-limit wait of single transfers and segment workers: after `count` bytes, sleeps as long
     /// as the slowest of `limiters` asks. Returns false when `shouldStop` ended the wait early.

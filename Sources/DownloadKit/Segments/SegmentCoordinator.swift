@@ -173,18 +173,3 @@ struct SegmentCoordinator {
         let report: Report
     }
 }
-
-/// A bound and a backoff for restarts of segmented transfers (issue #13, 1): a server whose validator
-/// changes on every request must not loop forever.
-struct SegmentRestartPolicy {
-    /// Restarts allowed in one run of a download.
-    var limit = 5
-    private(set) var count = 0
-
-    /// The delay before the next restart, or nil when the bound is reached.
-    mutating func next(base: Double, maximum: Double) -> Double? {
-        guard count < limit else { return nil }
-        count += 1
-        return RetryPolicy.backoffDelay(attempt: count, base: base, maximum: maximum)
-    }
-}

@@ -1,0 +1,759 @@
+import HTTPClient
+import HTTPWire
+
+/// Every decision of one download, as a value: events in, actions out (issue #12; the shape of
+/// AsyncHTTPClient's `HTTPRequestStateMachine`). It owns what is known about the resource and the
+/// partial data, the request loop's bookkeeping (redirects, URL refreshes, retries, restarts) and the
+/// (state, reason) transitions to publish. It performs nothing: ``TransferEngine`` executes its actions
+/// (send a request, truncate, reserve space, write the resume info, wait, rename) and reports back what
+/// happened. No socket, no file, no clock: `DownloadStateMachineTests` drives it as tables.
+///
+/// The loop, as the executor runs it (docs/ARCHITECTURE.md, "The download state machine"):
+///
+///     start() ─► .send ─► responseHead() ─► .discard ──────────────┐
+///                               │        └► .write ─► bodyStarts() ─┤ (body bytes: bodyWritten)
+///                               └► .abandon(error) ─► failed() ─────┤
+///                                                                   ▼
+///                         exchangeEnded() ─► .send | .runSegments | .askForURL | .retry | .backOff | .finalize | .fail
+///
+/// Segment workers are its sub-state: ``Action/runSegments(total:)`` hands the range `[0, total)` to
+/// ``SegmentCoordinator`` (whose own decisions are the pure ``SegmentBoardState``), and
+/// ``segmentsEnded(_:)`` takes the outcome back. Answers to range requests are decided by the one
+/// ``RangeResponsePolicy``, failures by the one ``RetryPolicy``.
+struct DownloadStateMachine {
+    /// The request and configuration facts the decisions depend on.
+    struct Settings: Sendable, Hashable {
+        var destination: DownloadDestination
+        var headers: DKHTTPHeaders
+        var credentialHeaderNames: [String]
+        var connections: Int
+        var minimumSegmentSize: Int64
+        var maxRedirects: Int
+        var allowsInsecureRedirects: Bool
+        var hasURLProvider: Bool
+        var maxURLRefreshes: Int
+        var retries: Int
+        var retryBaseDelay: Double
+        var maxRetryDelay: Double
+
+        init(_ request: DownloadRequest, _ configuration: DownloadConfiguration) {
+            destination = request.destination
+            headers = request.headers
+            credentialHeaderNames = request.credentialHeaderNames
+            connections = configuration.connections
+            minimumSegmentSize = configuration.minimumSegmentSize
+            maxRedirects = configuration.maxRedirects
+            allowsInsecureRedirects = configuration.allowsInsecureRedirects
+            hasURLProvider = configuration.urlProvider != nil
+            maxURLRefreshes = configuration.maxURLRefreshes
+            retries = configuration.retries
+            retryBaseDelay = configuration.retryBaseDelay.asSeconds
+            maxRetryDelay = configuration.maxRetryDelay.asSeconds
+        }
+    }
+
+    /// What is known about the resource and the partial data.
+    struct Resource: Sendable, Hashable {
+        /// Bytes of the resource present in the partial from byte 0 (single connection), or the
+        /// contiguous prefix of the segment map.
+        var offset: Int64 = 0
+        /// Bytes that were present when this run started (resumed, not fetched).
+        var resumedFrom: Int64 = 0
+        var totalLength: Int64?
+        var entityTag: EntityTag?
+        /// The `ETag` field as the server sent it (recorded verbatim).
+        var entityTagText: String?
+        var lastModified: String?
+        var acceptsRanges: Bool?
+        /// Whether the server can resume this resource (nil until a response said).
+        var isResumable: Bool?
+        /// A name decided from a response (directory destinations only).
+        var fileName: String?
+        /// The segment map of a segmented download; empty on one connection.
+        var savedSegments: [ResumeSegment] = []
+
+        /// The `If-Range` value: the strong ETag, else Last-Modified. RFC 9110 §13.1.5 forbids weak ETags there.
+        var ifRangeValue: String? {
+            if let tag = entityTag, !tag.isWeak { return tag.headerValue }
+            return lastModified
+        }
+    }
+
+    /// What the executor does next.
+    enum Action: Sendable, Hashable {
+        /// Send `request`; when `restart` is set, first discard the partial data (truncate to 0, forget
+        /// the journal and any background sync, start the checksum again).
+        case send(DKHTTPRequest, restart: RestartReason?)
+        /// Reserve space for the remaining bytes, then run segment workers over `[0, total)` and report
+        /// with ``segmentsEnded(_:)``.
+        case runSegments(total: Int64)
+        /// Ask the URL provider for a fresh URL and report with ``urlProvided(_:)``.
+        case askForURL(URLRefreshContext)
+        /// Checkpoint, wait `after` seconds (interruptible), then report ``retryDelayElapsed()``.
+        case retry(after: Double, attempt: Int, error: DownloadError)
+        /// Wait `seconds` before starting the resource over (a segmented transfer saw it change), then
+        /// report ``retryDelayElapsed()``.
+        case backOff(seconds: Double)
+        /// The partial holds the whole resource: verify it and move it into place.
+        case finalize
+        /// Give up with this error (the executor keeps the partial data as its stop rules say).
+        case fail(DownloadError)
+    }
+
+    /// What to do with the body of a response whose head just arrived.
+    enum HeadAction: Sendable, Hashable {
+        /// Do not write the body (drain it so the connection can be reused); report ``exchangeEnded()``.
+        case discard
+        /// Write the body at ``Resource/offset``: first discard the partial when `restart` is set, then
+        /// reserve space, record the validators (resume info, no sync), report ``bodyStarts()`` and
+        /// stream. Report ``exchangeEnded()`` after the last byte.
+        case write(restart: RestartReason?)
+        /// Abort the exchange with this error and report it with ``failed(_:stopRequested:)``.
+        case abandon(DownloadError)
+    }
+
+    /// Where the loop is.
+    enum State: Sendable, Hashable {
+        case idle
+        /// A request is out; its head has not arrived.
+        case awaitingHead(Exchange)
+        /// The body of an accepted response is being written.
+        case receivingBody(Exchange)
+        /// The head was decided and the body is not wanted; what follows once the exchange ends.
+        case draining(Exchange, Next)
+        case segmented(total: Int64)
+        case waitingToRetry
+        case backingOff(RestartReason)
+        case waitingForURL(status: Int)
+        case finishing
+        case failed
+    }
+
+    /// One request and what was learned of its answer.
+    struct Exchange: Sendable, Hashable {
+        /// The first byte the request asked for.
+        var requestedOffset: Int64
+        /// A `bytes=0-0` probe for a segmented transfer.
+        var probing: Bool
+        /// The last byte the accepted 206 may carry (its Content-Range end); nil for a 200.
+        var rangeEnd: Int64?
+    }
+
+    /// What a decided head leads to once its exchange ends.
+    enum Next: Sendable, Hashable {
+        case redirect(HTTPURL)
+        case refreshURL(status: Int)
+        case restart(RestartReason)
+        case segmented(total: Int64)
+        case complete
+        /// The probe settled on one connection: send the ordinary request next.
+        case oneConnection
+    }
+
+    let settings: Settings
+    private(set) var state: State = .idle
+    private(set) var resource = Resource()
+    /// The task's identity: the URL first asked for (redirects and refreshes never change it).
+    private(set) var originalURL: HTTPURL
+    /// Where requests go now (after redirects and refreshes).
+    private(set) var currentURL: HTTPURL
+    /// The request's headers, less credentials a redirect to another origin removed.
+    private(set) var requestHeaders: DKHTTPHeaders
+    /// The head of the response accepted last (its status and fields go into the result).
+    private(set) var acceptedHead: ResponseHead?
+
+    private var restartPending: RestartReason?
+    private var singleConnectionOnly = false
+    private var redirects = 0
+    private var visited: Set<String>
+    private var refreshes = 0
+    private var retry: RetryPolicy
+    private var restarts = RestartPolicy()
+    private var pendingRetryAfter: Double?
+    /// The offset when the current attempt began (a retry's progress is measured from it).
+    private var attemptStart: Int64 = 0
+    private var transitions: [DownloadTransition] = []
+    private var recordChanged = true
+
+    init(url: HTTPURL, settings: Settings) {
+        self.settings = settings
+        originalURL = url
+        currentURL = url
+        requestHeaders = settings.headers
+        visited = [url.absoluteString]
+        retry = RetryPolicy(retries: settings.retries, baseDelay: settings.retryBaseDelay, maxDelay: settings.maxRetryDelay)
+    }
+
+    // MARK: - Outputs besides actions
+
+    /// The (state, reason) transitions decided since the last call, in order; the executor publishes them.
+    mutating func takeTransitions() -> [DownloadTransition] {
+        defer { transitions.removeAll(keepingCapacity: true) }
+        return transitions
+    }
+
+    /// Whether what the resume info records (URLs, validators, length, name) changed since the last call.
+    mutating func takeRecordChanged() -> Bool {
+        defer { recordChanged = false }
+        return recordChanged
+    }
+
+    /// The last byte the body being written may carry (a 206's Content-Range end), if any.
+    var bodyLimit: Int64? {
+        if case .receivingBody(let exchange) = state { return exchange.rangeEnd }
+        return nil
+    }
+
+    // MARK: - Before the first request: what the partial data is worth
+
+    /// Takes what a resume record says of the resource. `keepOriginalURL` is false for a directory
+    /// destination, whose working files are named after the URL given now.
+    mutating func adopt(_ info: ResumeInfo, recordedOriginalURL: HTTPURL?) {
+        // The identity stays the recorded original URL (a different URL for the same file is a refreshed
+        // one, seed 002). Requests start from the URL given now and follow redirects again: a recorded
+        // redirect target (often a signed CDN URL) may have expired since. Records hold URLs without
+        // userinfo: the URL given now keeps its credentials when it names the recorded resource.
+        if case .file = settings.destination, let recorded = recordedOriginalURL,
+            recorded.absoluteString != originalURL.withoutUserinfo.absoluteString
+        {
+            originalURL = recorded
+        }
+        resource.entityTagText = info.entityTag
+        resource.entityTag = info.entityTag.flatMap { try? EntityTag(parsing: $0) }
+        resource.lastModified = info.lastModified
+        resource.totalLength = info.totalLength
+        resource.acceptsRanges = info.acceptsRanges
+        if case .directory = settings.destination, let name = info.fileName {
+            resource.fileName = name
+        }
+    }
+
+    /// Requests go to `url` instead of the original (seed 002's refreshed URL for existing partial data).
+    mutating func replaceURL(_ url: HTTPURL) {
+        currentURL = url
+        visited = [url.absoluteString]
+    }
+
+    /// Decides how much of a partial file of `fileLength` bytes to keep, given its resume record (if one
+    /// was readable) and whether the machine has not rebooted since the record was written. Returns the
+    /// length to keep; the executor truncates the file to it when it differs.
+    ///
+    /// - A segment map is trusted as checkpointed (segments end anywhere, so the length proves nothing),
+    ///   cut back to what the file holds; the file is not truncated.
+    /// - Same boot: the page cache survived a process crash, so every byte in the file is real. After a
+    ///   reboot only what the last checkpoint synced is.
+    /// - Bytes nothing can prove (no record, a corrupt or foreign one, a server that named no strong ETag
+    ///   and no Last-Modified) are never resumed with a bare `Range`: that could splice two versions
+    ///   (issue #13, defect 3; docs/ENGINE.md, "Resume rules"). The download starts over.
+    mutating func partialData(fileLength: Int64, record: ResumeInfo?, sameBoot: Bool) -> Int64 {
+        if let record, !record.segments.isEmpty {
+            resource.savedSegments = record.segments.map { segment in
+                var segment = segment
+                segment.written = max(0, min(segment.written, fileLength - segment.start))
+                return segment
+            }
+            resource.offset = SegmentBoardState.contiguousPrefix(resource.savedSegments)
+            resource.resumedFrom = resource.savedSegments.reduce(0) { $0 + $1.written }
+            return fileLength
+        }
+        if let record {
+            resource.offset = sameBoot ? fileLength : min(fileLength, record.bytesReceived)
+        } else {
+            resource.offset = fileLength
+            if fileLength > 0 { recordChanged = true }
+        }
+        if let total = resource.totalLength, resource.offset > total {
+            resource.offset = 0
+            restartPending = .partialLongerThanResource
+        } else if resource.offset > 0, resource.ifRangeValue == nil {
+            restartPending = .unusablePartialData
+        }
+        resource.resumedFrom = resource.offset
+        return resource.offset
+    }
+
+    // MARK: - Events
+
+    /// The download begins (or continues) its requests.
+    mutating func start() -> Action {
+        transitions.append(resource.offset > 0 ? .resume(offset: resource.offset) : .start)
+        return nextRequest()
+    }
+
+    /// A response head arrived for the request last sent. `wallClock` (seconds since 1970) dates a
+    /// `Retry-After` given as an HTTP-date.
+    mutating func responseHead(_ head: ResponseHead, wallClock: Int64) -> HeadAction {
+        guard case .awaitingHead(let exchange) = state else {
+            return .abandon(DownloadError(.internalError, "a response head arrived with no request out"))
+        }
+        if exchange.probing, let decided = probeAnswer(head, exchange) { return decided }
+        switch head.status {
+        case 301, 302, 303, 307, 308:
+            return redirectAnswer(head, exchange)
+        case 206, 416:
+            return rangeAnswer(head, exchange)
+        case 200 where exchange.requestedOffset > 0:
+            return rangeAnswer(head, exchange)
+        case 200:
+            return acceptWholeBody(head, exchange, restart: nil)
+        default:
+            let status = head.status
+            if [401, 403, 404, 410].contains(status), settings.hasURLProvider {
+                state = .draining(exchange, .refreshURL(status: status))
+                return .discard
+            }
+            if DownloadError.isTransientStatus(status), let text = head.headers.first(name: "Retry-After"),
+                let parsed = try? RetryAfter(parsing: text)
+            {
+                pendingRetryAfter = Double(parsed.delay(fromSecondsSince1970: wallClock))
+            }
+            return .abandon(DownloadError.status(status, reason: head.reason, url: currentURL))
+        }
+    }
+
+    /// The executor reserved space and recorded the validators of an accepted response: body bytes flow.
+    mutating func bodyStarts() {
+        transitions.append(.receive(resumedFrom: resource.offset))
+    }
+
+    /// `count` more bytes of the body are in the partial at ``Resource/offset``.
+    @inline(__always)
+    mutating func bodyWritten(_ count: Int) {
+        resource.offset += Int64(count)
+    }
+
+    /// The exchange ended without an error: its body (if any was wanted) is written.
+    mutating func exchangeEnded() -> Action {
+        switch state {
+        case .draining(_, let next):
+            switch next {
+            case .redirect(let target):
+                redirects += 1
+                if redirects > settings.maxRedirects {
+                    return failed(
+                        DownloadError(
+                            .tooManyRedirects, "too many redirects: more than \(settings.maxRedirects) starting at \(originalURL)"),
+                        stopRequested: false)
+                }
+                if !visited.insert(target.absoluteString).inserted {
+                    return failed(DownloadError(.redirectLoop, "redirect loop: \(target) was already visited"), stopRequested: false)
+                }
+                follow(redirectTo: target)
+                return nextRequest()
+            case .refreshURL(let status):
+                return refreshURL(after: status)
+            case .restart(let reason):
+                return restart(reason)
+            case .segmented(let total):
+                state = .segmented(total: total)
+                return .runSegments(total: total)
+            case .complete:
+                state = .finishing
+                return .finalize
+            case .oneConnection:
+                return nextRequest()
+            }
+        case .receivingBody:
+            if let total = resource.totalLength {
+                if resource.offset > total {
+                    return failed(
+                        DownloadError(.protocolViolation, "the server sent \(resource.offset) bytes for a resource of \(total) bytes"),
+                        stopRequested: false)
+                }
+                if resource.offset < total {
+                    // A server may send less than the open-ended range asked for: ask for the rest — but an
+                    // answer without a single byte is a failure (retried with backoff, bounded by `retries`),
+                    // not a reason to ask again at once.
+                    if resource.offset == attemptStart {
+                        return failed(
+                            DownloadError(
+                                .contentRangeMismatch,
+                                "the server answered with no body bytes at offset \(resource.offset) of \(total)",
+                                isTransient: true),
+                            stopRequested: false)
+                    }
+                    return nextRequest()
+                }
+            }
+            state = .finishing
+            return .finalize
+        default:
+            return .fail(DownloadError(.internalError, "an exchange ended in state \(state)"))
+        }
+    }
+
+    /// The current step failed with `failure` (thrown by the exchange, an effect, or decided here).
+    /// `stopRequested`: the caller paused or cancelled; nothing is retried.
+    mutating func failed(_ failure: DownloadError, stopRequested: Bool) -> Action {
+        if stopRequested || failure.code == .cancelled {
+            state = .failed
+            return .fail(failure)
+        }
+        let decision = retry.next(after: failure, progress: resource.offset - attemptStart, retryAfter: pendingRetryAfter)
+        pendingRetryAfter = nil
+        guard case .retry(let delay, let attempt) = decision else {
+            state = .failed
+            return .fail(failure)
+        }
+        state = .waitingToRetry
+        transitions.append(.retry(after: .seconds(delay), attempt: attempt, error: failure.detail))
+        return .retry(after: delay, attempt: attempt, error: failure)
+    }
+
+    /// A wait (``Action/retry(after:attempt:error:)`` or ``Action/backOff(seconds:)``) is over.
+    mutating func retryDelayElapsed() -> Action {
+        switch state {
+        case .waitingToRetry:
+            transitions.append(.resume(offset: resource.offset))
+            return nextRequest()
+        case .backingOff(let reason):
+            beginRestart(reason)
+            return nextRequest(restart: reason)
+        default:
+            return .fail(DownloadError(.internalError, "a wait ended in state \(state)"))
+        }
+    }
+
+    /// The URL provider answered (nil: it has no fresh URL).
+    mutating func urlProvided(_ fresh: String?) -> Action {
+        guard case .waitingForURL(let status) = state else {
+            return .fail(DownloadError(.internalError, "a URL arrived in state \(state)"))
+        }
+        guard let fresh else {
+            return failed(DownloadError.status(status, reason: "", url: currentURL), stopRequested: false)
+        }
+        guard let url = try? HTTPURL(fresh) else {
+            return failed(DownloadError(.invalidURL, "the URL provider returned an invalid URL \(fresh)"), stopRequested: false)
+        }
+        currentURL = url
+        redirects = 0
+        visited = [url.absoluteString]
+        recordChanged = true
+        transitions.append(.refreshURL(to: url.description))
+        return nextRequest()
+    }
+
+    /// The segment workers started from this map (the saved one, with any single-connection prefix).
+    mutating func segmentsStarted(_ map: [ResumeSegment]) {
+        resource.savedSegments = map
+    }
+
+    /// The segment workers checkpointed this map (its bytes are synced).
+    mutating func segmentsCheckpointed(_ map: [ResumeSegment]) {
+        resource.savedSegments = map
+        resource.offset = SegmentBoardState.contiguousPrefix(map)
+    }
+
+    /// The segment workers found `bytes` written beyond the saved map (the progress journal).
+    mutating func segmentsRecovered(_ bytes: Int64) {
+        resource.resumedFrom += bytes
+    }
+
+    /// The segment workers stopped with `outcome`; `map` is their final segment map when complete.
+    mutating func segmentsEnded(_ outcome: SegmentCoordinator.Outcome, map: [ResumeSegment]) -> Action {
+        guard case .segmented(let total) = state else {
+            return .fail(DownloadError(.internalError, "segments ended in state \(state)"))
+        }
+        switch outcome {
+        case .complete:
+            resource.savedSegments = map
+            resource.offset = total
+            state = .finishing
+            return .finalize
+        case .restart(let reason):
+            return restart(reason)
+        case .refreshURL(let status):
+            return refreshURL(after: status)
+        }
+    }
+
+    /// A restart decided from a response: at once the first time, then after a backoff, and never more
+    /// than ``RestartPolicy/limit`` times in one run.
+    private mutating func restart(_ reason: RestartReason) -> Action {
+        guard let delay = restarts.next(base: settings.retryBaseDelay, maximum: settings.maxRetryDelay) else {
+            return failed(restartsExhausted(reason), stopRequested: false)
+        }
+        guard delay > 0 else {
+            beginRestart(reason)
+            return nextRequest(restart: reason)
+        }
+        state = .backingOff(reason)
+        return .backOff(seconds: delay)
+    }
+
+    private func restartsExhausted(_ reason: RestartReason) -> DownloadError {
+        DownloadError(
+            .serverIgnoredRange,
+            "the resource changed (or its length, or the server ignored the range) \(restarts.count + 1) times in this run, the partial discarded each time (last: \(reason.rawValue)); giving up")
+    }
+
+    // MARK: - Requests
+
+    /// Whether the next request is a range probe for a segmented transfer.
+    private var wantsSegments: Bool {
+        !singleConnectionOnly && (settings.connections > 1 || !resource.savedSegments.isEmpty)
+    }
+
+    private mutating func nextRequest(restart: RestartReason? = nil) -> Action {
+        var restart = restart
+        if let reason = restartPending {
+            beginRestart(reason)
+            restart = reason
+        }
+        attemptStart = resource.offset
+        let probing = wantsSegments
+        var headers = requestHeaders
+        if probing {
+            // A one-byte probe learns the length, the validators and whether ranges work, without
+            // committing to a body stream (the byte is drained and the connection reused). With partial
+            // data, If-Range turns a changed resource into a 200 instead of a 206.
+            headers.replaceOrAdd(name: "Range", value: RangeHeader(ranges: [.closed(first: 0, last: 0)]).headerValue)
+            if let validator = resource.ifRangeValue, resource.offset > 0 || !resource.savedSegments.isEmpty {
+                headers.replaceOrAdd(name: "If-Range", value: validator)
+            } else {
+                headers.remove(name: "If-Range")
+            }
+        } else if resource.offset > 0 {
+            headers.replaceOrAdd(name: "Range", value: RangeHeader(ranges: [.from(resource.offset)]).headerValue)
+            if let validator = resource.ifRangeValue { headers.replaceOrAdd(name: "If-Range", value: validator) }
+        }
+        state = .awaitingHead(Exchange(requestedOffset: resource.offset, probing: probing))
+        return .send(DKHTTPRequest(method: .GET, url: currentURL, headers: headers), restart: restart)
+    }
+
+    /// Forgets the partial data and what the old version's responses taught.
+    private mutating func beginRestart(_ reason: RestartReason) {
+        resource.offset = 0
+        resource.resumedFrom = 0
+        resource.entityTag = nil
+        resource.entityTagText = nil
+        resource.lastModified = nil
+        resource.totalLength = nil
+        resource.savedSegments = []
+        restartPending = nil
+        recordChanged = true
+        transitions.append(.restart(reason))
+    }
+
+    private mutating func follow(redirectTo target: HTTPURL) {
+        // Credentials never cross to another origin (scheme, host, port), and never come from a redirect.
+        if target.origin != currentURL.origin {
+            for name in ["Authorization", "Cookie", "Proxy-Authorization"] + settings.credentialHeaderNames {
+                requestHeaders.remove(name: name)
+            }
+        }
+        currentURL = target
+        recordChanged = true
+        transitions.append(.redirect(to: target.description))
+    }
+
+    /// After 401/403/404/410: ask the URL provider, within its bound.
+    private mutating func refreshURL(after status: Int) -> Action {
+        guard settings.hasURLProvider, refreshes < settings.maxURLRefreshes else {
+            return failed(DownloadError.status(status, reason: "", url: currentURL), stopRequested: false)
+        }
+        refreshes += 1
+        state = .waitingForURL(status: status)
+        return .askForURL(
+            URLRefreshContext(
+                originalURL: originalURL.absoluteString, currentURL: currentURL.absoluteString, status: status,
+                bytesReceived: resource.offset))
+    }
+
+    private mutating func settleOnOneConnection(_ reason: String) {
+        singleConnectionOnly = true
+        if settings.connections > 1 { transitions.append(.stayOnOneConnection(reason)) }
+    }
+
+    // MARK: - Answers
+
+    private mutating func redirectAnswer(_ head: ResponseHead, _ exchange: Exchange) -> HeadAction {
+        let status = head.status
+        guard let location = head.headers.first(name: "Location") else {
+            return .abandon(DownloadError(.invalidRedirect, "redirect \(status) without a Location header from \(currentURL)"))
+        }
+        let target: HTTPURL
+        do {
+            target = try currentURL.resolving(location).withoutUserinfo
+        } catch {
+            return .abandon(
+                DownloadError(.insecureRedirect, "refusing redirect to \(location): \(error.detail)", httpStatus: status))
+        }
+        if currentURL.scheme == .https && target.scheme == .http && !settings.allowsInsecureRedirects {
+            return .abandon(
+                DownloadError(
+                    .insecureRedirect, "refusing redirect from https to http (\(target)); allow it explicitly",
+                    httpStatus: status))
+        }
+        state = .draining(exchange, .redirect(target))
+        return .discard
+    }
+
+    /// The answer to a range request, decided by ``RangeResponsePolicy``.
+    private mutating func rangeAnswer(_ head: ResponseHead, _ exchange: Exchange) -> HeadAction {
+        let status = head.status
+        let policy = RangeResponsePolicy(
+            first: exchange.requestedOffset, knownEntityTag: resource.entityTag, knownLastModified: resource.lastModified,
+            knownTotal: resource.totalLength)
+        switch policy.decide(head) {
+        case .write(_, let last, let total):
+            if let total { resource.totalLength = total }
+            resource.acceptsRanges = true
+            resource.isResumable = true
+            recordValidators(head)
+            var receiving = exchange
+            receiving.rangeEnd = last
+            state = .receivingBody(receiving)
+            return .write(restart: nil)
+        case .wholeBody(let reason):
+            // Start over from zero in this same response (no wait: the body is already coming).
+            guard restarts.next(base: 0, maximum: 0) != nil else { return .abandon(restartsExhausted(reason)) }
+            beginRestart(reason)
+            return acceptWholeBody(head, exchange, restart: reason)
+        case .complete(let total):
+            resource.totalLength = total
+            acceptedHead = head
+            state = .draining(exchange, .complete)
+            return .discard
+        case .restart(let reason):
+            state = .draining(exchange, .restart(reason))
+            return .discard
+        case .retry(let detail):
+            return .abandon(DownloadError(.contentRangeMismatch, detail, httpStatus: status, isTransient: true))
+        case .other:
+            return .abandon(DownloadError.status(status, reason: head.reason, url: currentURL))
+        }
+    }
+
+    /// A 200: the body is the whole resource, written from byte 0.
+    private mutating func acceptWholeBody(_ head: ResponseHead, _ exchange: Exchange, restart: RestartReason?) -> HeadAction {
+        resource.totalLength = head.contentLength
+        let ranges = head.headers.first(name: "Accept-Ranges").flatMap { try? AcceptRanges(parsing: $0) }
+        resource.acceptsRanges = ranges?.acceptsBytes ?? false
+        recordValidators(head)
+        let resumable = resource.acceptsRanges == true || resource.entityTag != nil || resource.lastModified != nil
+        resource.isResumable = resumable
+        if !resumable { transitions.append(.notResumable) }
+        resolveFileName(head)
+        var receiving = exchange
+        receiving.rangeEnd = nil
+        state = .receivingBody(receiving)
+        return .write(restart: restart)
+    }
+
+    /// The answer to a `Range: bytes=0-0` probe; nil when the ordinary rules apply (redirects, errors,
+    /// and a 200, which is written as the whole file on one connection).
+    private mutating func probeAnswer(_ head: ResponseHead, _ exchange: Exchange) -> HeadAction? {
+        switch head.status {
+        case 206:
+            let policy = RangeResponsePolicy(
+                first: 0, knownEntityTag: resource.entityTag, knownLastModified: resource.lastModified,
+                knownTotal: resource.totalLength)
+            let complete: Int64
+            switch policy.decide(head) {
+            case .write(_, _, let total?):
+                complete = total
+            case .write(_, _, nil):
+                settleOnOneConnection("the server did not report the file's length")
+                state = .draining(exchange, .oneConnection)
+                return .discard
+            case .restart(let reason):
+                state = .draining(exchange, .restart(reason))
+                return .discard
+            case .retry(let detail):
+                return .abandon(
+                    DownloadError(.contentRangeMismatch, "the range probe: \(detail)", httpStatus: 206, isTransient: true))
+            case .wholeBody, .complete, .other:
+                return .abandon(DownloadError(.internalError, "the range policy answered a 206 probe with something else than a range"))
+            }
+            resource.totalLength = complete
+            resource.acceptsRanges = true
+            resource.isResumable = true
+            recordValidators(head)
+            resolveFileName(head)
+            if let reason = SegmentRules.oneConnectionReason(entityTag: resource.entityTag, lastModified: resource.lastModified) {
+                settleOnOneConnection(reason)
+                state = .draining(exchange, .oneConnection)
+                return .discard
+            }
+            let have = resource.savedSegments.isEmpty ? resource.offset : resource.savedSegments.reduce(0) { $0 + $1.written }
+            if resource.savedSegments.isEmpty && complete - have < 2 * settings.minimumSegmentSize {
+                settleOnOneConnection("the file is too small to split")
+                state = .draining(exchange, .oneConnection)
+                return .discard
+            }
+            state = .draining(exchange, .segmented(total: complete))
+            return .discard
+        case 200:
+            let hadPartial = (resource.offset > 0 || !resource.savedSegments.isEmpty) && resource.ifRangeValue != nil
+            let advertisesRanges = head.headers.first(name: "Accept-Ranges")
+                .flatMap { try? AcceptRanges(parsing: $0) }?.acceptsBytes ?? false
+            if hadPartial && advertisesRanges {
+                // If-Range failed: the resource changed. Start over, and probe again.
+                state = .draining(exchange, .restart(.validatorChanged))
+                return .discard
+            }
+            settleOnOneConnection("the server answered the range probe with the whole file (no range support)")
+            if !resource.savedSegments.isEmpty {
+                // The map is useless on one connection: the whole body is written from byte 0.
+                beginRestart(.rangeIgnored)
+                return acceptWholeBody(head, Exchange(requestedOffset: 0, probing: true), restart: .rangeIgnored)
+            }
+            return nil
+        case 416:
+            settleOnOneConnection("the file is empty")
+            state = .draining(exchange, .oneConnection)
+            return .discard
+        default:
+            return nil
+        }
+    }
+
+    private mutating func recordValidators(_ head: ResponseHead) {
+        acceptedHead = head
+        if let text = head.headers.first(name: "ETag") {
+            resource.entityTagText = text
+            resource.entityTag = try? EntityTag(parsing: text)
+        }
+        if let modified = head.headers.first(name: "Last-Modified") { resource.lastModified = modified }
+        recordChanged = true
+    }
+
+    /// Names a directory download from the response (once): Content-Disposition, the URL's last
+    /// segment, else the MD5 of the URL — or the caller's file id or MD5 rule.
+    private mutating func resolveFileName(_ head: ResponseHead) {
+        guard case .directory(_, let rule) = settings.destination, resource.fileName == nil else { return }
+        let ext = originalURL.pathExtension
+        let md5Hex = Self.md5Hex
+        switch rule {
+        case .fileID(let id):
+            resource.fileName = FileNaming.fileName(
+                forURL: originalURL.absoluteString, pathExtension: ext, fileID: id, md5Hex: md5Hex)
+        case .md5OfURL:
+            resource.fileName = FileNaming.fileName(
+                forURL: originalURL.absoluteString, pathExtension: ext, fileID: nil, md5Hex: md5Hex)
+        case .fromResponse:
+            let suggested = head.headers.first(name: "Content-Disposition")
+                .flatMap { try? ContentDisposition(parsing: $0) }?.preferredFilename
+                .flatMap(FileNaming.sanitizedFileName)
+            resource.fileName = suggested
+                ?? currentURL.lastPathSegment.flatMap(FileNaming.sanitizedFileName)
+                ?? FileNaming.fileName(forURL: originalURL.absoluteString, pathExtension: ext, fileID: nil, md5Hex: md5Hex)
+        }
+        recordChanged = true
+    }
+
+    static func md5Hex(_ text: String) -> String {
+        DKDigest.hex(DKDigest.hash(.md5, Array(text.utf8)))
+    }
+}
+
+extension ResponseHead {
+    /// The body length from `Content-Length`, when present and valid.
+    var contentLength: Int64? {
+        guard let text = headers.first(name: "Content-Length"), !text.isEmpty, text.allSatisfy(\.isASCII),
+            text.allSatisfy(\.isNumber)
+        else { return nil }
+        return Int64(text)
+    }
+}
