@@ -1,0 +1,556 @@
+import Foundation
+import HTTPClient
+import HTTPWire
+import Testing
+
+@testable import DownloadKit
+
+/// Every resume rule of a download as a table of events and the actions the machine answers with — no
+/// socket, no file, no clock (issue #12). Each row starts a `DownloadStateMachine` from a partial file
+/// (its length, its resume record, same boot or not), feeds it events and checks each answer; the
+/// end-to-end tests (EngineTests, HostileServerTests, SegmentedTests…) run the same rules against real
+/// servers through `TransferEngine`.
+@Suite("DownloadStateMachine")
+struct DownloadStateMachineTests {
+    static let url = "http://origin.test/files/disk.iso"
+    static let strong = "\"v1\""
+    static let weak = "W/\"v1\""
+    static let date = "Mon, 01 Jan 2024 00:00:00 GMT"
+
+    /// An answer of the machine, as a row writes it.
+    enum Seen: Hashable, CustomStringConvertible {
+        case send(url: String = DownloadStateMachineTests.url, range: String?, ifRange: String?, restart: RestartReason? = nil)
+        case discard
+        case write(restart: RestartReason? = nil)
+        case abandon(DownloadError.Code)
+        case runSegments(total: Int64)
+        case askForURL(status: Int, bytes: Int64)
+        /// A retry; `delay` nil means any delay.
+        case retry(attempt: Int, delay: Double? = nil)
+        case backOff
+        case finalize
+        case fail(DownloadError.Code)
+
+        var description: String {
+            switch self {
+            case .send(let url, let range, let ifRange, let restart):
+                "send(\(url), Range: \(range ?? "-"), If-Range: \(ifRange ?? "-"), restart: \(restart.map(\.rawValue) ?? "-"))"
+            case .discard: "discard"
+            case .write(let restart): "write(restart: \(restart.map(\.rawValue) ?? "-"))"
+            case .abandon(let code): "abandon(\(code))"
+            case .runSegments(let total): "runSegments(\(total))"
+            case .askForURL(let status, let bytes): "askForURL(\(status), at \(bytes))"
+            case .retry(let attempt, let delay): "retry(#\(attempt), after \(delay.map { "\($0)" } ?? "any"))"
+            case .backOff: "backOff"
+            case .finalize: "finalize"
+            case .fail(let code): "fail(\(code))"
+            }
+        }
+
+        init(_ action: DownloadStateMachine.Action) {
+            switch action {
+            case .send(let request, let restart):
+                self = .send(
+                    url: request.url.absoluteString, range: request.headers.first(name: "Range"),
+                    ifRange: request.headers.first(name: "If-Range"), restart: restart)
+            case .runSegments(let total): self = .runSegments(total: total)
+            case .askForURL(let context): self = .askForURL(status: context.status, bytes: context.bytesReceived)
+            case .retry(let delay, let attempt, _): self = .retry(attempt: attempt, delay: delay)
+            case .backOff: self = .backOff
+            case .finalize: self = .finalize
+            case .fail(let error): self = .fail(error.code)
+            }
+        }
+
+        init(_ action: DownloadStateMachine.HeadAction) {
+            switch action {
+            case .discard: self = .discard
+            case .write(let restart): self = .write(restart: restart)
+            case .abandon(let error): self = .abandon(error.code)
+            }
+        }
+
+        /// Whether `actual` is what this expectation describes (a retry's delay only when given).
+        func matches(_ actual: Seen) -> Bool {
+            if case .retry(let attempt, let delay) = self, case .retry(let actualAttempt, let actualDelay) = actual {
+                return attempt == actualAttempt && (delay == nil || delay == actualDelay)
+            }
+            return self == actual
+        }
+    }
+
+    /// What happens to the machine.
+    enum Event: Sendable, CustomStringConvertible {
+        case start
+        case head(Int, [(String, String)])
+        case written(Int)
+        case ended
+        case failure(DownloadError)
+        case waited
+        case url(String?)
+        case segments(SegmentCoordinator.Outcome, map: [ResumeSegment] = [])
+
+        var description: String {
+            switch self {
+            case .start: "start"
+            case .head(let status, let fields): "head \(status) \(fields.map { "\($0.0): \($0.1)" }.joined(separator: ", "))"
+            case .written(let count): "written \(count)"
+            case .ended: "exchange ended"
+            case .failure(let error): "failure \(error.code)"
+            case .waited: "wait elapsed"
+            case .url(let url): "URL provided: \(url ?? "nil")"
+            case .segments(let outcome, _): "segments ended: \(outcome)"
+            }
+        }
+    }
+
+    /// The partial file found before the first request.
+    struct Partial {
+        var length: Int64 = 0
+        var record: ResumeInfo?
+        var sameBoot = true
+    }
+
+    struct Case: CustomTestStringConvertible, Sendable {
+        var name: String
+        var configure: @Sendable (inout DownloadConfiguration) -> Void = { _ in }
+        var partial: @Sendable () -> Partial = { Partial() }
+        var steps: [(Event, Seen?)]
+        /// The transitions published over the whole row, when the row checks them.
+        var transitions: [DownloadTransition]?
+        var testDescription: String { name }
+    }
+
+    static func record(
+        bytes: Int64, etag: String? = strong, lastModified: String? = date, total: Int64? = 5000,
+        segments: [ResumeSegment] = []
+    ) -> ResumeInfo {
+        ResumeInfo(
+            originalURL: url, tempFilePath: "/downloads/disk.iso.dkpart", bytesReceived: bytes, entityTag: etag,
+            lastModified: lastModified, totalLength: total, segments: segments)
+    }
+
+    static func partial(_ length: Int64, _ record: ResumeInfo?, sameBoot: Bool = true) -> @Sendable () -> Partial {
+        { Partial(length: length, record: record, sameBoot: sameBoot) }
+    }
+
+    static func fields206(_ first: Int64, _ last: Int64, _ total: Int64, etag: String? = strong) -> [(String, String)] {
+        var fields = [("Content-Range", "bytes \(first)-\(last)/\(total)"), ("Content-Length", "\(last - first + 1)")]
+        if let etag { fields.append(("ETag", etag)) }
+        fields.append(("Last-Modified", date))
+        return fields
+    }
+
+    static let cases: [Case] = [
+        Case(
+            name: "a fresh download asks for the whole resource and finishes when it has every byte",
+            steps: [
+                (.start, .send(range: nil, ifRange: nil)),
+                (.head(200, [("Content-Length", "5000"), ("ETag", strong), ("Accept-Ranges", "bytes")]), .write()),
+                (.written(5000), nil),
+                (.ended, .finalize),
+            ],
+            transitions: [.start, .receive(resumedFrom: 0)]),
+        Case(
+            name: "a partial proved by a strong ETag resumes with Range and If-Range: the ETag",
+            partial: partial(1000, record(bytes: 1000)),
+            steps: [
+                (.start, .send(range: "bytes=1000-", ifRange: strong)),
+                (.head(206, fields206(1000, 4999, 5000)), .write()),
+                (.written(4000), nil),
+                (.ended, .finalize),
+            ],
+            transitions: [.resume(offset: 1000), .receive(resumedFrom: 1000)]),
+        Case(
+            name: "a weak ETag never goes in If-Range: Last-Modified does",
+            partial: partial(1000, record(bytes: 1000, etag: weak)),
+            steps: [
+                (.start, .send(range: "bytes=1000-", ifRange: date)),
+                (.head(206, fields206(1000, 4999, 5000, etag: weak)), .write()),
+            ]),
+        Case(
+            name: "a partial nothing can prove (weak ETag only) starts over instead of splicing",
+            partial: partial(1000, record(bytes: 1000, etag: weak, lastModified: nil)),
+            steps: [(.start, .send(range: nil, ifRange: nil, restart: .unusablePartialData))],
+            transitions: [.resume(offset: 1000), .restart(.unusablePartialData)]),
+        Case(
+            name: "a partial without a resume record starts over",
+            partial: partial(1000, nil),
+            steps: [(.start, .send(range: nil, ifRange: nil, restart: .unusablePartialData))]),
+        Case(
+            name: "same boot: every byte of the file is trusted",
+            partial: partial(3000, record(bytes: 1000)),
+            steps: [(.start, .send(range: "bytes=3000-", ifRange: strong))]),
+        Case(
+            name: "after a reboot only the synced bytes of the record are trusted",
+            partial: partial(3000, record(bytes: 1000), sameBoot: false),
+            steps: [(.start, .send(range: "bytes=1000-", ifRange: strong))]),
+        Case(
+            name: "a partial longer than the recorded resource starts over",
+            partial: partial(6000, record(bytes: 6000)),
+            steps: [(.start, .send(range: nil, ifRange: nil, restart: .partialLongerThanResource))]),
+        Case(
+            name: "a 206 that starts elsewhere is refused and retried, the partial kept",
+            partial: partial(1000, record(bytes: 1000)),
+            steps: [
+                (.start, .send(range: "bytes=1000-", ifRange: strong)),
+                (.head(206, fields206(0, 4999, 5000)), .abandon(.contentRangeMismatch)),
+                (.failure(DownloadError(.contentRangeMismatch, "", isTransient: true)), .retry(attempt: 1)),
+                (.waited, .send(range: "bytes=1000-", ifRange: strong)),
+            ]),
+        Case(
+            name: "a 200 to a range request with the same validator: the range was ignored, the body written from 0",
+            partial: partial(1000, record(bytes: 1000)),
+            steps: [
+                (.start, .send(range: "bytes=1000-", ifRange: strong)),
+                (.head(200, [("Content-Length", "5000"), ("ETag", strong)]), .write(restart: .rangeIgnored)),
+                (.written(5000), nil),
+                (.ended, .finalize),
+            ],
+            transitions: [.resume(offset: 1000), .restart(.rangeIgnored), .receive(resumedFrom: 0)]),
+        Case(
+            name: "a 200 to a range request with another ETag: the resource changed, the body written from 0",
+            partial: partial(1000, record(bytes: 1000)),
+            steps: [
+                (.start, .send(range: "bytes=1000-", ifRange: strong)),
+                (.head(200, [("Content-Length", "5000"), ("ETag", "\"v2\"")]), .write(restart: .validatorChanged)),
+            ]),
+        Case(
+            name: "a 416 whose length is the partial's: already complete, nothing fetched",
+            partial: partial(5000, record(bytes: 5000)),
+            steps: [
+                (.start, .send(range: "bytes=5000-", ifRange: strong)),
+                (.head(416, [("Content-Range", "bytes */5000")]), .discard),
+                (.ended, .finalize),
+            ]),
+        Case(
+            name: "a 416 that names a longer resource contradicts itself: retried, the partial kept",
+            partial: partial(1000, record(bytes: 1000)),
+            steps: [
+                (.start, .send(range: "bytes=1000-", ifRange: strong)),
+                (.head(416, [("Content-Range", "bytes */5000")]), .abandon(.contentRangeMismatch)),
+            ]),
+        Case(
+            name: "a 206 with another ETag: the validator changed, the partial discarded before the next request",
+            partial: partial(1000, record(bytes: 1000)),
+            steps: [
+                (.start, .send(range: "bytes=1000-", ifRange: strong)),
+                (.head(206, fields206(1000, 4999, 5000, etag: "\"v2\"")), .discard),
+                (.ended, .send(range: nil, ifRange: nil, restart: .validatorChanged)),
+            ]),
+        Case(
+            name: "a 206 with another length: the length changed, the partial discarded",
+            partial: partial(1000, record(bytes: 1000)),
+            steps: [
+                (.start, .send(range: "bytes=1000-", ifRange: strong)),
+                (.head(206, fields206(1000, 5999, 6000)), .discard),
+                (.ended, .send(range: nil, ifRange: nil, restart: .lengthChanged)),
+            ]),
+        Case(
+            name: "restarts are bounded: the first at once, later ones after a backoff, the sixth fails",
+            configure: {
+                $0.retries = 0
+                $0.retryBaseDelay = .seconds(1)
+            },
+            partial: partial(1000, record(bytes: 1000)),
+            steps: [
+                (.start, .send(range: "bytes=1000-", ifRange: strong)),
+                (.head(206, fields206(1000, 4999, 5000, etag: "\"v2\"")), .discard),
+                (.ended, .send(range: nil, ifRange: nil, restart: .validatorChanged)),
+            ] + Array(
+                repeating: [
+                    (.head(200, [("Content-Length", "5000"), ("ETag", "\"v3\""), ("Accept-Ranges", "bytes")]), .write()),
+                    (.written(100), nil),
+                    (.ended, .send(range: "bytes=100-", ifRange: "\"v3\"")),
+                    (.head(206, fields206(100, 4999, 5000, etag: "\"v4\"")), .discard),
+                    (.ended, .backOff),
+                    (.waited, .send(range: nil, ifRange: nil, restart: .validatorChanged)),
+                ] as [(Event, Seen?)], count: 4
+            ).flatMap { $0 } + [
+                (.head(200, [("Content-Length", "5000"), ("ETag", "\"v3\""), ("Accept-Ranges", "bytes")]), .write()),
+                (.written(100), nil),
+                (.ended, .send(range: "bytes=100-", ifRange: "\"v3\"")),
+                (.head(206, fields206(100, 4999, 5000, etag: "\"v4\"")), .discard),
+                (.ended, .fail(.serverIgnoredRange)),
+            ]),
+        Case(
+            name: "a server without range support or validators: written whole, marked not resumable",
+            steps: [
+                (.start, .send(range: nil, ifRange: nil)),
+                (.head(200, [("Content-Length", "5000")]), .write()),
+            ],
+            transitions: [.start, .notResumable, .receive(resumedFrom: 0)]),
+        Case(
+            name: "an expired URL (403) asks the URL provider, then continues at the same offset",
+            configure: { $0.urlProvider = { _ in nil } },
+            partial: partial(1000, record(bytes: 1000)),
+            steps: [
+                (.start, .send(range: "bytes=1000-", ifRange: strong)),
+                (.head(403, []), .discard),
+                (.ended, .askForURL(status: 403, bytes: 1000)),
+                (.url("http://cdn.test/disk.iso?sig=new"), .send(url: "http://cdn.test/disk.iso?sig=new", range: "bytes=1000-", ifRange: strong)),
+            ],
+            transitions: [.resume(offset: 1000), .refreshURL(to: "http://cdn.test/disk.iso?sig=new")]),
+        Case(
+            name: "a URL provider without a fresh URL ends the download with the status",
+            configure: { $0.urlProvider = { _ in nil } },
+            steps: [
+                (.start, .send(range: nil, ifRange: nil)),
+                (.head(410, []), .discard),
+                (.ended, .askForURL(status: 410, bytes: 0)),
+                (.url(nil), .fail(.httpStatus)),
+            ]),
+        Case(
+            name: "URL refreshes are bounded by maxURLRefreshes",
+            configure: {
+                $0.urlProvider = { _ in nil }
+                $0.maxURLRefreshes = 1
+            },
+            steps: [
+                (.start, .send(range: nil, ifRange: nil)),
+                (.head(403, []), .discard),
+                (.ended, .askForURL(status: 403, bytes: 0)),
+                (.url("http://cdn.test/a"), .send(url: "http://cdn.test/a", range: nil, ifRange: nil)),
+                (.head(403, []), .discard),
+                (.ended, .fail(.httpStatus)),
+            ]),
+        Case(
+            name: "without a URL provider a 404 is a plain failure",
+            steps: [
+                (.start, .send(range: nil, ifRange: nil)),
+                (.head(404, []), .abandon(.httpStatus)),
+                (.failure(DownloadError.status(404, reason: "", url: try! HTTPURL(url))), .fail(.httpStatus)),
+            ]),
+        Case(
+            name: "disk full is not retried: the download stops resumably",
+            partial: partial(1000, record(bytes: 1000)),
+            steps: [
+                (.start, .send(range: "bytes=1000-", ifRange: strong)),
+                (.head(206, fields206(1000, 4999, 5000)), .write()),
+                (.written(500), nil),
+                (.failure(DownloadError(.diskFull, "no space left")), .fail(.diskFull)),
+            ]),
+        Case(
+            name: "a 503 with Retry-After waits exactly that long",
+            configure: { $0.retryBaseDelay = .seconds(1) },
+            steps: [
+                (.start, .send(range: nil, ifRange: nil)),
+                (.head(503, [("Retry-After", "7")]), .abandon(.httpStatus)),
+                (.failure(DownloadError.status(503, reason: "", url: try! HTTPURL(url))), .retry(attempt: 1, delay: 7)),
+                (.waited, .send(range: nil, ifRange: nil)),
+            ]),
+        Case(
+            name: "transient failures without progress are retried `retries` times, then the download fails",
+            configure: { $0.retries = 2 },
+            steps: [
+                (.start, .send(range: nil, ifRange: nil)),
+                (.failure(DownloadError(.transport, "", isTransient: true)), .retry(attempt: 1)),
+                (.waited, .send(range: nil, ifRange: nil)),
+                (.failure(DownloadError(.transport, "", isTransient: true)), .retry(attempt: 2)),
+                (.waited, .send(range: nil, ifRange: nil)),
+                (.failure(DownloadError(.transport, "", isTransient: true)), .fail(.transport)),
+            ]),
+        Case(
+            name: "a short body asks for the rest, validated by what the first response named",
+            steps: [
+                (.start, .send(range: nil, ifRange: nil)),
+                (.head(200, [("Content-Length", "5000"), ("ETag", strong), ("Accept-Ranges", "bytes")]), .write()),
+                (.written(2000), nil),
+                (.ended, .send(range: "bytes=2000-", ifRange: strong)),
+            ]),
+        Case(
+            name: "an empty 206 is a failure with backoff, not an instant new request",
+            partial: partial(1000, record(bytes: 1000)),
+            steps: [
+                (.start, .send(range: "bytes=1000-", ifRange: strong)),
+                (.head(206, [("Content-Range", "bytes 1000-4999/5000"), ("ETag", strong)]), .write()),
+                (.ended, .retry(attempt: 1)),
+            ]),
+        Case(
+            name: "more bytes than the resource holds is a protocol violation",
+            steps: [
+                (.start, .send(range: nil, ifRange: nil)),
+                (.head(200, [("Content-Length", "5000"), ("ETag", strong)]), .write()),
+                (.written(6000), nil),
+                (.ended, .fail(.protocolViolation)),
+            ]),
+        Case(
+            name: "redirects are followed from the new URL; a loop ends in an error",
+            steps: [
+                (.start, .send(range: nil, ifRange: nil)),
+                (.head(302, [("Location", "/mirror/disk.iso")]), .discard),
+                (.ended, .send(url: "http://origin.test/mirror/disk.iso", range: nil, ifRange: nil)),
+                (.head(301, [("Location", url)]), .discard),
+                (.ended, .fail(.redirectLoop)),
+            ]),
+        Case(
+            name: "more redirects than maxRedirects end in an error",
+            configure: { $0.maxRedirects = 1 },
+            steps: [
+                (.start, .send(range: nil, ifRange: nil)),
+                (.head(302, [("Location", "/a")]), .discard),
+                (.ended, .send(url: "http://origin.test/a", range: nil, ifRange: nil)),
+                (.head(302, [("Location", "/b")]), .discard),
+                (.ended, .fail(.tooManyRedirects)),
+            ]),
+        Case(
+            name: "a redirect without Location is refused",
+            steps: [
+                (.start, .send(range: nil, ifRange: nil)),
+                (.head(302, []), .abandon(.invalidRedirect)),
+            ]),
+        Case(
+            name: "segmented: a probe learns the length, then segment workers run",
+            configure: { $0.connections = 4 },
+            steps: [
+                (.start, .send(range: "bytes=0-0", ifRange: nil)),
+                (.head(206, fields206(0, 0, 64 << 20)), .discard),
+                (.ended, .runSegments(total: 64 << 20)),
+                (.segments(.complete), .finalize),
+            ]),
+        Case(
+            name: "segmented: a file too small to split stays on one connection",
+            configure: { $0.connections = 4 },
+            steps: [
+                (.start, .send(range: "bytes=0-0", ifRange: nil)),
+                (.head(206, fields206(0, 0, 5000)), .discard),
+                (.ended, .send(range: nil, ifRange: nil)),
+            ],
+            transitions: [.start, .stayOnOneConnection("the file is too small to split")]),
+        Case(
+            name: "segmented: a weak ETag without Last-Modified cannot protect ranges: one connection",
+            configure: { $0.connections = 4 },
+            steps: [
+                (.start, .send(range: "bytes=0-0", ifRange: nil)),
+                (.head(206, [("Content-Range", "bytes 0-0/67108864"), ("Content-Length", "1"), ("ETag", weak)]), .discard),
+                (.ended, .send(range: nil, ifRange: nil)),
+            ]),
+        Case(
+            name: "segmented: a server that ignores the probe's range writes the whole body on one connection",
+            configure: { $0.connections = 4 },
+            steps: [
+                (.start, .send(range: "bytes=0-0", ifRange: nil)),
+                (.head(200, [("Content-Length", "5000")]), .write()),
+            ]),
+        Case(
+            name: "segmented: a resource that changed during the workers starts over with a new probe",
+            configure: {
+                $0.connections = 4
+                $0.retryBaseDelay = .seconds(1)
+            },
+            steps: [
+                (.start, .send(range: "bytes=0-0", ifRange: nil)),
+                (.head(206, fields206(0, 0, 64 << 20)), .discard),
+                (.ended, .runSegments(total: 64 << 20)),
+                (.segments(.restart(.validatorChanged)), .send(range: "bytes=0-0", ifRange: nil, restart: .validatorChanged)),
+                (.head(206, fields206(0, 0, 64 << 20, etag: "\"v2\"")), .discard),
+                (.ended, .runSegments(total: 64 << 20)),
+                (.segments(.restart(.validatorChanged)), .backOff),
+                (.waited, .send(range: "bytes=0-0", ifRange: nil, restart: .validatorChanged)),
+            ]),
+        Case(
+            name: "segmented: workers that meet an expired URL ask the provider",
+            configure: {
+                $0.connections = 4
+                $0.urlProvider = { _ in nil }
+            },
+            steps: [
+                (.start, .send(range: "bytes=0-0", ifRange: nil)),
+                (.head(206, fields206(0, 0, 64 << 20)), .discard),
+                (.ended, .runSegments(total: 64 << 20)),
+                (.segments(.refreshURL(status: 403)), .askForURL(status: 403, bytes: 0)),
+                (.url("http://cdn.test/b"), .send(url: "http://cdn.test/b", range: "bytes=0-0", ifRange: nil)),
+            ]),
+        Case(
+            name: "segmented: a saved map resumes with a probe carrying If-Range",
+            configure: { $0.connections = 4 },
+            partial: partial(
+                64 << 20,
+                record(
+                    bytes: 0, total: 64 << 20,
+                    segments: [ResumeSegment(start: 0, end: 32 << 20, written: 1 << 20), ResumeSegment(start: 32 << 20, end: nil, written: 0)])),
+            steps: [
+                (.start, .send(range: "bytes=0-0", ifRange: strong)),
+                (.head(206, fields206(0, 0, 64 << 20)), .discard),
+                (.ended, .runSegments(total: 64 << 20)),
+            ]),
+    ]
+
+    @Test(arguments: cases)
+    func row(_ row: Case) throws {
+        var configuration = DownloadConfiguration(retries: 5, retryBaseDelay: .zero)
+        row.configure(&configuration)
+        let request = DownloadRequest(url: Self.url, destination: .file("/downloads/disk.iso"))
+        var machine = DownloadStateMachine(url: try HTTPURL(Self.url), settings: .init(request, configuration))
+        let partial = row.partial()
+        if let record = partial.record { machine.adopt(record, recordedOriginalURL: try HTTPURL(record.originalURL)) }
+        _ = machine.partialData(fileLength: partial.length, record: partial.record, sameBoot: partial.sameBoot)
+        var transitions: [DownloadTransition] = []
+        for (index, (event, expected)) in row.steps.enumerated() {
+            let seen: Seen?
+            switch event {
+            case .start: seen = Seen(machine.start())
+            case .head(let status, let fields):
+                let head = ResponseHead(version: .http1_1, status: status, reason: "", headers: DKHTTPHeaders(fields))
+                seen = Seen(machine.responseHead(head, wallClock: 1_700_000_000))
+                if case .receivingBody = machine.state { machine.bodyStarts() }
+            case .written(let count):
+                machine.bodyWritten(count)
+                seen = nil
+            case .ended: seen = Seen(machine.exchangeEnded())
+            case .failure(let error): seen = Seen(machine.failed(error, stopRequested: false))
+            case .waited: seen = Seen(machine.retryDelayElapsed())
+            case .url(let url): seen = Seen(machine.urlProvided(url))
+            case .segments(let outcome, let map): seen = Seen(machine.segmentsEnded(outcome, map: map))
+            }
+            transitions += machine.takeTransitions()
+            if let expected {
+                let actual = try #require(seen, "step \(index) (\(event)) gave no answer")
+                #expect(expected.matches(actual), "step \(index) (\(event)): expected \(expected), got \(actual)")
+            }
+        }
+        if let expectedTransitions = row.transitions {
+            #expect(transitions == expectedTransitions)
+        }
+    }
+
+    @Test func aStopRequestIsNeverRetried() throws {
+        var machine = DownloadStateMachine(
+            url: try HTTPURL(Self.url),
+            settings: .init(DownloadRequest(url: Self.url, destination: .file("/d")), DownloadConfiguration()))
+        _ = machine.start()
+        let action = machine.failed(DownloadError(.transport, "", isTransient: true), stopRequested: true)
+        #expect(Seen(action) == .fail(.transport))
+    }
+
+    @Test func credentialsNeverFollowARedirectToAnotherOrigin() throws {
+        var request = DownloadRequest(
+            url: Self.url, destination: .file("/d"),
+            headers: DKHTTPHeaders([("Authorization", "Bearer t"), ("X-Api-Key", "k"), ("Accept", "*/*")]))
+        request.credentialHeaderNames = ["x-api-key"]
+        var machine = DownloadStateMachine(url: try HTTPURL(Self.url), settings: .init(request, DownloadConfiguration()))
+        _ = machine.start()
+        let head = ResponseHead(
+            version: .http1_1, status: 302, reason: "", headers: DKHTTPHeaders([("Location", "http://cdn.test/disk.iso")]))
+        #expect(machine.responseHead(head, wallClock: 0) == .discard)
+        guard case .send(let next, _) = machine.exchangeEnded() else {
+            Issue.record("no request after the redirect")
+            return
+        }
+        #expect(next.url.absoluteString == "http://cdn.test/disk.iso")
+        #expect(next.headers.first(name: "Authorization") == nil)
+        #expect(next.headers.first(name: "X-Api-Key") == nil)
+        #expect(next.headers.first(name: "Accept") == "*/*")
+    }
+
+    @Test func anHTTPSDownloadNeverFollowsARedirectToHTTP() throws {
+        let secure = "https://origin.test/disk.iso"
+        var machine = DownloadStateMachine(
+            url: try HTTPURL(secure),
+            settings: .init(DownloadRequest(url: secure, destination: .file("/d")), DownloadConfiguration()))
+        _ = machine.start()
+        let head = ResponseHead(
+            version: .http1_1, status: 301, reason: "", headers: DKHTTPHeaders([("Location", "http://origin.test/disk.iso")]))
+        #expect(Seen(machine.responseHead(head, wallClock: 0)) == .abandon(.insecureRedirect))
+    }
+}
