@@ -162,4 +162,32 @@ struct SingleConnectionDefectTests {
         _ = try result.get()
         #expect(fileMatchesPattern(dir.file("f"), size: size, seed: 98))
     }
+
+    /// Defect 1, on one connection: a server whose ETag changes on every request and whose connection
+    /// drops mid-body. Each resume meets a new version and restarts; before the bound only the retry
+    /// count (here 50) ended it, one full restart per retry. Now restarts are counted across the run
+    /// (`RestartPolicy`, shared with segments): a typed error after five, whatever `retries` says.
+    @Test func aValidatorThatChangesOnEveryRequestEndsInAnErrorOnOneConnection() async throws {
+        let size = 2 * Self.mib
+        let origin = try FaultOrigin()
+        defer { origin.shutdown() }
+        origin.serve(
+            "/flip",
+            .script { request, connection in
+                try connection.write(
+                    "HTTP/1.1 200 OK\r\nContent-Length: \(size)\r\nETag: \"v\(request.sequenceNumber)\"\r\n"
+                        + "Last-Modified: \(Resource.defaultLastModified)\r\nAccept-Ranges: bytes\r\n\r\n")
+                try connection.writePattern(offset: 0, count: size / 4, seed: 99)
+                connection.reset()
+            })
+        let dir = try ScratchDirectory()
+        let (result, events) = await runDownload(
+            DownloadRequest(url: origin.url("/flip"), destination: .file(dir.file("f"))), configuration: testConfiguration(retries: 50))
+        let error = try #require(result.error)
+        #expect(error.code == .serverIgnoredRange, "\(error)")
+        let restarts = reasons(events).filter { if case .restarted = $0 { true } else { false } }.count
+        #expect(restarts == 5, "\(reasons(events))")
+        #expect(origin.requests("/flip").count == 7)
+        #expect(!FileManager.default.fileExists(atPath: dir.file("f")))
+    }
 }
