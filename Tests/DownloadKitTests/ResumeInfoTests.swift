@@ -87,6 +87,18 @@ import TestOrigin
         #expect(decoded.updated == Date(timeIntervalSinceReferenceDate: 12))
     }
 
+    /// Fuzzer finding (CI, stop 27, `resumeinfo` seed 1): a record dated 8.4 × 10⁸⁵ s decoded, but its XML
+    /// re-encoding could not say that date. Dates outside 1970–9999 are refused with a typed error naming
+    /// the key, on decode and on encode.
+    @Test func aDateBeyondTheYear9999IsRefused() throws {
+        let data = try Self.plist { $0["DownloadKitCreated"] = Date(timeIntervalSinceReferenceDate: 8.356e85) }
+        let error = try #require(Self.failure(data))
+        #expect(error.code == .invalidValue && error.key == "DownloadKitCreated", "\(error)")
+        var info = Self.fullInfo()
+        info.updated = Date(timeIntervalSince1970: -1)
+        #expect(throws: ResumeInfoError.self) { _ = try info.encoded(format: .xml) }
+    }
+
     @Test func checkedInVersion1FixtureStillDecodes() throws {
         let info = try ResumeInfo.decode(ResumeFixtures.data("downloadkit-v1"))
         #expect(info.origin == .downloadKit)

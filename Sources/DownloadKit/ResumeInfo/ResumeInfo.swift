@@ -345,6 +345,8 @@ public struct ResumeInfo: Sendable, Hashable {
         try Self.checkHTTPURL(currentURL, key: .downloadURL)
         try Self.checkHTTPURL(originalURL, key: .originalURL)
         try Self.checkByteCount(bytesReceived, key: .bytesReceived)
+        try Self.checkDate(created, key: .created)
+        try Self.checkDate(updated, key: .updated)
         if let totalLength {
             try Self.checkByteCount(totalLength, key: .totalLength)
             guard bytesReceived <= totalLength else {
@@ -442,6 +444,17 @@ public struct ResumeInfo: Sendable, Hashable {
         guard value >= 0 else { throw ResumeInfoError.invalid(key.rawValue, "byte count \(value) is negative") }
         guard value <= maxByteCount else {
             throw ResumeInfoError.invalid(key.rawValue, "byte count \(value) is beyond the \(maxByteCount) limit")
+        }
+    }
+
+    /// The dates a record may carry: 1970-01-01 to 9999-12-31 (UTC). An XML property list writes dates as
+    /// ISO 8601 with four-digit years, so a date outside that range does not survive a round trip; no
+    /// checkpoint of ours is ever dated outside it (a fuzzer found a record dated 8.4 × 10⁸⁵ s).
+    static let dateRange: ClosedRange<Double> = 0...253_402_300_799
+
+    static func checkDate(_ date: Date, key: ResumeInfoKey) throws(ResumeInfoError) {
+        guard dateRange.contains(date.timeIntervalSince1970) else {
+            throw ResumeInfoError.invalid(key.rawValue, "date \(date.timeIntervalSince1970) s since 1970 is outside 1970–9999")
         }
     }
 
