@@ -129,7 +129,7 @@ public actor DownloadManager {
             maxConcurrent: configuration.maxConcurrentDownloads,
             network: networkMonitor?.currentStatus ?? NetworkStatus(isReachable: true, isMetered: false),
             allowsMeteredNetwork: configuration.allowsMeteredNetwork)
-        try restore()
+        try await restore()
         if let networkMonitor {
             let updates = networkMonitor.statusUpdates()
             networkWatcher = Task { [weak self] in
@@ -248,8 +248,8 @@ public actor DownloadManager {
         priority: DownloadPriority = .normal, checksum: Checksum? = nil, headers: [String: String] = [:],
         group: String? = nil, metadata: [String: String] = [:], requiresUnmeteredNetwork: Bool = false,
         rateLimit: Int? = nil
-    ) throws -> String {
-        try enqueue([
+    ) async throws -> String {
+        try await enqueue([
             TaskRequest(
                 url: url, fileID: fileID, destination: destination, priority: priority, checksum: checksum,
                 headers: headers, group: group, metadata: metadata, requiresUnmeteredNetwork: requiresUnmeteredNetwork,
@@ -259,7 +259,7 @@ public actor DownloadManager {
 
     /// Adds many tasks in one transaction (same rules as the single form); returns their ids in order.
     @discardableResult
-    public func enqueue(_ requests: [TaskRequest]) throws -> [String] {
+    public func enqueue(_ requests: [TaskRequest]) async throws -> [String] {
         try ensureOpen()
         for request in requests { try validate(url: request.url) }
         var ids: [String] = []
@@ -295,25 +295,25 @@ public actor DownloadManager {
             emit(.stateChanged(taskID: id, state: .waiting))
         }
         apply(actions)
-        try commit()
+        try await commit()
         return ids
     }
 
     // MARK: - Control
 
     /// Pauses a waiting or running task, keeping its bytes. Other states are left alone.
-    public func pause(taskID: String) throws {
+    public func pause(taskID: String) async throws {
         try ensureOpen()
         try pause([existing(taskID)])
-        try commit()
+        try await commit()
     }
 
     /// Puts a paused, failed or cancelled task at the end of the waiting line (seed 001: it joins the line
     /// now). Waiting, running and completed tasks are left alone.
-    public func resume(taskID: String) throws {
+    public func resume(taskID: String) async throws {
         try ensureOpen()
         try resume([existing(taskID)])
-        try commit()
+        try await commit()
     }
 
     /// Stops a task and deletes its partial data and resume info; the task stays, `cancelled`. Returns once
@@ -321,7 +321,7 @@ public actor DownloadManager {
     public func cancel(taskID: String) async throws {
         try ensureOpen()
         try cancel([existing(taskID)])
-        try commit()
+        try await commit()
         await settle([taskID])
     }
 
@@ -330,20 +330,20 @@ public actor DownloadManager {
     public func remove(taskID: String, deletingFile: Bool = false) async throws {
         try ensureOpen()
         try remove([existing(taskID)], deletingFile: deletingFile)
-        try commit()
+        try await commit()
         await settle([taskID])
     }
 
     /// Pauses every waiting and running task.
-    public func pauseAll() throws { try ensureOpen(); try pause(Array(tasks.values)); try commit() }
+    public func pauseAll() async throws { try ensureOpen(); try pause(Array(tasks.values)); try await commit() }
     /// Resumes every paused, failed or cancelled task (in their old order).
-    public func resumeAll() throws { try ensureOpen(); try resume(allTasks()); try commit() }
+    public func resumeAll() async throws { try ensureOpen(); try resume(allTasks()); try await commit() }
     /// Cancels every unfinished task.
     public func cancelAll() async throws {
         try ensureOpen()
         let selected = Array(tasks.values)
         try cancel(selected)
-        try commit()
+        try await commit()
         await settle(selected.map(\.id))
     }
     /// Removes every task.
@@ -351,20 +351,20 @@ public actor DownloadManager {
         try ensureOpen()
         let selected = Array(tasks.values)
         try remove(selected, deletingFile: deletingFiles)
-        try commit()
+        try await commit()
         await settle(selected.map(\.id))
     }
 
     /// Pauses the group's waiting and running tasks.
-    public func pause(group: String) throws { try ensureOpen(); try pause(tasks(inGroup: group)); try commit() }
+    public func pause(group: String) async throws { try ensureOpen(); try pause(tasks(inGroup: group)); try await commit() }
     /// Resumes the group's paused, failed and cancelled tasks, in their order.
-    public func resume(group: String) throws { try ensureOpen(); try resume(tasks(inGroup: group)); try commit() }
+    public func resume(group: String) async throws { try ensureOpen(); try resume(tasks(inGroup: group)); try await commit() }
     /// Cancels the group's unfinished tasks.
     public func cancel(group: String) async throws {
         try ensureOpen()
         let selected = tasks(inGroup: group)
         try cancel(selected)
-        try commit()
+        try await commit()
         await settle(selected.map(\.id))
     }
 
@@ -376,26 +376,26 @@ public actor DownloadManager {
     }
 
     /// Changes the concurrency limit now; lowering it sends the tasks that joined the line last back to waiting.
-    public func setMaxConcurrent(_ limit: Int) throws {
+    public func setMaxConcurrent(_ limit: Int) async throws {
         try ensureOpen()
         apply(scheduler.setMaxConcurrent(limit))
-        try commit()
+        try await commit()
     }
 
     /// Changes a task's priority (its place among equals is kept).
-    public func setPriority(taskID: String, _ priority: DownloadPriority) throws {
+    public func setPriority(taskID: String, _ priority: DownloadPriority) async throws {
         try ensureOpen()
         var task = try existing(taskID)
         task.priority = priority
         store(task)
         apply(scheduler.setPriority(taskID, priority.rawValue))
-        try commit()
+        try await commit()
     }
 
     /// Moves a waiting task to `position` in the waiting line (0 = next). It takes the priority of the task
     /// it displaces, so it lands exactly there. The order survives restarts.
     /// - Throws: `invalidState` when the task is not waiting.
-    public func move(taskID: String, toPosition position: Int) throws {
+    public func move(taskID: String, toPosition position: Int) async throws {
         try ensureOpen()
         _ = try existing(taskID)
         guard let (entry, renumbered, actions) = scheduler.move(taskID, toPosition: position) else {
@@ -408,7 +408,7 @@ public actor DownloadManager {
             store(task)
         }
         apply(actions)
-        try commit()
+        try await commit()
     }
 
     /// Sets the limit for all transfers together (nil: unlimited), effective at once.
@@ -421,26 +421,26 @@ public actor DownloadManager {
     public var currentGlobalRateLimit: Int? { globalRateLimit }
 
     /// Sets one task's limit (nil: unlimited), effective at once when it runs.
-    public func setRateLimit(taskID: String, bytesPerSecond: Int?) throws {
+    public func setRateLimit(taskID: String, bytesPerSecond: Int?) async throws {
         try ensureOpen()
         var task = try existing(taskID)
         task.rateLimit = bytesPerSecond
         store(task)
         active[taskID]?.limiter.setRate(bytesPerSecond: bytesPerSecond ?? Self.unlimitedRate)
-        try commit()
+        try await commit()
     }
 
     /// Allows or forbids metered networks for all tasks (iOS `allowsCellularAccess`); running tasks that
     /// are no longer allowed go back to waiting.
-    public func setAllowsMeteredNetwork(_ allowed: Bool) throws {
+    public func setAllowsMeteredNetwork(_ allowed: Bool) async throws {
         try ensureOpen()
         apply(scheduler.setAllowsMeteredNetwork(allowed))
-        try commit()
+        try await commit()
     }
 
     /// Gives a task a new URL (expiring signed URLs, seed 002), keeping the task, its id and its bytes. A
     /// running transfer restarts from its durable bytes at the new URL.
-    public func refreshURL(taskID: String, newURL: String) throws {
+    public func refreshURL(taskID: String, newURL: String) async throws {
         try ensureOpen()
         try validate(url: newURL)
         var task = try existing(taskID)
@@ -453,7 +453,7 @@ public actor DownloadManager {
             stopTransfer(taskID)
             launch(taskID)
         }
-        try commit()
+        try await commit()
     }
 
     /// Stops every transfer (keeping its bytes and its state, so a new manager resumes it), writes
@@ -467,7 +467,8 @@ public actor DownloadManager {
         for (_, stop) in stopping { await stop.task.value }
         dirty.formUnion(progressDirty)
         progressDirty = []
-        commitLogging()
+        await commitLogging()
+        await store.drain()
         broadcaster.finish()
     }
 
@@ -646,11 +647,11 @@ public actor DownloadManager {
     }
 
     /// A transfer we stopped has ended: record its bytes, or its completion if it finished meanwhile.
-    private func transferStopped(_ id: String, _ outcome: Result<DownloadResult, DownloadError>, progress: DownloadProgress) {
+    private func transferStopped(_ id: String, _ outcome: Result<DownloadResult, DownloadError>, progress: DownloadProgress) async {
         guard var task = tasks[id], active[id] == nil else { return }
         switch outcome {
         case .success(let result) where task.state != .cancelled:
-            complete(&task, result)
+            await complete(&task, result)
             apply(scheduler.withdraw(id))
         default:
             if task.state != .cancelled {
@@ -659,7 +660,7 @@ public actor DownloadManager {
                 store(task)
             }
         }
-        commitLogging()
+        commitInBackground()
     }
 
     private func transferProgress(_ id: String, run: Int, _ progress: DownloadProgress) {
@@ -680,18 +681,18 @@ public actor DownloadManager {
         task.currentURL = url
         if idByURL[url] == nil { idByURL[url] = id }
         store(task)
-        commitLogging()
+        commitInBackground()
     }
 
     private func transferEnded(
         _ id: String, run: Int, _ outcome: Result<DownloadResult, DownloadError>, progress: DownloadProgress
-    ) {
+    ) async {
         guard active[id]?.run == run, var task = tasks[id] else { return }
         active[id] = nil
         lastProgressEvent[id] = nil
         switch outcome {
         case .success(let result):
-            complete(&task, result)
+            await complete(&task, result)
         case .failure(let error):
             task.bytesReceived = progress.bytesReceived
             if let total = progress.totalBytes { task.totalBytes = total }
@@ -704,16 +705,16 @@ public actor DownloadManager {
             notifyCompletion(TaskCompletion(task: task, result: .failure(error)))
         }
         apply(scheduler.taskEnded(id))
-        commitLogging()
+        commitInBackground()
     }
 
-    private func complete(_ task: inout ManagedTask, _ result: DownloadResult) {
+    private func complete(_ task: inout ManagedTask, _ result: DownloadResult) async {
         task.markCompleted(result)
         store(task)
         // The row says "completed" before anyone is told: a death after this never re-runs a completion
         // hook; a death before it (after the engine's rename) is recovered by `restore()`, which runs
         // the hook then — once either way (issue #13, defect 10).
-        commitLogging()
+        await commitLogging()
         emit(.stateChanged(taskID: task.id, state: .completed))
         emit(.finished(taskID: task.id, path: result.path))
         notifyCompletion(TaskCompletion(task: task, result: .success(result)))
@@ -728,12 +729,12 @@ public actor DownloadManager {
         guard !isClosed, status != scheduler.network else { return }
         emit(.networkChanged(status))
         apply(scheduler.setNetwork(status))
-        commitLogging()
+        commitInBackground()
     }
 
     // MARK: - Internals: bookkeeping
 
-    private func restore() throws {
+    private func restore() async throws {
         let records: [TaskRecord]
         do {
             records = try store.loadAll()
@@ -765,9 +766,9 @@ public actor DownloadManager {
             index(task)
         }
         logger.debug("restored \(tasks.count) tasks from \(stateDirectory)")
-        try commit()
+        try await commit()
         apply(scheduler.schedule())
-        try commit()
+        try await commit()
     }
 
     private func index(_ task: ManagedTask) {
@@ -824,24 +825,50 @@ public actor DownloadManager {
         eventHandler?(event)
     }
 
-    /// Writes every changed row and deletion in one transaction.
-    private func commit() throws {
-        guard !dirty.isEmpty || !deleted.isEmpty else { return }
-        let records = dirty.compactMap { tasks[$0].map(TaskRecord.init) }
-        do {
-            try store.write(records, deleting: Array(deleted))
-        } catch {
-            throw DownloadManagerError(.storage, "cannot write the tasks: \(error)")
-        }
+    /// Takes every changed row and deletion for one transaction (they are no longer dirty).
+    private func takeChanges() -> (ids: Set<String>, records: [TaskRecord], deletions: Set<String>)? {
+        guard !dirty.isEmpty || !deleted.isEmpty else { return nil }
+        let changes = (ids: dirty, records: dirty.compactMap { tasks[$0].map(TaskRecord.init) }, deletions: deleted)
         dirty = []
         deleted = []
+        return changes
     }
 
-    private func commitLogging() {
+    /// A transaction that failed: its rows are dirty again, for the next commit.
+    private func unwritten(_ ids: Set<String>, _ deletions: Set<String>) {
+        dirty.formUnion(ids.filter { tasks[$0] != nil })
+        deleted.formUnion(deletions)
+    }
+
+    /// Writes every changed row and deletion in one transaction on the store's thread and waits for it
+    /// (the API's changes: the caller learns of a storage failure).
+    private func commit() async throws {
+        guard let changes = takeChanges() else { return }
         do {
-            try commit()
+            try await store.commit(changes.records, deleting: Array(changes.deletions))
+        } catch {
+            unwritten(changes.ids, changes.deletions)
+            throw DownloadManagerError(.storage, "cannot write the tasks: \(error)")
+        }
+    }
+
+    /// Like ``commit()`` but logs a failure instead of throwing it.
+    private func commitLogging() async {
+        do {
+            try await commit()
         } catch {
             logger.error("\(error)")
+        }
+    }
+
+    /// Hands every change to the store's thread without waiting (progress, transfer bookkeeping); writes
+    /// keep their order, and a failed one leaves its rows dirty for the next commit.
+    private func commitInBackground() {
+        guard let changes = takeChanges() else { return }
+        let logger = logger
+        store.enqueue(changes.records, deleting: Array(changes.deletions)) { [weak self] error in
+            logger.error("cannot write the tasks: \(error)")
+            Task { await self?.unwritten(changes.ids, changes.deletions) }
         }
     }
 
@@ -849,7 +876,7 @@ public actor DownloadManager {
     private func flushProgress() {
         dirty.formUnion(progressDirty)
         progressDirty = []
-        commitLogging()
+        commitInBackground()
     }
 
     /// The task's temp file, its resume info and its segment journal (what `remove` and `cancel` delete).

@@ -99,8 +99,8 @@ extension DownloadManager {
         priority: DownloadPriority = .normal, checksum: Checksum? = nil, headers: [String: String] = [:],
         group: String? = nil, metadata: [String: String] = [:], requiresUnmeteredNetwork: Bool = false,
         rateLimit: Int? = nil
-    ) throws -> ManagedTaskHandle {
-        let id = try enqueue(
+    ) async throws -> ManagedTaskHandle {
+        let id = try await enqueue(
             url: url, fileID: fileID, destination: destination, priority: priority, checksum: checksum, headers: headers,
             group: group, metadata: metadata, requiresUnmeteredNetwork: requiresUnmeteredNetwork, rateLimit: rateLimit)
         return ManagedTaskHandle(id: id, manager: self)

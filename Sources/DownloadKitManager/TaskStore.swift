@@ -1,3 +1,4 @@
+import Dispatch
 import DownloadKit
 import Foundation
 import GRDB
@@ -74,12 +75,50 @@ final class TaskStore: Sendable {
         try database.read { db in try TaskRecord.fetchAll(db) }
     }
 
-    /// Inserts or updates `records` and deletes `deletions`, in one transaction.
+    /// The store's own thread: every write of a running manager happens here, in the order it was handed
+    /// over, never on Swift's cooperative pool (a SQLite commit blocks its thread; the pool has one per core).
+    private let writer = DispatchQueue(label: "DownloadKit task store")
+
+    /// Inserts or updates `records` and deletes `deletions`, in one transaction, on the calling thread
+    /// (opening, restoring and tests).
     func write(_ records: [TaskRecord], deleting deletions: [String] = []) throws {
         guard !records.isEmpty || !deletions.isEmpty else { return }
         try database.write { db in
             for record in records { try record.insert(db, onConflict: .replace) }
             if !deletions.isEmpty { _ = try TaskRecord.deleteAll(db, keys: deletions) }
+        }
+    }
+
+    /// The same transaction on the store's thread, after every write handed over before; returns once it
+    /// is committed.
+    func commit(_ records: [TaskRecord], deleting deletions: [String]) async throws {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            writer.async {
+                do {
+                    try self.write(records, deleting: deletions)
+                    continuation.resume()
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            }
+        }
+    }
+
+    /// Hands the transaction to the store's thread and returns at once; `failed` is called there if it fails.
+    func enqueue(_ records: [TaskRecord], deleting deletions: [String], failed: @escaping @Sendable (any Error) -> Void) {
+        writer.async {
+            do {
+                try self.write(records, deleting: deletions)
+            } catch {
+                failed(error)
+            }
+        }
+    }
+
+    /// Returns once every write handed over before has finished.
+    func drain() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            writer.async { continuation.resume() }
         }
     }
 
