@@ -132,28 +132,34 @@ echo "== summary (${seconds}s per target)"
 printf '%s\n' "${summary[@]}"
 
 # Runs of 60 s or more per target (or FUZZ_DOCS=1) record their figures in docs/FUZZING.md, between the
-# markers, with the command and the date; CI's short runs only print them.
+# markers: one row per target with the command and the date of its last recorded run (a run of some
+# targets replaces only their rows); CI's short runs only print them.
 if [ "$seconds" -ge 60 ] || [ "${FUZZ_DOCS:-0}" = 1 ]; then
     docs=docs/FUZZING.md
     [ -f "$docs" ] || printf '# Fuzzing\n\n<!-- fuzz-figures:begin -->\n<!-- fuzz-figures:end -->\n' >"$docs"
-    table="$(mktemp)"
-    {
-        echo "<!-- fuzz-figures:begin -->"
-        echo "Last recorded run: \`bash Scripts/fuzz.sh $seconds${targets_arg:+ $targets_arg}\` on $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores."
-        echo
-        echo "| target | result |"
-        echo "|---|---|"
-        for line in "${summary[@]}"; do echo "| ${line%%:*} | ${line#*: } |"; done
-        echo "<!-- fuzz-figures:end -->"
-    } >"$table"
-    python3 - "$docs" "$table" <<'PY'
+    rows="$(mktemp)"
+    stamp="\`bash Scripts/fuzz.sh $seconds${targets_arg:+ $targets_arg}${FUZZ_SEED:+ (FUZZ_SEED=$FUZZ_SEED)}\`, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores"
+    for line in "${summary[@]}"; do printf '%s\t%s\t%s\n' "${line%%:*}" "${line#*: }" "$stamp"; done >"$rows"
+    python3 - "$docs" "$rows" <<'PY'
 import sys, re
-docs, table = sys.argv[1], open(sys.argv[2]).read().strip()
+docs, rows = sys.argv[1], sys.argv[2]
 text = open(docs).read()
-text = re.sub(r"<!-- fuzz-figures:begin -->.*?<!-- fuzz-figures:end -->", lambda _: table, text, flags=re.S)
+block = re.search(r"<!-- fuzz-figures:begin -->(.*?)<!-- fuzz-figures:end -->", text, flags=re.S)
+table = {}
+for line in (block.group(1) if block else "").splitlines():
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    if len(cells) == 3 and cells[0].startswith("fuzz-"):
+        table[cells[0]] = cells[1:]
+for line in open(rows).read().splitlines():
+    target, result, stamp = line.split("\t")
+    table[target] = [result, stamp]
+out = ["<!-- fuzz-figures:begin -->", "| target | last recorded result | run |", "|---|---|---|"]
+out += [f"| {t} | {r} | {s} |" for t, (r, s) in sorted(table.items())]
+out.append("<!-- fuzz-figures:end -->")
+text = re.sub(r"<!-- fuzz-figures:begin -->.*?<!-- fuzz-figures:end -->", lambda _: "\n".join(out), text, flags=re.S)
 open(docs, "w").write(text)
 PY
-    rm -f "$table"
+    rm -f "$rows"
     echo "figures written to $docs"
 fi
 exit "$failed"
