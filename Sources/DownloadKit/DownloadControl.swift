@@ -29,6 +29,8 @@ final class DownloadControl: Sendable {
 
     private let state = LockedValue(State())
     let cancellation = CancellationToken()
+    /// Ends the engine's waits (retry delays, backoffs, rate limits) when a stop is requested.
+    let wakeUps = WakeSignal()
     /// Every event goes out through here; progress coalesces for slow subscribers, nothing else is dropped.
     let fanout = EventFanout<DownloadEvent>(
         capacity: 512, keepsBacklog: true,
@@ -65,7 +67,10 @@ final class DownloadControl: Sendable {
             state.stoppedByTaskCancellation = byTaskCancellation && request == .pause
             return true
         }
-        if changed { cancellation.cancel() }
+        if changed {
+            cancellation.cancel()
+            wakeUps.wake()
+        }
     }
 
     /// Publishes a state change: the one place a download's state is set and announced (observer, events).

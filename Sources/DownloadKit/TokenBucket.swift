@@ -42,15 +42,72 @@ public final class TokenBucket: Sendable {
     }
 }
 
-/// Sleeps for `seconds` in slices of at most 50 ms, returning early (false) when `shouldStop` says so.
-func interruptibleSleep(_ seconds: Double, shouldStop: () -> Bool) -> Bool {
-    let end = monotonicSeconds() + seconds
-    while true {
-        if shouldStop() { return false }
-        let left = end - monotonicSeconds()
-        if left <= 0 { return true }
-        let slice = min(left, 0.05)
-        var ts = timespec(tv_sec: Int(slice), tv_nsec: Int((slice - Double(Int(slice))) * 1e9))
-        _ = nanosleep(&ts, nil)
+/// What ends a transfer's waits early: a `pthread_cond_t` that ``wake()`` broadcasts (a stop request, a
+/// segment board that stops). A wait sleeps until its deadline or a wake-up — no periodic polling, so a
+/// thousand transfers waiting out rate limits or retry delays cost nothing until one has work, and a pause
+/// during a wait takes effect at once (issue #12).
+///
+/// `@unchecked Sendable`: `generation` is only touched with the mutex held; the mutex and condition live on
+/// the heap (a pthread object must not move).
+final class WakeSignal: @unchecked Sendable {
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+    private var generation = 0
+
+    init() {
+        mutex.initialize(to: pthread_mutex_t())
+        pthread_mutex_init(mutex, nil)
+        condition.initialize(to: pthread_cond_t())
+        var attributes = pthread_condattr_t()
+        pthread_condattr_init(&attributes)
+        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)  // the deadline does not move with the wall clock
+        pthread_cond_init(condition, &attributes)
+        pthread_condattr_destroy(&attributes)
     }
+
+    deinit {
+        pthread_cond_destroy(condition)
+        condition.deinitialize(count: 1)
+        condition.deallocate()
+        pthread_mutex_destroy(mutex)
+        mutex.deinitialize(count: 1)
+        mutex.deallocate()
+    }
+
+    /// Wakes every waiter; each checks its `shouldStop` again.
+    func wake() {
+        pthread_mutex_lock(mutex)
+        generation &+= 1
+        pthread_cond_broadcast(condition)
+        pthread_mutex_unlock(mutex)
+    }
+
+    /// Sleeps for `seconds`, returning early (false) when `shouldStop` holds — checked first and after every
+    /// wake-up. `shouldStop` must not call ``wake()``.
+    func sleep(_ seconds: Double, shouldStop: () -> Bool) -> Bool {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        let whole = seconds.rounded(.down)
+        var deadline = timespec(
+            tv_sec: now.tv_sec + Int(min(whole, 1e9)), tv_nsec: now.tv_nsec + Int((seconds - whole) * 1e9))
+        if deadline.tv_nsec >= 1_000_000_000 {
+            deadline.tv_sec += 1
+            deadline.tv_nsec -= 1_000_000_000
+        }
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        while true {
+            if shouldStop() { return false }
+            let seen = generation
+            repeat {
+                if pthread_cond_timedwait(condition, mutex, &deadline) == ETIMEDOUT { return !shouldStop() }
+            } while generation == seen  // a spurious wake-up: wait on
+        }
+    }
+}
+
+/// Sleeps for `seconds` or until `wakes` is woken and `shouldStop` holds; false when stopped early.
+func interruptibleSleep(_ seconds: Double, wakes: WakeSignal, shouldStop: () -> Bool) -> Bool {
+    guard seconds > 0 else { return !shouldStop() }
+    return wakes.sleep(seconds, shouldStop: shouldStop)
 }

@@ -250,12 +250,12 @@ final class TransferEngine {
                 let fresh = configuration.urlProvider.flatMap { Self.callProvider($0, context) }
                 action = machine.urlProvided(fresh)
             case .retry(let delay, _, _):
-                if !interruptibleSleep(delay, shouldStop: { control.stopRequest != .none }) {
+                if !interruptibleSleep(delay, wakes: control.wakeUps, shouldStop: { control.stopRequest != .none }) {
                     throw DownloadError(.cancelled, "stopped")
                 }
                 action = machine.retryDelayElapsed()
             case .backOff(let seconds):
-                if !interruptibleSleep(seconds, shouldStop: { control.stopRequest != .none }) {
+                if !interruptibleSleep(seconds, wakes: control.wakeUps, shouldStop: { control.stopRequest != .none }) {
                     throw DownloadError(.cancelled, "stopped")
                 }
                 action = machine.retryDelayElapsed()
@@ -464,7 +464,7 @@ final class TransferEngine {
         if now - lastProgressTime >= configuration.progressInterval.asSeconds { publishProgress(now: now) }
         if now - lastCheckpointTime >= configuration.checkpointInterval.asSeconds { try checkpoint(force: false) }
         try checkLowSpeed(now: now, received: count)
-        if !TokenBucket.wait(rateLimiters, afterConsuming: count, shouldStop: { control.stopRequest != .none }) {
+        if !TokenBucket.wait(rateLimiters, afterConsuming: count, wakes: control.wakeUps, shouldStop: { control.stopRequest != .none }) {
             throw DownloadError(.cancelled, "stopped")
         }
     }

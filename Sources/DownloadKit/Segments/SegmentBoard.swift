@@ -4,9 +4,12 @@ import HTTPClient
 /// (per received buffer, ≥ 64 KiB, never per byte) and applies the state's rule. No decision lives here.
 final class SegmentBoard: Sendable {
     private let state: LockedValue<SegmentBoardState>
+    /// Woken when the board stops, so workers waiting out a retry delay or a rate limit see it at once.
+    private let wakes: WakeSignal?
 
-    init(_ state: SegmentBoardState) {
+    init(_ state: SegmentBoardState, wakes: WakeSignal? = nil) {
         self.state = LockedValue(state)
+        self.wakes = wakes
     }
 
     func take(worker: Int) -> SegmentBoardState.Assignment? { state.withLock { $0.take(worker: worker) } }
@@ -30,7 +33,10 @@ final class SegmentBoard: Sendable {
     func release(_ handle: SegmentHandle, worker: Int) { state.withLock { $0.release(handle, worker: worker) } }
 
     /// Stops every worker; the first reason wins.
-    func stop(_ reason: SegmentBoardState.Stop) { state.withLock { $0.stop(reason) } }
+    func stop(_ reason: SegmentBoardState.Stop) {
+        state.withLock { $0.stop(reason) }
+        wakes?.wake()
+    }
 
     var stopReason: SegmentBoardState.Stop? { state.withLock { $0.stopReason } }
     var activeConnections: Int { state.withLock { $0.active } }

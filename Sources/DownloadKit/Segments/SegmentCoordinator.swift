@@ -72,7 +72,7 @@ struct SegmentCoordinator {
         guard let (state, recovered) = try makeBoard(saved: saved, prefix: prefix, workers: workers, minimum: minimum) else {
             return Report(outcome: .restart(.unusablePartialData), fetched: 0, recovered: 0)
         }
-        let board = SegmentBoard(state)
+        let board = SegmentBoard(state, wakes: control.wakeUps)
         hooks.started(board)
         // The map reaches disk (fsynced) before any byte of this run, then the journal starts over from it:
         // from the first byte on, a kill loses at most the buffers in flight.

@@ -74,7 +74,7 @@ struct SegmentWorker: Sendable {
                         return
                     }
                     lowSpeed.reset()
-                    if !interruptibleSleep(delay, shouldStop: { board.stopReason != nil || control.stopRequest != .none }) {
+                    if !interruptibleSleep(delay, wakes: control.wakeUps, shouldStop: { board.stopReason != nil || control.stopRequest != .none }) {
                         return
                     }
                 }
@@ -129,7 +129,7 @@ struct SegmentWorker: Sendable {
                         "segment transfer too slow: \(Int(rate)) bytes/s for \(Int(lowSpeedTime)) s, below the limit of \(lowSpeedLimit) bytes/s",
                         isTransient: true)
                 }
-                if !TokenBucket.wait(rateLimiters, afterConsuming: allowed, shouldStop: { control.stopRequest != .none }) {
+                if !TokenBucket.wait(rateLimiters, afterConsuming: allowed, wakes: control.wakeUps, shouldStop: { control.stopRequest != .none }) {
                     throw DownloadError(.cancelled, "stopped")
                 }
             })
