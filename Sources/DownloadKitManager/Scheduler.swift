@@ -133,9 +133,16 @@ package struct Scheduler: Sendable {
     /// ``schedule()`` once all are restored.
     package mutating func restore(_ entry: Entry) {
         guard entries[entry.id] == nil else { return }
+        // Orders come from stored rows: one far from any order this scheduler writes (a damaged or
+        // hand-edited row) is clamped into ±2⁶², so no later step can overflow.
+        var entry = entry
+        entry.order = min(max(entry.order, -Self.maxRestoredOrder), Self.maxRestoredOrder)
         nextOrder = max(nextOrder, entry.order + Self.orderStep)
         addWaiting(entry)
     }
+
+    /// The largest order magnitude ``restore(_:)`` accepts.
+    package static let maxRestoredOrder: Int64 = 1 << 62
 
     /// Fills free slots from the waiting line.
     package mutating func schedule() -> [Action] { fillSlots() }

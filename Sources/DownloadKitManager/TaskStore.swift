@@ -170,32 +170,35 @@ struct TaskRecord: FetchableRecord, PersistableRecord, Sendable {
     var updatedAt: Double
     var finishedAt: Double?
 
+    /// Reads a row column by column. A NULL, missing or unconvertible value in a required column (a
+    /// damaged or hand-edited database) throws GRDB's decoding error instead of trapping — `row["…"]`
+    /// traps — and the manager reports it as `DownloadManagerError` `.storage` naming the file.
     init(row: Row) throws {
-        id = row["id"]
-        originalURL = row["originalURL"]
-        currentURL = row["currentURL"]
-        fileID = row["fileID"]
-        destinationKind = row["destinationKind"]
-        destinationPath = row["destinationPath"]
-        namingRule = row["namingRule"]
-        namingFileID = row["namingFileID"]
-        finalPath = row["finalPath"]
-        state = row["state"]
-        bytesReceived = row["bytesReceived"]
-        totalBytes = row["totalBytes"]
-        priority = row["priority"]
-        queueOrder = row["queueOrder"]
-        groupName = row["groupName"]
-        checksum = row["checksum"]
-        headers = StringDictionaryJSON.decode(row["headers"])
-        metadata = StringDictionaryJSON.decode(row["metadata"])
-        requiresUnmeteredNetwork = row["requiresUnmeteredNetwork"]
-        rateLimit = row["rateLimit"]
-        errorCode = row["errorCode"]
-        errorMessage = row["errorMessage"]
-        createdAt = row["createdAt"]
-        updatedAt = row["updatedAt"]
-        finishedAt = row["finishedAt"]
+        id = try row.decode(forColumn: "id")
+        originalURL = try row.decode(forColumn: "originalURL")
+        currentURL = try row.decode(forColumn: "currentURL")
+        fileID = try row.decode(forColumn: "fileID")
+        destinationKind = try row.decode(forColumn: "destinationKind")
+        destinationPath = try row.decode(forColumn: "destinationPath")
+        namingRule = try row.decode(forColumn: "namingRule")
+        namingFileID = try row.decode(forColumn: "namingFileID")
+        finalPath = try row.decode(forColumn: "finalPath")
+        state = try row.decode(forColumn: "state")
+        bytesReceived = try row.decode(forColumn: "bytesReceived")
+        totalBytes = try row.decode(forColumn: "totalBytes")
+        priority = try row.decode(forColumn: "priority")
+        queueOrder = try row.decode(forColumn: "queueOrder")
+        groupName = try row.decode(forColumn: "groupName")
+        checksum = try row.decode(forColumn: "checksum")
+        headers = StringDictionaryJSON.decode(try row.decode(String?.self, forColumn: "headers"))
+        metadata = StringDictionaryJSON.decode(try row.decode(String?.self, forColumn: "metadata"))
+        requiresUnmeteredNetwork = try row.decode(forColumn: "requiresUnmeteredNetwork")
+        rateLimit = try row.decode(forColumn: "rateLimit")
+        errorCode = try row.decode(forColumn: "errorCode")
+        errorMessage = try row.decode(forColumn: "errorMessage")
+        createdAt = try row.decode(forColumn: "createdAt")
+        updatedAt = try row.decode(forColumn: "updatedAt")
+        finishedAt = try row.decode(forColumn: "finishedAt")
     }
 
     func encode(to container: inout PersistenceContainer) {
