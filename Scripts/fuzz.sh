@@ -22,6 +22,9 @@
 # part of the corpus; `Fuzz/bin/fuzz-<target> Fuzz/regressions/<target>/*` must pass once fixed.
 # FUZZ_SEED=N fixes libFuzzer's random seed (CI sets it: a gate must give the same answer for the same
 # commit on a fresh clone; exploring with new seeds is the standing campaign's job, docs/FUZZING.md).
+# FUZZ_RUNS=N stops each target after N executions (libFuzzer -runs), SECONDS staying the cap: CI sets
+# FUZZ_RUNS=200000 so that every target reaches 200,000 executions however fast it is (the slowest,
+# resumeinfo, needs about a minute), and the summary says when the cap came first.
 # Prints executions, coverage and features per target; exits non-zero if any target crashed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -101,7 +104,7 @@ for target in "${targets[@]}"; do
     work="Fuzz/corpus-work/$target"
     log="Fuzz/corpus-work/$target.log"
     mkdir -p "$work" "Fuzz/corpus/$target"
-    echo "== fuzz-$target for ${seconds}s"
+    echo "== fuzz-$target for ${FUZZ_RUNS:+$FUZZ_RUNS executions or }${seconds}s"
     "Fuzz/bin/fuzz-$target" \
         -max_total_time="$seconds" \
         -max_len="$(max_len_for "$target")" \
@@ -110,6 +113,7 @@ for target in "${targets[@]}"; do
         -rss_limit_mb=2048 \
         -print_final_stats=1 \
         ${FUZZ_SEED:+-seed="$FUZZ_SEED"} \
+        ${FUZZ_RUNS:+-runs="$FUZZ_RUNS"} \
         -artifact_prefix="Fuzz/corpus-work/$target-" \
         "$work" "Fuzz/corpus/$target" >"$log" 2>&1
     status=$?
@@ -124,11 +128,15 @@ for target in "${targets[@]}"; do
         grep -E 'property violated|ERROR: AddressSanitizer|Fatal error|SUMMARY|Test unit written|deadly signal' "$log" | head -20
         summary+=("fuzz-$target: CRASH (status $status) after ${runs:-?} executions, see $log")
     else
-        summary+=("fuzz-$target: ${runs:-?} executions, cov ${cov:-?}, features ${ft:-?}, corpus ${corpus:-?}")
+        short=""
+        if [ -n "${FUZZ_RUNS:-}" ] && [ "${runs:-0}" -lt "$FUZZ_RUNS" ]; then
+            short=" (below FUZZ_RUNS=$FUZZ_RUNS: the ${seconds}s cap came first)"
+        fi
+        summary+=("fuzz-$target: ${runs:-?} executions, cov ${cov:-?}, features ${ft:-?}, corpus ${corpus:-?}$short")
     fi
 done
 
-echo "== summary (${seconds}s per target)"
+echo "== summary (${FUZZ_RUNS:+up to $FUZZ_RUNS executions, }${seconds}s at most per target)"
 printf '%s\n' "${summary[@]}"
 
 # Runs of 60 s or more per target (or FUZZ_DOCS=1) record their figures in docs/FUZZING.md, between the

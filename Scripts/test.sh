@@ -4,8 +4,8 @@
 # 1. installs what the tests need when missing (nginx, openssl CLI, libssl-dev, curl, aria2c, aria2p);
 # 2. builds and runs the whole suite (unit, nginx conformance, fault origin, CLI end to end), then checks
 #    that the shipped executables carry no test harness (Scripts/check-products.sh);
-# 3. runs every libFuzzer target for a short bounded time (FUZZ_SECONDS, default 15 s each;
-#    longer runs: `bash Scripts/fuzz.sh 600`) with a fixed seed (FUZZ_SEED, default 1) so that the gate
+# 3. runs every libFuzzer target for 200,000 executions (FUZZ_RUNS; FUZZ_SECONDS, default 120 s, caps
+#    each; longer runs: `bash Scripts/fuzz.sh 600`) with a fixed seed (FUZZ_SEED, default 1) so that the gate
 #    answers the same for the same commit; new seeds are the standing campaign's (docs/FUZZING.md);
 # 4. kills and reruns real `downloadkit get` processes at random moments against nginx (Scripts/chaos.sh,
 #    CHAOS_SECONDS, default 40 s of trials, single and segmented);
@@ -35,7 +35,7 @@ bash Scripts/check-security-citations.sh
 # DownloadKit's dependents never build AsyncHTTPClient because of it).
 (cd Tests/EcosystemCheck && swift build)
 if [ "${DOWNLOADKIT_QUICK_TESTS:-0}" = 1 ]; then exit 0; fi
-FUZZ_SEED="${FUZZ_SEED:-1}" bash Scripts/fuzz.sh "${FUZZ_SECONDS:-15}"
+FUZZ_SEED="${FUZZ_SEED:-1}" FUZZ_RUNS="${FUZZ_RUNS:-200000}" bash Scripts/fuzz.sh "${FUZZ_SECONDS:-120}"
 DOWNLOADKIT="$(swift build --show-bin-path)/downloadkit" bash Scripts/chaos.sh "${CHAOS_SECONDS:-40}"
 DOWNLOADKIT="$(swift build --show-bin-path)/downloadkit" bash Scripts/soak.sh "${SOAK_MINUTES:-1}" 150
 bash Scripts/sanitizers.sh tsan
