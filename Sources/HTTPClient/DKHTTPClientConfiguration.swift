@@ -41,6 +41,16 @@ public struct DKHTTPClientConfiguration: Sendable, Hashable {
     /// pinned deployments; keys are lower-case host names. Default empty.
     public var addressOverrides: [String: [String]] = [:]
 
+    /// The receive buffer size for `connections` transfers (or segments) running at once: together the
+    /// buffers stay within 64 MiB — 1 MiB each up to 64 connections, less beyond, and the 64 KiB floor from
+    /// 1,024 — so memory stays flat as concurrency grows (issue #23). `downloadkit get` and `queue run`
+    /// apply it to `--max-concurrent` × `--connections`; a program running many downloads on one client
+    /// can do the same.
+    public static func receiveBufferSize(forConcurrentConnections connections: Int) -> Int {
+        let share = (64 << 20) / max(1, connections)
+        return min(1 << 20, max(64 << 10, share))
+    }
+
     /// Creates a configuration with the documented defaults.
     public init(
         connectTimeout: Duration = .seconds(30),

@@ -133,6 +133,8 @@ struct GetCommand: AsyncParsableCommand {
         }
         var clientConfiguration = DKHTTPClientConfiguration(
             connectTimeout: .seconds(timeout), idleTimeout: .seconds(timeout), maxConnectionsPerOrigin: perHost)
+        clientConfiguration.receiveBufferSize = DKHTTPClientConfiguration.receiveBufferSize(
+            forConcurrentConnections: min(maxConcurrent, allURLs.count) * connections)
         if insecure { clientConfiguration.tls.certificateVerification = .none }
         if let caCertificate { clientConfiguration.tls.additionalTrustRootFiles.append(caCertificate) }
         try auth.apply(to: &clientConfiguration, urls: allURLs)

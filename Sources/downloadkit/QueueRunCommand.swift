@@ -73,6 +73,8 @@ struct QueueRunCommand: AsyncParsableCommand {
             logging.note(
                 "at most \(download.client.maxConnectionsPerOrigin) connections to one host (--max-per-host); transfers beyond that to the same host wait for a free connection")
         }
+        download.client.receiveBufferSize = DKHTTPClientConfiguration.receiveBufferSize(
+            forConcurrentConnections: maxConcurrent * connections)
         try auth.apply(to: &download.client, urls: [])
         do {
             try network.apply(to: &download.client)

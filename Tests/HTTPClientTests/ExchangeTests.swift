@@ -410,4 +410,10 @@ struct ResponseHeadBoundsTests {
         let error = try #require(throws: WireError.self) { try fetch(client, origin.url("/continue")) }
         #expect(error.code == .tooManyInterimResponses)
     }
+
+    /// The CLI's buffer rule for many transfers at once: 64 MiB together, 1 MiB to 64 KiB each (issue #23).
+    @Test(arguments: [(1, 1 << 20), (64, 1 << 20), (128, 512 << 10), (1024, 64 << 10), (4096, 64 << 10), (0, 1 << 20)])
+    func receiveBuffersShrinkAsConnectionsGrow(connections: Int, expected: Int) {
+        #expect(DKHTTPClientConfiguration.receiveBufferSize(forConcurrentConnections: connections) == expected)
+    }
 }

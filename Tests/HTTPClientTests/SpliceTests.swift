@@ -52,6 +52,33 @@ import TestOrigin
         #expect(data.dropFirst(100).withUnsafeBytes { TestPattern.firstMismatch(in: $0, offset: 0, seed: 91) } == nil)
     }
 
+    /// Until the head is complete a read takes at most 4 KiB, so few of a spliced body's bytes pass through
+    /// the buffer and the rest of it is never touched (memory at 1,024 transfers, issue #23). The origin
+    /// sends head and body in one write, so a larger first read would have taken tens of KiB of body
+    /// (one loopback segment); a head larger than one such read still arrives whole.
+    @Test(arguments: [0, 30_000])
+    func theHeadIsReadInSmallReadsAndTheBodyStillSplices(paddedHead: Int) throws {
+        let origin = try FaultOrigin()
+        let size = 1 << 20
+        origin.serve(
+            "/h",
+            .script { _, connection in
+                var head = "HTTP/1.1 200 OK\r\nContent-Length: \(size)\r\n"
+                if paddedHead > 0 { head += "X-Padding: \(String(repeating: "a", count: paddedHead))\r\n" }
+                head += "\r\n"
+                try connection.write(Array(head.utf8) + TestPattern.bytes(offset: 0, count: size, seed: 93))
+            })
+        let dir = try ScratchDirectory()
+        let path = dir.file("h")
+        let result = try fetch(origin.url("/h"), into: path)
+        #expect(result.streamed < 4096, "the first read took at most 4 KiB, head included")
+        #expect(result.spliced > 0)
+        #expect(result.streamed + result.spliced == size)
+        let data = try #require(FileManager.default.contents(atPath: path))
+        #expect(data.count == size)
+        #expect(data.withUnsafeBytes { TestPattern.firstMismatch(in: $0, offset: 0, seed: 93) } == nil)
+    }
+
     @Test func chunkedBodiesFallBackToTheBodyCallback() throws {
         let origin = try FaultOrigin()
         origin.serve("/c", .resource(Resource(size: 300_000, seed: 92, chunked: true)))
