@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Many simultaneous transfers through the CLI (issue #23): `downloadkit get -i LIST --max-concurrent N`
 # against aria2c -j N, in the same run, from one nginx serving 1 MiB files at `limit_rate 256k` (one file
-# alone takes ~4 s), the URLs spread over 127.0.1.1–127.0.1.128 so that each host is its own origin and
+# alone takes 3–4 s), the URLs spread over 127.0.1.1–127.0.1.128 so that each host is its own origin and
 # the per-host cap does not bind. Wall time, CPU (user+sys) per GiB and peak RSS come from GNU time; every
 # file's sha256 is checked after every run (a run with a wrong or missing file fails the script).
 #
@@ -124,7 +124,7 @@ print(f"| {n} | {client} | {r(wall, two)} s | {r(cpu, two)} s | {r(rss, whole)} 
 done
 
 table="$(
-    echo "| transfers | client | wall (one file alone ≈ 4 s) | CPU (user+sys) per GiB | peak RSS |"
+    echo "| transfers | client | wall (one 1 MiB file alone at 256 KiB/s: 3–4 s) | CPU (user+sys) per GiB | peak RSS |"
     echo "|---|---|---|---|---|"
     printf '%s\n' "${rows[@]}"
     echo
