@@ -75,4 +75,117 @@ struct HostileStoreRowsTests {
         await manager.close()
         #expect(fileMatchesPattern(scratch.file("a.bin"), size: 64 << 10, seed: 71))
     }
+
+    /// Rows of random values — NULLs, extreme integers, reals, text that is almost a state, a URL or a
+    /// path, blobs — in every column (fixed seeds, so a failure reproduces): the manager either opens and
+    /// lists, schedules and closes without trapping, or refuses with `.storage`. Even seeds keep each
+    /// column's type (extreme values, unknown states, bad URLs and paths) so the rows decode and reach the
+    /// scheduler and the engine; odd seeds put anything anywhere. The task store's rows as a
+    /// fuzzed input (issue #20; the libFuzzer targets cannot link GRDB, so this runs in the suite).
+    @Test(arguments: 0..<40)
+    func randomRowsGetATypedErrorOrAreReadNeverATrap(seed: UInt64) async throws {
+        var random = SplitMix(seed: seed &+ 0x5EED)
+        let scratch = try ScratchDirectory()
+        let state = scratch.file("state")
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        let queue = try DatabaseQueue(path: state + "/" + TaskStore.fileName)
+        try await queue.write { db in
+            try db.execute(sql: "CREATE TABLE task (\(Self.columns.joined(separator: ", ")), PRIMARY KEY (id))")
+            try db.execute(sql: "CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY)")
+            try db.execute(sql: "INSERT INTO grdb_migrations VALUES ('v1: tasks')")
+        }
+        var generated: [[DatabaseValue]] = []
+        for index in 0..<8 {
+            generated.append(Self.columns.map { column in
+                column == "id"
+                    ? "t\(index)".databaseValue
+                    : seed % 2 == 0
+                        ? Self.typedValue(for: column, scratch: scratch, &random)
+                        : Self.randomValue(for: column, scratch: scratch, &random)
+            })
+        }
+        let rows = generated
+        try await queue.write { db in
+            let marks = Array(repeating: "?", count: Self.columns.count).joined(separator: ", ")
+            for row in rows {
+                try db.execute(sql: "INSERT INTO task VALUES (\(marks))", arguments: StatementArguments(row))
+            }
+        }
+        try queue.close()
+        do {
+            let manager = try await DownloadManager(
+                stateDirectory: state, configuration: managerConfiguration(startsRestoredTasks: true))
+            for task in await manager.allTasks() {
+                _ = await manager.task(task.id)
+                _ = task.group.map { _ in 0 }
+            }
+            // Let restored tasks start (bad URLs, paths and sizes reach the engine) before closing.
+            try? await Task.sleep(for: .milliseconds(200))
+            _ = await manager.waitingTaskIDs()
+            _ = await manager.runningTaskIDs()
+            await manager.close()
+        } catch let error as DownloadManagerError {
+            #expect(error.code == .storage, "seed \(seed): \(error)")
+        }
+    }
+
+    static let integerColumns: Set = ["bytesReceived", "totalBytes", "priority", "queueOrder", "rateLimit"]
+    static let realColumns: Set = ["createdAt", "updatedAt", "finishedAt"]
+    static let optionalColumns: Set = [
+        "fileID", "namingRule", "namingFileID", "finalPath", "totalBytes", "groupName", "checksum",
+        "headers", "metadata", "rateLimit", "errorCode", "errorMessage", "finishedAt",
+    ]
+
+    /// A value of the column's own type, often extreme.
+    static func typedValue(for column: String, scratch: ScratchDirectory, _ random: inout SplitMix) -> DatabaseValue {
+        if optionalColumns.contains(column) && random.next() % 4 == 0 { return .null }
+        if column == "requiresUnmeteredNetwork" { return (random.next() % 2 == 0).databaseValue }
+        if integerColumns.contains(column) {
+            return random.next() % 2 == 0
+                ? [Int64.min, Int64.max, -1, 0, 1, 1 << 40].randomElement(using: &random)!.databaseValue
+                : Int64(bitPattern: random.next()).databaseValue
+        }
+        if realColumns.contains(column) {
+            return [1e300, -1e300, 0, -1, 1.7e9, Double(Int64.max), 253_402_300_800].randomElement(using: &random)!
+                .databaseValue
+        }
+        switch column {
+        case "originalURL", "currentURL":
+            return ["http://127.0.0.1:1/x.bin", "https://[::1]:1/", "ftp://x/", "http://", "not a url", ""]
+                .randomElement(using: &random)!.databaseValue
+        case "destinationPath", "finalPath":
+            return [scratch.file("r\(random.next() % 100)"), "/", "", "../../x", scratch.file("d/")]
+                .randomElement(using: &random)!.databaseValue
+        default:
+            // Text: almost a state, a kind, a naming rule, JSON or a checksum; or long, or with a NUL.
+            return random.next() % 5 == 0
+                ? String(repeating: "\u{1F600}", count: Int(random.next() % 300)).databaseValue
+                : Self.words.randomElement(using: &random)!.databaseValue
+        }
+    }
+
+    static let words = [
+        "waiting", "running", "paused", "completed", "failed", "cancelled", "", "directory", "file", "md5OfURL",
+        "fileID", "fromResponse", "{}", "{\"a\":\"b\"}", "{\"a\":", "sha256=00", "sha256=zz", "\u{0}",
+    ]
+
+    static func randomValue(for column: String, scratch: ScratchDirectory, _ random: inout SplitMix) -> DatabaseValue {
+        switch random.next() % 9 {
+        case 0: return .null
+        case 1: return [Int64.min, Int64.max, -1, 0, 1, Int64.max - 1, Int64.min + 1].randomElement(using: &random)!.databaseValue
+        case 2: return Int64(bitPattern: random.next()).databaseValue
+        case 3: return [Double.infinity, -Double.infinity, 1e300, -1e300, 0.5, -0.0].randomElement(using: &random)!.databaseValue
+        case 4: return words.randomElement(using: &random)!.databaseValue
+        case 5:
+            return ["http://127.0.0.1:1/x.bin", "https://[::1]:1/", "ftp://x/", "http://", "not a url",
+                scratch.file("r\(random.next() % 100)"), "/", "", "../../etc/passwd"]
+                .randomElement(using: &random)!.databaseValue
+        case 6: return String(repeating: "\u{1F600}", count: Int(random.next() % 300)).databaseValue
+        case 7: return Data((0..<Int(random.next() % 64)).map { _ in UInt8(truncatingIfNeeded: random.next()) }).databaseValue
+        default: return (Double(Int64(bitPattern: random.next())) / 1e6).databaseValue
+        }
+    }
 }
+
+/// The suite's SplitMix64 (SegmentScheduleTests) as a generator for `randomElement(using:)`.
+extension SplitMix: RandomNumberGenerator {}
