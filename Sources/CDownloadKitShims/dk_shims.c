@@ -3,6 +3,10 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sys/socket.h>
+#if defined(__aarch64__)
+#include <sys/auxv.h>
+#include <asm/hwcap.h>
+#endif
 
 int dk_SSL_set_tlsext_host_name(SSL *ssl, const char *name) {
     return (int)SSL_set_tlsext_host_name(ssl, name);
@@ -91,4 +95,15 @@ int dk_ERR_is_unexpected_eof(unsigned long error) {
 
 int dk_ERR_get_reason(unsigned long error) {
     return ERR_GET_REASON(error);
+}
+
+int dk_cpu_has_aes(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("aes") ? 1 : 0;
+#elif defined(__aarch64__)
+    return (getauxval(AT_HWCAP) & HWCAP_AES) ? 1 : 0;
+#else
+    return 0;
+#endif
 }

@@ -1,3 +1,5 @@
+internal import CDownloadKitShims
+
 /// A TLS protocol version.
 public enum DKTLSVersion: Sendable, Hashable, Comparable, CaseIterable, CustomStringConvertible {
     /// TLS 1.2 (RFC 5246).
@@ -51,6 +53,20 @@ public struct DKTLSConfiguration: Sendable, Hashable {
     /// SHA-256 pins of the server's public key (SubjectPublicKeyInfo); when non-empty the server's key
     /// must match one of them, checked after (not instead of) certificate verification. Default empty.
     public var pinnedPublicKeys: [PublicKeyPin] = []
+    /// The TLS 1.3 cipher suites offered, most preferred first, in OpenSSL's colon-separated form
+    /// (`SSL_CTX_set_ciphersuites`). Default `nil`: ``preferredTLS13CipherSuites``. Most servers (nginx,
+    /// OpenSSL's default) follow the client's order in TLS 1.3, so this order decides the cipher.
+    public var tls13CipherSuites: String? = nil
+
+    /// DownloadKit's TLS 1.3 order for this machine: AES-128-GCM first where the CPU has AES instructions
+    /// (x86 AES-NI, ARMv8 AES), where it is the cheapest suite per byte; ChaCha20-Poly1305 first where it
+    /// has not, where AES in software is slower and not constant-time. OpenSSL's own default puts
+    /// AES-256-GCM first everywhere (issue #18: nginx then chose it for both DownloadKit and curl).
+    public static var preferredTLS13CipherSuites: String {
+        dk_cpu_has_aes() != 0
+            ? "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
+            : "TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384"
+    }
 
     /// Creates a configuration. Prefer ``makeClientConfiguration()`` and change what you need.
     public init(

@@ -48,6 +48,12 @@ public final class TLSContext: @unchecked Sendable {
         SSL_CTX_set_security_level(context, 2)
         // Renegotiation is an attack surface a download client never needs (TLS 1.2 only).
         dk_SSL_CTX_disable_renegotiation(context)
+        let suites = configuration.tls13CipherSuites ?? DKTLSConfiguration.preferredTLS13CipherSuites
+        guard SSL_CTX_set_ciphersuites(context, suites) == 1 else {
+            throw TransportError(
+                .tlsFailed, operation: "SSL_CTX_set_ciphersuites",
+                detail: "no usable TLS 1.3 cipher suite in \"\(suites)\": \(OpenSSLErrors.drain())")
+        }
 
         switch configuration.certificateVerification {
         case .fullVerification:

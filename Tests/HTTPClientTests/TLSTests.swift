@@ -122,6 +122,30 @@ final class OpenSSLServer {
         #expect(response.contains("</HTML>") || response.contains("</BODY>"))
     }
 
+    /// TLS 1.3 cipher order (issue #18): servers that follow the client's order (OpenSSL's default, nginx's)
+    /// get AES-128-GCM first on a CPU with AES instructions — OpenSSL's own default order would give
+    /// AES-256-GCM — and ChaCha20 first without them; an explicit list wins; a list OpenSSL cannot use
+    /// is a typed error naming it.
+    @Test func tls13CipherOrderFollowsTheHardwareOrTheConfiguration() throws {
+        let server = try OpenSSLServer(certificate: certificates.valid)
+        defer { server.stop() }
+        func cipher(_ context: TLSContext) throws -> String? {
+            let connection = try Connection.connect(
+                host: "127.0.0.1", port: server.port, tls: context, serverName: "localhost", deadline: .after(seconds: 10))
+            defer { connection.close() }
+            return connection.tlsCipher
+        }
+        let hasAES = (try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8))?
+            .split(separator: "\n").first { $0.hasPrefix("flags") || $0.hasPrefix("Features") }?
+            .split(separator: " ").contains("aes") ?? false
+        #expect(try cipher(trustingTestCA()) == (hasAES ? "TLS_AES_128_GCM_SHA256" : "TLS_CHACHA20_POLY1305_SHA256"))
+        let chacha = try trustingTestCA { $0.tls13CipherSuites = "TLS_CHACHA20_POLY1305_SHA256" }
+        #expect(try cipher(chacha) == "TLS_CHACHA20_POLY1305_SHA256")
+        let error = #expect(throws: TransportError.self) { try self.trustingTestCA { $0.tls13CipherSuites = "NO_SUCH_SUITE" } }
+        #expect(error?.code == .tlsFailed)
+        #expect(error?.detail.contains("NO_SUCH_SUITE") == true)
+    }
+
     @Test func ipLiteralIsVerifiedAgainstCertificateIPAddresses() throws {
         let server = try OpenSSLServer(certificate: certificates.valid)
         defer { server.stop() }

@@ -24,6 +24,9 @@ int dk_SSL_CTX_set_max_proto_version(SSL_CTX *ctx, int version);
 /// socket instead of returning early). Wraps `SSL_CTX_set_mode`.
 void dk_SSL_CTX_set_nonblocking_client_modes(SSL_CTX *ctx);
 
+/// 1 when the CPU has AES instructions (x86 AES-NI, ARMv8 AES), else 0: decides the TLS 1.3 cipher order.
+int dk_cpu_has_aes(void);
+
 /// Refuses TLS 1.2 renegotiation (`SSL_OP_NO_RENEGOTIATION`, whose value is a macro expression).
 void dk_SSL_CTX_disable_renegotiation(SSL_CTX *ctx);
 
