@@ -18,19 +18,26 @@ struct HostileStoreRowsTests {
         "finishedAt",
     ]
 
+    /// A task store as a damaged copy might hold it: the same columns, no NOT NULL constraints and no
+    /// types; the migration recorded as applied so the store does not recreate the table.
+    static func damagedStore(in state: String) async throws -> DatabaseQueue {
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        let queue = try DatabaseQueue(path: state + "/" + TaskStore.fileName)
+        try await queue.write { db in
+            try db.execute(sql: "CREATE TABLE task (\(Self.columns.joined(separator: ", ")), PRIMARY KEY (id))")
+            try db.execute(sql: "CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY)")
+            try db.execute(sql: "INSERT INTO grdb_migrations VALUES ('v1: tasks')")
+        }
+        return queue
+    }
+
     /// A row that survived a broken schema: required columns NULL. Before, GRDB's `row["…"]` trapped on it
     /// while the manager opened (the process died); now the manager refuses to open with `.storage`.
     @Test func aNullInARequiredColumnIsAStorageErrorNotATrap() async throws {
         let scratch = try ScratchDirectory()
         let state = scratch.file("state")
-        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
-        let queue = try DatabaseQueue(path: state + "/" + TaskStore.fileName)
+        let queue = try await Self.damagedStore(in: state)
         try await queue.write { db in
-            // The table as a damaged copy might hold it: the same columns, no NOT NULL constraints; the
-            // migration recorded as applied so the store does not recreate it.
-            try db.execute(sql: "CREATE TABLE task (\(Self.columns.joined(separator: ", ")), PRIMARY KEY (id))")
-            try db.execute(sql: "CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY)")
-            try db.execute(sql: "INSERT INTO grdb_migrations VALUES ('v1: tasks')")
             try db.execute(
                 sql: "INSERT INTO task (id, originalURL, state, headers, metadata) VALUES ('t1', NULL, 'waiting', '{}', '{}')")
         }
@@ -87,13 +94,7 @@ struct HostileStoreRowsTests {
         var random = SplitMix(seed: seed &+ 0x5EED)
         let scratch = try ScratchDirectory()
         let state = scratch.file("state")
-        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
-        let queue = try DatabaseQueue(path: state + "/" + TaskStore.fileName)
-        try await queue.write { db in
-            try db.execute(sql: "CREATE TABLE task (\(Self.columns.joined(separator: ", ")), PRIMARY KEY (id))")
-            try db.execute(sql: "CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY)")
-            try db.execute(sql: "INSERT INTO grdb_migrations VALUES ('v1: tasks')")
-        }
+        let queue = try await Self.damagedStore(in: state)
         var generated: [[DatabaseValue]] = []
         for index in 0..<8 {
             generated.append(Self.columns.map { column in
