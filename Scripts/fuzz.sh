@@ -146,7 +146,7 @@ if [ "$seconds" -ge 60 ] || [ "${FUZZ_DOCS:-0}" = 1 ]; then
     docs=docs/FUZZING.md
     [ -f "$docs" ] || printf '# Fuzzing\n\n<!-- fuzz-figures:begin -->\n<!-- fuzz-figures:end -->\n' >"$docs"
     rows="$(mktemp)"
-    stamp="\`bash Scripts/fuzz.sh $seconds${targets_arg:+ $targets_arg}${FUZZ_SEED:+ (FUZZ_SEED=$FUZZ_SEED)}\`, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores"
+    stamp="\`bash Scripts/fuzz.sh $seconds${targets_arg:+ $targets_arg}${FUZZ_SEED:+ (FUZZ_SEED=$FUZZ_SEED)}${FUZZ_RUNS:+ (FUZZ_RUNS=$FUZZ_RUNS)}\`, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores"
     for line in "${summary[@]}"; do printf '%s\t%s\t%s\n' "${line%%:*}" "${line#*: }" "$stamp"; done >"$rows"
     python3 - "$docs" "$rows" <<'PY'
 import sys, re
