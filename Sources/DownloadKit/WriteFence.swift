@@ -1,0 +1,110 @@
+import Glibc
+import HTTPClient
+import HTTPWire
+
+/// A lease holder's permission to write one destination's working files: the fencing of a fleet of
+/// workers sharing a queue (docs/FLEET.md).
+///
+/// A worker that holds a task's lease installs a fence for the task's partial (`.dkpart`) and resume
+/// info (`.dkresume`) before it starts the download, and moves the fence's deadline forward each time
+/// its heartbeat renews the lease. Every write the engine makes to those files — each body write, each
+/// truncation, each checkpoint (the partial's `fdatasync` and the resume info's rename), the final
+/// rename into place and the removal of the working files — first checks the fence; once the deadline
+/// has passed (a worker paused by SIGSTOP past its lease, a heartbeat that could not renew) or the fence
+/// was revoked (another worker holds a newer epoch), the write fails with `EPERM` and the download ends
+/// with a `fileSystem` error, writing nothing more. The check costs one lock and a clock read.
+///
+/// The deadline is the local monotonic clock's, set from the moment a renewal was *sent* plus the lease
+/// time less a margin, so it passes before the database lets another worker claim the task. Bodies
+/// moved by `splice(2)` bypass the per-write check: the engine only splices when no rate limiter is
+/// configured, so a fenced download must have one (the fleet worker always gives one).
+public final class WriteFence: Sendable {
+    private struct State {
+        var deadline: Double
+        var revoked: Bool
+        var refusals: Int
+    }
+
+    private let state: LockedValue<State>
+
+    /// A fence that allows writes until `deadline`, a ``WriteFence/now`` value.
+    public init(until deadline: Double) {
+        state = LockedValue(State(deadline: deadline, revoked: false, refusals: 0))
+    }
+
+    /// The monotonic clock the deadlines are in (seconds).
+    public static var now: Double { monotonicSeconds() }
+
+    /// Moves the deadline to `deadline` (never backwards); nothing after ``revoke()``.
+    public func extend(until deadline: Double) {
+        state.withLock { state in
+            if !state.revoked, deadline > state.deadline { state.deadline = deadline }
+        }
+    }
+
+    /// Refuses every later write for good (the lease is lost).
+    public func revoke() {
+        state.withLock { $0.revoked = true }
+    }
+
+    /// Whether a write would be allowed now.
+    public var allowsWrites: Bool {
+        let now = monotonicSeconds()
+        return state.withLock { !$0.revoked && now < $0.deadline }
+    }
+
+    /// How many writes this fence has refused.
+    public var refusedWrites: Int { state.withLock { $0.refusals } }
+
+    /// Counts and answers one write.
+    fileprivate func admit() -> Bool {
+        let now = monotonicSeconds()
+        return state.withLock { state in
+            if !state.revoked && now < state.deadline { return true }
+            state.refusals += 1
+            return false
+        }
+    }
+
+    // MARK: - Registry
+
+    /// The fences by path. Empty (one lock and a lookup per write) unless a fleet worker installed one.
+    private static let fences = LockedValue<[String: WriteFence]>([:])
+
+    /// Guards the working files of a download to `destination` from `url` with `fence` until
+    /// ``remove(destination:url:)``. Use the same absolute destination the download is given.
+    public static func install(_ fence: WriteFence, destination: DownloadDestination, url: String) throws {
+        let files = try workingFiles(destination: destination, url: url)
+        fences.withLock { fences in
+            for path in files { fences[path] = fence }
+        }
+    }
+
+    /// Removes the fence of a download's working files (after the download ended).
+    public static func remove(destination: DownloadDestination, url: String, fence: WriteFence) {
+        guard let files = try? workingFiles(destination: destination, url: url) else { return }
+        fences.withLock { fences in
+            for path in files where fences[path] === fence { fences[path] = nil }
+        }
+    }
+
+    private static func workingFiles(destination: DownloadDestination, url: String) throws -> [String] {
+        let parsed = try HTTPURL(url)
+        let working = WorkingFiles(destination: destination, workingDirectory: nil, url: parsed)
+        return [working.partial, working.resumeInfo]
+    }
+
+    /// Whether `path` (a partial or resume info) may be written now: true unless a fence guards it and
+    /// refuses.
+    static func admits(_ path: String) -> Bool {
+        guard let fence = fences.withLock({ $0.isEmpty ? nil : $0[path] }) else { return true }
+        return fence.admit()
+    }
+
+    /// Throws `EPERM` for `operation` on `path` when a fence refuses.
+    static func check(_ operation: String, _ path: String) throws(FileSystemError) {
+        if !admits(path) {
+            throw FileSystemError(operation + " (fenced: the lease on this download is lost)", path: path, errno: EPERM)
+        }
+    }
+}
