@@ -1,6 +1,7 @@
 import ArgumentParser
 import DownloadKit
 import DownloadKitManager
+import DownloadKitPostgres
 import Foundation
 
 /// `downloadkit queue`: a persistent download queue (like aria2's session) on top of `DownloadManager`.
@@ -17,6 +18,10 @@ struct QueueCommand: AsyncParsableCommand {
 
             One process uses a state directory at a time: while `queue run` works on it, the other queue \
             commands refuse (stop the run with Ctrl-C, which checkpoints, or let it finish).
+
+            With --store postgres://USER@HOST:PORT/DB the queue lives in PostgreSQL instead and `add`, `list` \
+            and `run` work on it from any number of hosts at once: each `queue run` is a worker of one fleet \
+            that claims tasks under leases (docs/FLEET.md).
             """,
         subcommands: [
             QueueAddCommand.self, QueueRunCommand.self, QueueListCommand.self, QueuePauseCommand.self,
@@ -26,6 +31,19 @@ struct QueueCommand: AsyncParsableCommand {
 
     @Option(name: .customLong("state"), help: "The queue's state directory (default: $XDG_STATE_HOME/downloadkit or ~/.local/state/downloadkit).")
     var state: String?
+
+    @Option(name: .customLong("store"), help: "A PostgreSQL queue shared by several hosts: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE (add, list and run; docs/FLEET.md).")
+    var store: String?
+
+    /// The PostgreSQL store `--store` names, if any.
+    func fleetStore() throws -> PostgresStoreURL? { try QueueFleet.storeURL(store) }
+
+    /// Refuses `--store` for a command the PostgreSQL queue does not offer.
+    func refusingFleetStore(_ command: String) throws {
+        if store != nil {
+            throw ValidationError("queue \(command) works on the SQLite queue only; with --store use add, list and run")
+        }
+    }
 
     /// The state directory to use, as an absolute path.
     var stateDirectory: String { Self.defaultStateDirectory(state) }
@@ -101,6 +119,10 @@ struct QueueAddCommand: AsyncParsableCommand {
                 url: url, fileID: fileID, destination: destination, priority: DownloadPriority(rawValue: priority),
                 checksum: checksum, group: group)
         }
+        if let store = try queue.fleetStore() {
+            for id in try await QueueFleet.add(store, requests) { print(id) }
+            return
+        }
         let session = try await QueueSession.open(queue.stateDirectory)
         let ids: [String]
         do {
@@ -136,6 +158,10 @@ struct QueueListCommand: AsyncParsableCommand {
     var json = false
 
     func run() async throws {
+        if let store = try queue.fleetStore() {
+            try QueueFleet.printList(try await QueueFleet.list(store), json: json)
+            return
+        }
         let session = try await QueueSession.open(queue.stateDirectory)
         let tasks = await session.manager.allTasks()
         await session.close()
@@ -250,6 +276,7 @@ struct QueuePauseCommand: AsyncParsableCommand {
     @OptionGroup var selection: QueueTaskSelection
 
     func run() async throws {
+        try queue.refusingFleetStore("pause")
         try await QueueSession.change(queue.stateDirectory, selection) { manager, ids in
             for id in ids { try await manager.pause(taskID: id) }
         }
@@ -266,6 +293,7 @@ struct QueueResumeCommand: AsyncParsableCommand {
     @OptionGroup var selection: QueueTaskSelection
 
     func run() async throws {
+        try queue.refusingFleetStore("resume")
         try await QueueSession.change(queue.stateDirectory, selection) { manager, ids in
             for id in ids { try await manager.resume(taskID: id) }
         }
@@ -285,6 +313,7 @@ struct QueueRemoveCommand: AsyncParsableCommand {
     var deleteFile = false
 
     func run() async throws {
+        try queue.refusingFleetStore("remove")
         let deleting = deleteFile
         try await QueueSession.change(queue.stateDirectory, selection) { manager, ids in
             for id in ids { try await manager.remove(taskID: id, deletingFile: deleting) }

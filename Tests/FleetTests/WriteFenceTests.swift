@@ -1,0 +1,75 @@
+import DownloadKit
+import Foundation
+import Testing
+import TestOrigin
+
+/// ``WriteFence`` in one process: a revoked or expired fence stops a running download's writes at the
+/// next one (no byte, no checkpoint, no rename after it), and a download under a new fence continues
+/// from the bytes the first one left.
+@Suite(.timeLimit(.minutes(3)))
+struct WriteFenceTests {
+    @Test func aRevokedFenceStopsTheDownloadAndTheNextHolderContinuesFromItsBytes() async throws {
+        let origin = try FaultOrigin()
+        defer { origin.shutdown() }
+        let size: Int64 = 1_500_000
+        origin.serve("/fenced.bin", .resource(Resource(size: size, seed: 91, bytesPerSecond: 300_000)))
+        let scratch = try ScratchDirectory()
+        let destination = DownloadDestination.file(scratch.file("fenced.bin"))
+        let url = origin.url("/fenced.bin")
+        var configuration = DownloadConfiguration(checkpointInterval: .milliseconds(200))
+        configuration.sharedRateLimiters = [TokenBucket(bytesPerSecond: 1 << 50)]
+
+        let first = WriteFence(until: WriteFence.now + 3600)
+        try WriteFence.install(first, destination: destination, url: url)
+        let download = Download(DownloadRequest(url: url, destination: destination), configuration: configuration)
+        download.start()
+        let partial = scratch.file("fenced.bin.dkpart")
+        let resumeInfo = scratch.file("fenced.bin.dkresume")
+        #expect(await eventually(seconds: 60) { ((try? ResumeInfo.read(from: resumeInfo))?.bytesReceived ?? 0) > 200_000 })
+        first.revoke()
+        let sizeAtRevoke = Fleet.size(partial)
+        let durableAtRevoke = try ResumeInfo.read(from: resumeInfo).bytesReceived
+        let outcome: DownloadError?
+        do throws(DownloadError) {
+            _ = try await download.result()
+            outcome = nil
+        } catch {
+            outcome = error
+        }
+        let error = try #require(outcome)
+        #expect(error.code == .fileSystem)
+        #expect(error.detail.contains("fenced"))
+        #expect(first.refusedWrites > 0)
+        // At most the one write already past its check when the fence was revoked reached the file; the
+        // resume info was not advanced and nothing was renamed into place.
+        #expect(Fleet.size(partial) - sizeAtRevoke <= 1 << 20)
+        #expect(try ResumeInfo.read(from: resumeInfo).bytesReceived == durableAtRevoke)
+        #expect(!FileManager.default.fileExists(atPath: scratch.file("fenced.bin")))
+        WriteFence.remove(destination: destination, url: url, fence: first)
+        let leftOnDisk = Fleet.size(partial)
+
+        let second = WriteFence(until: WriteFence.now + 3600)
+        try WriteFence.install(second, destination: destination, url: url)
+        defer { WriteFence.remove(destination: destination, url: url, fence: second) }
+        let again = Download(DownloadRequest(url: url, destination: destination), configuration: configuration)
+        again.start()
+        let result = try await again.result()
+        // The engine continues from the partial (same boot: its length; at least the durable bytes).
+        #expect(result.resumedFrom >= durableAtRevoke)
+        #expect(result.resumedFrom <= leftOnDisk)
+        #expect(second.refusedWrites == 0)
+        #expect(fileMatchesPattern(scratch.file("fenced.bin"), size: size, seed: 91))
+    }
+
+    @Test func anExpiredFenceRefusesAndExtendingItAllowsAgain() {
+        let fence = WriteFence(until: WriteFence.now - 1)
+        #expect(!fence.allowsWrites)
+        fence.extend(until: WriteFence.now + 60)
+        #expect(fence.allowsWrites)
+        fence.extend(until: WriteFence.now - 10)  // never backwards
+        #expect(fence.allowsWrites)
+        fence.revoke()
+        fence.extend(until: WriteFence.now + 120)
+        #expect(!fence.allowsWrites)
+    }
+}
