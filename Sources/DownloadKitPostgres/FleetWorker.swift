@@ -109,6 +109,8 @@ public actor FleetWorker {
     private let globalLimiter: TokenBucket
     private var running: [String: Running] = [:]
     private var nextGeneration = 1
+    /// Leases whose end is being recorded (they still take a slot).
+    private var finishing = 0
     private var stopping = false
     private var summary = Summary()
     private var eventHandler: (@Sendable (Event) -> Void)?
@@ -143,7 +145,7 @@ public actor FleetWorker {
         let heartbeat = Task { [weak self] in await self?.heartbeatLoop() }
         defer { heartbeat.cancel() }
         while !stopping {
-            let free = configuration.maxConcurrent - running.count
+            let free = configuration.maxConcurrent - running.count - finishing
             if free > 0 {
                 let sent = WriteFence.now
                 do {
@@ -154,8 +156,8 @@ public actor FleetWorker {
                     logger.error("claiming tasks failed: \(String(reflecting: error))")
                 }
             }
-            if configuration.stopsWhenQueueIsEmpty, running.isEmpty, !stopping {
-                if let pending = try? await store.pendingCount(), pending == 0, running.isEmpty { break }
+            if configuration.stopsWhenQueueIsEmpty, running.isEmpty, finishing == 0, !stopping {
+                if let pending = try? await store.pendingCount(), pending == 0, running.isEmpty, finishing == 0 { break }
             }
             try? await Task.sleep(for: configuration.pollInterval)
         }
@@ -229,11 +231,19 @@ public actor FleetWorker {
     }
 
     private func failedToStart(_ lease: Lease, _ error: DownloadError) async {
-        let recorded = (try? await store.finish(lease, worker: configuration.workerID, as: .failed(error, bytes: 0))) ?? false
+        let recorded = (try? await record(lease, as: .failed(error, bytes: 0))) ?? false
         guard recorded else { return }
         summary.failed.append((lease.task.id, error))
         logger.error("\(lease.task.id) failed: \(error.detail)")
         emit(.failed(lease, error))
+    }
+
+    /// Records how a lease ended; the lease keeps its slot until the database has it, so a claim never
+    /// runs ahead of it (the per-worker limit holds in the database's view too).
+    private func record(_ lease: Lease, as ending: LeaseEnding) async throws -> Bool {
+        finishing += 1
+        defer { finishing -= 1 }
+        return try await store.finish(lease, worker: configuration.workerID, as: ending)
     }
 
     private func progressed(_ id: String, generation: Int, _ progress: DownloadProgress) {
@@ -258,7 +268,7 @@ public actor FleetWorker {
         case .success(let result):
             running[id] = nil
             WriteFence.remove(destination: lease.task.destination, url: lease.task.originalURL, fence: fence)
-            let recorded = (try? await store.finish(lease, worker: configuration.workerID, as: .completed(result))) ?? false
+            let recorded = (try? await record(lease, as: .completed(result))) ?? false
             if recorded {
                 summary.completed.append(id)
                 logger.info("completed \(id) (epoch \(lease.epoch)), resumed from byte \(result.resumedFrom)")
@@ -296,8 +306,8 @@ public actor FleetWorker {
             }
             running[id] = nil
             WriteFence.remove(destination: lease.task.destination, url: lease.task.originalURL, fence: fence)
-            let recorded = (try? await store.finish(
-                lease, worker: configuration.workerID, as: .failed(error, bytes: entry.bytes))) ?? false
+            let recorded = (try? await record(
+                lease, as: .failed(error, bytes: entry.bytes))) ?? false
             if recorded {
                 summary.failed.append((id, error))
                 logger.error("\(id) failed: \(error.detail)")
@@ -379,7 +389,7 @@ public actor FleetWorker {
                 if case .success(let result) = await Self.outcome(of: download) {
                     // It finished while stopping: record the completion instead.
                     WriteFence.remove(destination: lease.task.destination, url: lease.task.originalURL, fence: entry.fence)
-                    if (try? await store.finish(lease, worker: configuration.workerID, as: .completed(result))) == true {
+                    if (try? await record(lease, as: .completed(result))) == true {
                         summary.completed.append(lease.task.id)
                         emit(.completed(lease, result))
                     }
@@ -387,8 +397,8 @@ public actor FleetWorker {
                 }
             }
             WriteFence.remove(destination: lease.task.destination, url: lease.task.originalURL, fence: entry.fence)
-            if (try? await store.finish(
-                lease, worker: configuration.workerID, as: .released(bytes: bytes, totalBytes: total))) == true
+            if (try? await record(
+                lease, as: .released(bytes: bytes, totalBytes: total))) == true
             {
                 summary.released.append(lease.task.id)
                 emit(.released(lease))

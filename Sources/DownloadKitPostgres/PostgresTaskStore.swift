@@ -2,6 +2,7 @@ import DownloadKit
 import DownloadKitManager
 import Foundation
 import HTTPClient
+import HTTPWire
 import Logging
 import PostgresNIO
 
@@ -292,9 +293,17 @@ public final class PostgresTaskStore: TaskStoring {
     /// Adds tasks at the end of the waiting line (in one transaction) and returns each one's id and whether
     /// it was added: a task whose URL or file id is already queued is not added again (its id is returned).
     /// A request without a destination goes to `defaultDirectory`, named like the manager names it.
+    /// - Throws: ``DownloadManagerError`` `invalidURL` (nothing is added) or the server's error.
     public func add(_ requests: [DownloadManager.TaskRequest], defaultDirectory: String) async throws
         -> [(id: String, added: Bool)]
     {
+        for request in requests {
+            do {
+                _ = try HTTPURL(request.url)
+            } catch {
+                throw DownloadManagerError(.invalidURL, "not an http(s) URL: \(request.url) (\(error.detail))")
+            }
+        }
         let now = Date()
         return try await client.withTransaction(logger: logger) { connection in
             var results: [(id: String, added: Bool)] = []
@@ -456,11 +465,11 @@ public final class PostgresTaskStore: TaskStoring {
                         FROM picked WHERE t.id = picked.id
                         RETURNING t.*
                     ), ended AS (
-                        UPDATE downloadkit_lease l SET ended_at = now(), outcome = 'expired'
+                        UPDATE downloadkit_lease l SET ended_at = clock_timestamp(), outcome = 'expired'
                         FROM claimed c WHERE l.task_id = c.id AND l.epoch < c.lease_epoch AND l.ended_at IS NULL
                     ), logged AS (
                         INSERT INTO downloadkit_lease (task_id, epoch, worker, acquired_at, valid_until)
-                        SELECT id, lease_epoch, lease_owner, now(), lease_until FROM claimed
+                        SELECT id, lease_epoch, lease_owner, clock_timestamp(), lease_until FROM claimed
                     )
                     SELECT \(Self.taskColumns), now() AS server_now FROM claimed ORDER BY priority DESC, queue_order, id
                     """)
@@ -559,7 +568,7 @@ public final class PostgresTaskStore: TaskStoring {
             guard !rows.isEmpty else { return false }
             try await connection.query(
                 """
-                UPDATE downloadkit_lease SET ended_at = now(), outcome = \(outcome)
+                UPDATE downloadkit_lease SET ended_at = clock_timestamp(), outcome = \(outcome)
                 WHERE task_id = \(task.id) AND epoch = \(lease.epoch)
                 """, logger: logger
             ).drain()

@@ -31,6 +31,9 @@ enum QueueFleet {
         let results: [(id: String, added: Bool)]
         do {
             results = try await store.add(requests, defaultDirectory: QueuePaths.absolute("."))
+        } catch let error as DownloadManagerError where error.code == .invalidURL {
+            await store.close()
+            throw ValidationError(error.detail)
         } catch {
             await store.close()
             throw QueueSession.failure(error)

@@ -33,7 +33,8 @@ struct FleetProcessTests {
             let store = try await openStore(server)
             #expect(try await store.fleetTasks().count == count)
 
-            let options = ["--max-concurrent", "2", "--lease", "4", "--poll", "0.2"]
+            // 3 workers × 2 slots, but at most 5 tasks at once in the whole fleet.
+            let options = ["--max-concurrent", "2", "--fleet-max-concurrent", "5", "--lease", "4", "--poll", "0.2"]
             let workers = try ["w1", "w2", "w3"].map {
                 try Fleet.startWorker($0, store: server.url, logDirectory: logs.path, extra: options)
             }
@@ -91,6 +92,12 @@ struct FleetProcessTests {
             }
             // No task was ever leased to two workers at once, and every task ended under exactly one lease.
             #expect(Fleet.leasesNeverOverlap(history) == [])
+            // The limits held: at most 2 live leases per worker, at most 5 in the fleet.
+            #expect(Fleet.peakLiveLeases(history) <= 5)
+            #expect(Fleet.peakLiveLeases(history) >= 2)
+            for worker in ["w1", "w2", "w3"] {
+                #expect(Fleet.peakLiveLeases(history.filter { $0.worker == worker }) <= 2, "\(worker)")
+            }
             for (id, leases) in byTask {
                 #expect(leases.filter { $0.outcome == "completed" }.count == 1, "\(id): \(leases)")
             }

@@ -117,6 +117,26 @@ enum Fleet {
         return false
     }
 
+    /// The most leases that were live at one instant (a lease lives from its grant until it was given
+    /// back, or until its deadline when it ran out), over `history`.
+    static func peakLiveLeases(_ history: [LeaseRecord]) -> Int {
+        var edges: [(at: Date, delta: Int)] = []
+        for lease in history {
+            let end = lease.outcome == "expired" || lease.endedAt == nil ? lease.validUntil : lease.endedAt!
+            edges.append((lease.acquiredAt, 1))
+            edges.append((end, -1))
+        }
+        // At the same instant an end comes before a start.
+        edges.sort { $0.at != $1.at ? $0.at < $1.at : $0.delta < $1.delta }
+        var live = 0
+        var peak = 0
+        for edge in edges {
+            live += edge.delta
+            peak = max(peak, live)
+        }
+        return peak
+    }
+
     /// Checks the lease history: per task, each lease began only after the one before it had ended or
     /// run out (by the server's clock) — no task was ever leased to two workers at once.
     static func leasesNeverOverlap(_ history: [LeaseRecord]) -> [String] {
