@@ -55,14 +55,14 @@ public final class PostgresTaskStore: TaskStoring {
         // postgres-nio's background logger warns when the first query races `run()` starting; it waits.
         var quiet = logger
         if quiet.logLevel < .error { quiet.logLevel = .error }
-        let store = PostgresTaskStore(url: url, logger: quiet)
+        // Migrate over a connection of its own first: a server that is not there fails at once (the pool
+        // would keep retrying), and the pool starts only for a reachable, migrated database.
         do {
-            try await store.migrate()
+            try await migrate(url, logger: quiet)
         } catch {
-            await store.close()
             throw DownloadManagerError(.storage, "cannot open the queue at \(url): \(String(reflecting: error))")
         }
-        return store
+        return PostgresTaskStore(url: url, logger: quiet)
     }
 
     /// Ends the background writes (after those handed over) and the connections.
@@ -173,8 +173,20 @@ public final class PostgresTaskStore: TaskStoring {
     /// The names of the migrations this version applies, oldest first.
     public static var migrationNames: [String] { migrations.map(\.name) }
 
-    private func migrate() async throws {
-        try await client.withTransaction(logger: logger) { connection in
+    private static func migrate(_ url: PostgresStoreURL, logger: Logger) async throws {
+        let connection = try await PostgresConnection.connect(
+            configuration: try url.connectionConfiguration(), id: 0, logger: logger)
+        do {
+            try await migrate(on: connection, logger: logger)
+            try await connection.close()
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+    }
+
+    private static func migrate(on connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.withTransaction(logger: logger) { connection in
             // One migrator at a time across the fleet (released at commit).
             try await connection.query("SELECT pg_advisory_xact_lock(7190019)", logger: logger).drain()
             try await connection.query(
