@@ -370,6 +370,50 @@ public final class PostgresTaskStore: TaskStoring {
         }
     }
 
+    /// Pauses waiting and running tasks; returns the ids paused. A running task's worker finds its lease
+    /// gone at its next heartbeat and stops writing; its lease is left to run out (not ended early), so no
+    /// other worker can take the task — after ``resume(_:)`` — while the old one may still write.
+    public func pause(_ ids: [String]) async throws -> [String] {
+        let now = Date().timeIntervalSince1970
+        return try await client.withTransaction(logger: logger) { connection in
+            var paused: [String] = []
+            for try await id in try await connection.query(
+                """
+                UPDATE downloadkit_task SET state = 'paused', updated_at = \(now)
+                WHERE id = ANY(\(ids)) AND state IN ('waiting', 'running')
+                RETURNING id
+                """, logger: logger
+            ).decode(String.self) {
+                paused.append(id)
+            }
+            try await connection.query(
+                """
+                UPDATE downloadkit_lease l SET outcome = 'paused' FROM downloadkit_task t
+                WHERE t.id = ANY(\(paused)) AND l.task_id = t.id AND l.epoch = t.lease_epoch AND l.ended_at IS NULL
+                """, logger: logger
+            ).drain()
+            return paused
+        }
+    }
+
+    /// Puts paused, failed and cancelled tasks at the end of the waiting line; returns the ids resumed.
+    /// A task whose last lease has not run out yet waits for it before any worker claims it.
+    public func resume(_ ids: [String]) async throws -> [String] {
+        let now = Date().timeIntervalSince1970
+        var resumed: [String] = []
+        for try await id in try await client.query(
+            """
+            UPDATE downloadkit_task SET state = 'waiting', queue_order = nextval('downloadkit_queue_order'),
+                error_code = NULL, error_message = NULL, finished_at = NULL, updated_at = \(now)
+            WHERE id = ANY(\(ids)) AND state IN ('paused', 'failed', 'cancelled')
+            RETURNING id
+            """, logger: logger
+        ).decode(String.self) {
+            resumed.append(id)
+        }
+        return resumed
+    }
+
     /// Every task with its lease, in waiting-line order (completed ones included).
     public func fleetTasks() async throws -> [FleetTask] {
         let rows = try await client.query(
@@ -466,7 +510,7 @@ public final class PostgresTaskStore: TaskStoring {
                 unsafeSQL: """
                     WITH picked AS (
                         SELECT id FROM downloadkit_task
-                        WHERE state = 'waiting' OR (state = 'running' AND (lease_until IS NULL OR lease_until <= now()))
+                        WHERE state IN ('waiting', 'running') AND (lease_until IS NULL OR lease_until <= now())
                         ORDER BY priority DESC, queue_order, id
                         LIMIT $1
                         FOR UPDATE SKIP LOCKED
@@ -477,7 +521,7 @@ public final class PostgresTaskStore: TaskStoring {
                         FROM picked WHERE t.id = picked.id
                         RETURNING t.*
                     ), ended AS (
-                        UPDATE downloadkit_lease l SET ended_at = clock_timestamp(), outcome = 'expired'
+                        UPDATE downloadkit_lease l SET ended_at = clock_timestamp(), outcome = COALESCE(l.outcome, 'expired')
                         FROM claimed c WHERE l.task_id = c.id AND l.epoch < c.lease_epoch AND l.ended_at IS NULL
                     ), logged AS (
                         INSERT INTO downloadkit_lease (task_id, epoch, worker, acquired_at, valid_until)
@@ -573,7 +617,8 @@ public final class PostgresTaskStore: TaskStoring {
                     bytes_received = GREATEST(bytes_received, \(bytes)), total_bytes = \(total),
                     error_code = \(errorCode), error_message = \(errorMessage), finished_at = \(finishedAt),
                     updated_at = \(now), lease_until = NULL
-                WHERE id = \(task.id) AND lease_epoch = \(lease.epoch) AND lease_owner = \(worker) AND state = 'running'
+                WHERE id = \(task.id) AND lease_epoch = \(lease.epoch) AND lease_owner = \(worker)
+                    AND (state = 'running' OR (state = 'paused' AND \(state) = 'completed'))
                 RETURNING id
                 """, logger: logger
             ).collect()

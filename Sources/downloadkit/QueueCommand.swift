@@ -19,9 +19,9 @@ struct QueueCommand: AsyncParsableCommand {
             One process uses a state directory at a time: while `queue run` works on it, the other queue \
             commands refuse (stop the run with Ctrl-C, which checkpoints, or let it finish).
 
-            With --store postgres://USER@HOST:PORT/DB the queue lives in PostgreSQL instead and `add`, `list` \
-            and `run` work on it from any number of hosts at once: each `queue run` is a worker of one fleet \
-            that claims tasks under leases (docs/FLEET.md).
+            With --store postgres://USER@HOST:PORT/DB the queue lives in PostgreSQL instead and `add`, `list`, \
+            `run`, `pause` and `resume` work on it from any number of hosts at once: each `queue run` is a \
+            worker of one fleet that claims tasks under leases (docs/FLEET.md).
             """,
         subcommands: [
             QueueAddCommand.self, QueueRunCommand.self, QueueListCommand.self, QueuePauseCommand.self,
@@ -32,7 +32,7 @@ struct QueueCommand: AsyncParsableCommand {
     @Option(name: .customLong("state"), help: "The queue's state directory (default: $XDG_STATE_HOME/downloadkit or ~/.local/state/downloadkit).")
     var state: String?
 
-    @Option(name: .customLong("store"), help: "A PostgreSQL queue shared by several hosts: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE (add, list and run; docs/FLEET.md).")
+    @Option(name: .customLong("store"), help: "A PostgreSQL queue shared by several hosts: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE (add, list, run, pause, resume; docs/FLEET.md).")
     var store: String?
 
     /// The PostgreSQL store `--store` names, if any.
@@ -41,7 +41,7 @@ struct QueueCommand: AsyncParsableCommand {
     /// Refuses `--store` for a command the PostgreSQL queue does not offer.
     func refusingFleetStore(_ command: String) throws {
         if store != nil {
-            throw ValidationError("queue \(command) works on the SQLite queue only; with --store use add, list and run")
+            throw ValidationError("queue \(command) works on the SQLite queue only; with --store use add, list, run, pause and resume")
         }
     }
 
@@ -244,7 +244,11 @@ struct QueueTaskSelection: ParsableArguments {
 
     /// The full ids selected (all must resolve, else nothing changes).
     func resolve(in manager: DownloadManager) async throws -> [String] {
-        let known = await manager.allTasks().map(\.id)
+        try resolve(among: await manager.allTasks().map(\.id))
+    }
+
+    /// The full ids selected among `known` (all must resolve, else nothing changes).
+    func resolve(among known: [String]) throws -> [String] {
         if all { return known }
         var resolved: [String] = []
         for given in ids {
@@ -276,7 +280,10 @@ struct QueuePauseCommand: AsyncParsableCommand {
     @OptionGroup var selection: QueueTaskSelection
 
     func run() async throws {
-        try queue.refusingFleetStore("pause")
+        if let store = try queue.fleetStore() {
+            try await QueueFleet.change(store, selection, pausing: true)
+            return
+        }
         try await QueueSession.change(queue.stateDirectory, selection) { manager, ids in
             for id in ids { try await manager.pause(taskID: id) }
         }
@@ -293,7 +300,10 @@ struct QueueResumeCommand: AsyncParsableCommand {
     @OptionGroup var selection: QueueTaskSelection
 
     func run() async throws {
-        try queue.refusingFleetStore("resume")
+        if let store = try queue.fleetStore() {
+            try await QueueFleet.change(store, selection, pausing: false)
+            return
+        }
         try await QueueSession.change(queue.stateDirectory, selection) { manager, ids in
             for id in ids { try await manager.resume(taskID: id) }
         }

@@ -128,6 +128,27 @@ enum QueueFleet {
         }
     }
 
+    /// `pause` / `resume` on the PostgreSQL queue: a running task's worker stops writing at its next heartbeat.
+    static func change(_ url: PostgresStoreURL, _ selection: QueueTaskSelection, pausing: Bool) async throws {
+        let store = try await open(url)
+        do {
+            let ids = try selection.resolve(among: try await store.fleetTasks().map(\.task.id))
+            let changed = Set(pausing ? try await store.pause(ids) : try await store.resume(ids))
+            await store.close()
+            if !selection.all {
+                for id in ids where !changed.contains(id) {
+                    QueueOutput.error("note: \(id) was not \(pausing ? "waiting or running" : "paused, failed or cancelled"); left as it is")
+                }
+            }
+        } catch let exit as ExitCode {
+            await store.close()
+            throw exit
+        } catch {
+            await store.close()
+            throw QueueSession.failure(error)
+        }
+    }
+
     static func printList(_ tasks: [FleetTask], json: Bool) throws {
         if json {
             let objects = tasks.map { fleet -> [String: Any] in

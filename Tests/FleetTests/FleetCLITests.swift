@@ -40,9 +40,9 @@ struct FleetCLITests {
             #expect(table.output.contains("WORKER"))
             #expect(table.output.contains("http://127.0.0.1:1/b.iso"))
 
-            let pause = try await Fleet.run(["queue", "--store", server.url, "pause", "--all"], in: scratch.path)
-            #expect(pause.status != 0)
-            #expect(pause.output.contains("SQLite queue only"))
+            let remove = try await Fleet.run(["queue", "--store", server.url, "remove", "--all"], in: scratch.path)
+            #expect(remove.status != 0)
+            #expect(remove.output.contains("SQLite queue only"))
             let badURL = try await Fleet.run(["queue", "--store", "mysql://x@y/z", "list"], in: scratch.path)
             #expect(badURL.status != 0)
             #expect(badURL.output.contains("--store must be postgres://"))
@@ -57,6 +57,52 @@ struct FleetCLITests {
             #expect(unreachable.status != 0)
             #expect(unreachable.output.contains("cannot open the queue at postgres://nobody@127.0.0.1:\(closedPort)/none"))
             #expect(!unreachable.output.contains("secret"))
+        }
+    }
+
+    /// `queue pause` on a running task: its worker finds its lease gone at the next heartbeat and stops
+    /// writing (bytes kept); after `queue resume` another worker continues from those bytes.
+    @Test func pausingARunningTaskStopsItsWorkerAndResumingContinuesFromItsBytes() async throws {
+        try await withPostgres { server in
+            let origin = try FaultOrigin()
+            defer { origin.shutdown() }
+            let size: Int64 = 2_000_000
+            origin.serve("/p.bin", .resource(Resource(size: size, seed: 35, bytesPerSecond: 250_000)))
+            let shared = try ScratchDirectory()
+            let logs = try ScratchDirectory()
+            let add = try await Fleet.run(
+                ["queue", "--store", server.url, "add", "-o", shared.file("p.bin"), origin.url("/p.bin")], in: shared.path)
+            #expect(add.status == 0, "\(add.output)")
+            let store = try await openStore(server)
+            let task = try #require(try await store.fleetTasks().first?.task)
+            let files = try Fleet.workingFiles(task)
+            let first = try Fleet.startWorker("first", store: server.url, logDirectory: logs.path, extra: ["--lease", "2", "--poll", "0.2"])
+            #expect(await eventually { Fleet.size(files.partial) > 200_000 }, "\(first.output)")
+
+            let pause = try await Fleet.run(["queue", "--store", server.url, "pause", String(task.id.prefix(8))], in: shared.path)
+            #expect(pause.status == 0, "\(pause.output)")
+            // Nothing waits or runs any more: the worker stops writing and exits.
+            let status = try await Fleet.waitForExit(first)
+            #expect(Self.exited(status, 0), "\(first.output)")
+            #expect(first.output.contains("lost the lease on \(task.id)"))
+            #expect(try await store.fleetTask(task.id)?.task.state == .paused)
+            let kept = Fleet.size(files.partial)
+            #expect(kept > 0)
+
+            let resume = try await Fleet.run(["queue", "--store", server.url, "resume", "--all"], in: shared.path)
+            #expect(resume.status == 0, "\(resume.output)")
+            #expect(try await store.fleetTask(task.id)?.task.state == .waiting)
+            let second = try Fleet.startWorker("second", store: server.url, logDirectory: logs.path, extra: ["--poll", "0.2"])
+            let secondStatus = try await Fleet.waitForExit(second)
+            #expect(Self.exited(secondStatus, 0), "\(second.output)")
+            #expect(fileMatchesPattern(shared.file("p.bin"), size: size, seed: 35))
+            let fromSecond = origin.requests("/p.bin").filter { $0.header("X-DownloadKit-Worker") == "second" }
+            #expect(fromSecond.count == 1)
+            #expect(fromSecond.allSatisfy { Fleet.rangeStart($0) > 0 && Fleet.rangeStart($0) <= kept })
+            let history = try await store.leaseHistory()
+            #expect(history.map(\.outcome) == ["paused", "completed"])
+            #expect(Fleet.leasesNeverOverlap(history) == [])
+            await store.close()
         }
     }
 

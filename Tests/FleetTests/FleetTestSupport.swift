@@ -122,7 +122,7 @@ enum Fleet {
     static func peakLiveLeases(_ history: [LeaseRecord]) -> Int {
         var edges: [(at: Date, delta: Int)] = []
         for lease in history {
-            let end = lease.outcome == "expired" || lease.endedAt == nil ? lease.validUntil : lease.endedAt!
+            let end = ["expired", "paused"].contains(lease.outcome) || lease.endedAt == nil ? lease.validUntil : lease.endedAt!
             edges.append((lease.acquiredAt, 1))
             edges.append((end, -1))
         }
@@ -144,9 +144,9 @@ enum Fleet {
         for (task, leases) in Dictionary(grouping: history, by: \.taskID) {
             let ordered = leases.sorted { $0.epoch < $1.epoch }
             for (previous, next) in zip(ordered, ordered.dropFirst()) {
-                // A lease that ran out ended at its deadline (its row's end is when the next claim saw it);
-                // one given back ended when it was given back.
-                let previousEnd = previous.outcome == "expired" ? previous.validUntil : (previous.endedAt ?? previous.validUntil)
+                // A lease that ran out (or whose task was paused) ended at its deadline (its row's end is when the
+                // next claim saw it); one given back ended when it was given back.
+                let previousEnd = ["expired", "paused"].contains(previous.outcome) ? previous.validUntil : (previous.endedAt ?? previous.validUntil)
                 if next.acquiredAt < previousEnd {
                     problems.append(
                         "\(task): epoch \(next.epoch) (\(next.worker)) acquired at \(next.acquiredAt) while epoch \(previous.epoch) (\(previous.worker)) held it until \(previousEnd)")
