@@ -3,6 +3,7 @@ import DownloadKit
 import DownloadKitManager
 import DownloadKitPostgres
 import Foundation
+import HTTPClient
 import Logging
 
 /// `downloadkit queue --store postgres://…`: the queue in PostgreSQL, shared by several hosts; `queue run`
@@ -86,6 +87,10 @@ enum QueueFleet {
             throw QueueSession.failure(error)
         }
         let quiet = options.logging.progressMode(options.progress) == .none
+        // --on-complete runs beside the worker; the run waits for every one before it exits.
+        let hooks = LockedValue<[Task<Void, Never>]>([])
+        let renderer = ProgressRenderer(mode: .none, count: 0)
+        let onComplete = options.onComplete
         await worker.setEventHandler { event in
             switch event {
             case .claimed(let lease, let bytes):
@@ -93,6 +98,10 @@ enum QueueFleet {
             case .completed(let lease, let result):
                 QueueOutput.error(
                     "worker \(workerID): completed \(lease.task.id) (epoch \(lease.epoch)) → \(result.path), resumed from byte \(result.resumedFrom)")
+                if let onComplete {
+                    let hook = Task { await CompletionCommand.run(onComplete, path: result.path, renderer: renderer) }
+                    hooks.withLock { $0.append(hook) }
+                }
             case .failed(let lease, let error):
                 QueueOutput.error("worker \(workerID): \(lease.task.id) failed: \(error.detail)")
             case .lost(let lease, let refused):
@@ -118,6 +127,8 @@ enum QueueFleet {
             throw QueueSession.failure(error)
         }
         await signals.stopped()
+        for hook in hooks.withLock({ $0 }) { await hook.value }
+        await renderer.finish()
         await store.close()
         if let code = signals.exitCode, let message = signals.message {
             QueueOutput.error(message)

@@ -134,10 +134,14 @@ struct FleetCLITests {
             let kept = Fleet.size(files.partial)
             #expect(kept > 0)
 
-            let second = try Fleet.startWorker("second", store: server.url, logDirectory: logs.path, extra: ["--poll", "0.2"])
+            // --on-complete runs for the file before the worker exits (chmod: the engine leaves it 0644).
+            let second = try Fleet.startWorker(
+                "second", store: server.url, logDirectory: logs.path, extra: ["--poll", "0.2", "--on-complete", "chmod 600"])
             let secondStatus = try await Fleet.waitForExit(second)
             #expect(Self.exited(secondStatus, 0), "\(second.output)")
             #expect(fileMatchesPattern(shared.file("t.bin"), size: size, seed: 33))
+            let mode = try FileManager.default.attributesOfItem(atPath: shared.file("t.bin"))[.posixPermissions] as? Int
+            #expect(mode == 0o600)
             let fromSecond = origin.requests("/t.bin").filter { $0.header("X-DownloadKit-Worker") == "second" }
             #expect(fromSecond.count == 1)
             #expect(fromSecond.allSatisfy { Fleet.rangeStart($0) > 0 && Fleet.rangeStart($0) <= kept })

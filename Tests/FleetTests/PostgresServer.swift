@@ -51,7 +51,7 @@ final class PostgresServer: Sendable {
             for _ in 0..<5 {
                 let candidate = try FreePort.allocate()[0]
                 let options =
-                    "-p \(candidate) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=100"
+                    "-p \(candidate) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=50 -c shared_buffers=16MB"
                 do {
                     try command("pg_ctl", ["-D", data, "-l", directory + "/server.log", "-w", "-t", "120", "-o", options, "start"])
                     started = candidate
