@@ -25,7 +25,7 @@ struct QueueCommand: AsyncParsableCommand {
             """,
         subcommands: [
             QueueAddCommand.self, QueueRunCommand.self, QueueListCommand.self, QueuePauseCommand.self,
-            QueueResumeCommand.self, QueueRemoveCommand.self,
+            QueueResumeCommand.self, QueueRemoveCommand.self, QueueWatchCommand.self,
         ]
     )
 

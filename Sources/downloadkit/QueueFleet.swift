@@ -195,3 +195,45 @@ enum QueueFleet {
         FileHandle.standardOutput.write(Data(text.utf8))
     }
 }
+
+/// `downloadkit queue --store postgres://… watch`: every task's state changes from the whole fleet, as
+/// JSON lines, until Ctrl-C (LISTEN/NOTIFY, docs/FLEET.md).
+struct QueueWatchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "watch",
+        abstract: "With --store: print every task's state changes from the whole fleet as JSON lines, until Ctrl-C.",
+        discussion: """
+            Each line is {"id", "state", "epoch", "worker"}: the task's state (waiting, running, paused, completed, \
+            failed, cancelled, or removed) under the lease epoch of that worker. Progress is not reported. The \
+            first line, {"listening": true}, says that every change committed from then on will be printed.
+            """
+    )
+
+    @ParentCommand var queue: QueueCommand
+
+    func run() async throws {
+        guard let url = try queue.fleetStore() else {
+            throw ValidationError("queue watch needs --store postgres://…")
+        }
+        let store = try await QueueFleet.open(url)
+        do {
+            for try await event in store.taskEvents() {
+                var object: [String: Any]
+                switch event {
+                case .listening:
+                    object = ["listening": true]
+                case .changed(let id, let state, let epoch, let worker):
+                    object = ["id": id, "state": state, "epoch": epoch]
+                    if let worker { object["worker"] = worker }
+                }
+                let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+                FileHandle.standardOutput.write(data + Data("\n".utf8))
+            }
+        } catch {
+            await store.close()
+            QueueOutput.error("error: the event stream from \(url) ended: \(error)")
+            throw ExitCode(Exit.failure)
+        }
+        await store.close()
+    }
+}

@@ -26,6 +26,12 @@ struct FleetProcessTests {
             }
             let shared = try ScratchDirectory()
             let logs = try ScratchDirectory()
+            // A client of the store that watches the whole fleet's state changes (LISTEN/NOTIFY).
+            let executable = try #require(Fleet.executable)
+            let watchLog = logs.file("watch.log")
+            let watcher = try ChildProcess(executable, ["queue", "--store", server.url, "watch"], outputPath: watchLog)
+            defer { watcher.terminate() }
+            #expect(await eventually { ((try? String(contentsOfFile: watchLog, encoding: .utf8)) ?? "").contains("\"listening\":true") })
             let add = try await Fleet.run(
                 ["queue", "--store", server.url, "add", "-d", shared.path] + (0..<count).map { origin.url("/f\($0).bin") },
                 in: shared.path)
@@ -101,6 +107,21 @@ struct FleetProcessTests {
             for (id, leases) in byTask {
                 #expect(leases.filter { $0.outcome == "completed" }.count == 1, "\(id): \(leases)")
             }
+            // The watcher saw every task's changes from every worker: waiting, running under each epoch, completed.
+            let seen = ((try? String(contentsOfFile: watchLog, encoding: .utf8)) ?? "").split(separator: "\n").compactMap {
+                (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any]
+            }
+            for fleet in tasks {
+                let mine = seen.filter { $0["id"] as? String == fleet.task.id }
+                #expect(mine.contains { $0["state"] as? String == "waiting" })
+                #expect(mine.contains { $0["state"] as? String == "completed" })
+                for lease in byTask[fleet.task.id] ?? [] {
+                    #expect(mine.contains {
+                        $0["state"] as? String == "running" && ($0["epoch"] as? Int).map(Int64.init) == lease.epoch
+                            && $0["worker"] as? String == lease.worker
+                    }, "\(fleet.task.id): epoch \(lease.epoch) of \(lease.worker) not seen")
+                }
+            }
             // Every request of the run came from a worker holding the task's lease at some point.
             for fleet in tasks {
                 let path = try #require(URL(string: fleet.task.originalURL)?.path)
@@ -132,13 +153,23 @@ struct FleetProcessTests {
             let files = try Fleet.workingFiles(task)
 
             let a = try Fleet.startWorker(
-                "a", store: server.url, logDirectory: logs.path, extra: ["--max-concurrent", "1", "--lease", "2", "--poll", "0.2"])
+                "a", store: server.url, logDirectory: logs.path, extra: ["--max-concurrent", "1", "--lease", "3", "--poll", "0.2"])
             let started = try await eventually {
                 guard try await store.fleetTask(task.id)?.leaseOwner == "a" else { return false }
                 return ((try? ResumeInfo.read(from: files.resumeInfo))?.bytesReceived ?? 0) > 0
             }
             #expect(started, "a never got going:\n\(a.output)")
-            a.process.send(SIGSTOP)
+            // Stop a while its transfer has the partial open (not in the moment between two attempts, when a
+            // late heartbeat on a busy machine made it start again).
+            let stoppedWriting = await eventually {
+                guard Fleet.holdsLock(pid: a.process.pid, on: files.partial) else { return false }
+                a.process.send(SIGSTOP)
+                _ = await eventually(seconds: 30) { Fleet.isStopped(a.process.pid) }
+                if Fleet.holdsLock(pid: a.process.pid, on: files.partial) { return true }
+                a.process.send(SIGCONT)
+                return false
+            }
+            #expect(stoppedWriting, "a never held the partial's lock:\n\(a.output)")
 
             // b takes the task over once a's lease has run out; a's lock on the partial keeps b from writing.
             let b = try Fleet.startWorker(
@@ -150,6 +181,7 @@ struct FleetProcessTests {
             #expect(takenOver, "b never took the task over:\n\(b.output)")
             #expect(Fleet.holdsLock(pid: a.process.pid, on: files.partial))
             b.process.send(SIGSTOP)  // so that every change to the files from here on can only be a's
+            #expect(await eventually { Fleet.isStopped(b.process.pid) })
 
             let sizeBefore = Fleet.size(files.partial)
             let durableBefore = try ResumeInfo.read(from: files.resumeInfo).bytesReceived

@@ -102,6 +102,14 @@ enum Fleet {
         return Int64(range.dropFirst(6).prefix { $0.isNumber }) ?? 0
     }
 
+    /// Whether process `pid` is stopped (state `T` in /proc/PID/stat).
+    static func isStopped(_ pid: pid_t) -> Bool {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = text.lastIndex(of: ")")
+        else { return false }
+        return text[text.index(after: close)...].trimmingCharacters(in: .whitespaces).hasPrefix("T")
+    }
+
     /// Whether process `pid` holds a `flock` on the file at `path` (from /proc/locks).
     static func holdsLock(pid: pid_t, on path: String) -> Bool {
         var info = stat()
