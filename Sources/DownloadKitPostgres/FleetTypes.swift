@@ -4,6 +4,8 @@ import Foundation
 
 /// A task as the fleet's store holds it: the task and its lease.
 public struct FleetTask: Sendable, Hashable {
+    /// The task's row.
+    /// The task's row.
     public var task: ManagedTask
     /// The worker holding (or that last held) the task's lease.
     public var leaseOwner: String?
@@ -17,9 +19,12 @@ public struct FleetTask: Sendable, Hashable {
 
 /// A worker's hold on one task: the task as claimed and the epoch that fences every write of it.
 public struct Lease: Sendable, Hashable {
+    /// The task as it was claimed.
     public var task: ManagedTask
+    /// The lease's epoch: the claim's number for this task (1 for the first); every write is fenced by it.
     public var epoch: Int64
 
+    /// A lease on `task` under `epoch`.
     public init(task: ManagedTask, epoch: Int64) {
         self.task = task
         self.epoch = epoch
@@ -38,12 +43,17 @@ public enum LeaseEnding: Sendable {
 
 /// One lease in the store's history.
 public struct LeaseRecord: Sendable, Hashable {
+    /// The task leased.
     public var taskID: String
+    /// The lease's epoch.
     public var epoch: Int64
+    /// The worker it was granted to.
     public var worker: String
+    /// When it was granted (the server's clock).
     public var acquiredAt: Date
     /// The last deadline the lease was renewed to (the server's clock).
     public var validUntil: Date
+    /// When it was given back (completed, failed, released), or when the next claim found it run out.
     public var endedAt: Date?
     /// `completed`, `failed`, `released`, `expired` (another worker claimed it after it ran out), or nil
     /// while held.

@@ -46,8 +46,10 @@ public actor FleetWorker {
         /// End ``FleetWorker/run()`` once no task waits or runs anywhere in the queue (else run until
         /// ``FleetWorker/stop()``).
         public var stopsWhenQueueIsEmpty: Bool
+        /// Where the worker logs claims, endings, lost leases and database errors.
         public var logger: Logger
 
+        /// A worker's settings; `workerID` must be unique among the fleet's live workers.
         public init(
             workerID: String, maxConcurrent: Int = 3, lease: Duration = .seconds(30), heartbeat: Duration? = nil,
             pollInterval: Duration = .seconds(1), busyRetryDelay: Duration = .seconds(1),
@@ -73,8 +75,11 @@ public actor FleetWorker {
     public enum Event: Sendable {
         /// Claimed, with this many bytes already in its partial (another worker's, or an earlier run's).
         case claimed(Lease, bytesOnDisk: Int64)
+        /// A transfer's progress (every `progressInterval` of the download configuration).
         case progress(Lease, DownloadProgress)
+        /// The file is in place and the completion is recorded.
         case completed(Lease, DownloadResult)
+        /// The download failed for good; recorded as failed.
         case failed(Lease, DownloadError)
         /// Another worker holds the task now (or it was changed): this worker stopped writing it;
         /// `refusedWrites` writes were refused by its fence.
@@ -88,9 +93,13 @@ public actor FleetWorker {
 
     /// What a run did.
     public struct Summary: Sendable {
+        /// Tasks this worker completed.
         public var completed: [String] = []
+        /// Tasks that failed on this worker, with their errors.
         public var failed: [(taskID: String, error: DownloadError)] = []
+        /// Tasks whose lease this worker lost (another worker holds them, or they were paused).
         public var lost: [String] = []
+        /// Tasks given back to the queue when the worker stopped.
         public var released: [String] = []
     }
 
@@ -103,7 +112,9 @@ public actor FleetWorker {
         var totalBytes: Int64?
     }
 
+    /// The fleet's queue.
     public nonisolated let store: PostgresTaskStore
+    /// The worker's settings.
     public nonisolated let configuration: Configuration
     private let client: DKHTTPClient
     private let globalLimiter: TokenBucket
@@ -120,6 +131,8 @@ public actor FleetWorker {
     /// fenced writes (never `splice`, see ``WriteFence``).
     static let unlimitedRate = 1 << 50
 
+    /// A worker on `store`; nothing runs until ``run()``.
+    /// - Throws: when the HTTP client cannot be made from `configuration.download.client` (TLS settings).
     public init(store: PostgresTaskStore, configuration: Configuration) throws {
         self.store = store
         self.configuration = configuration

@@ -9,16 +9,27 @@ import PostgresNIO
 public struct PostgresStoreURL: Sendable, CustomStringConvertible {
     /// TLS use.
     public enum TLSMode: String, Sendable {
-        case disable, prefer, require
+        /// Plain TCP.
+        case disable
+        /// TLS when the server offers it (the certificate is verified then).
+        case prefer
+        /// TLS or no connection (the certificate is verified against the system's trust store).
+        case require
     }
 
+    /// The server's host name or address (TCP).
     public var host: String
+    /// The server's port (default 5432; also names the Unix socket file).
     public var port: Int
     /// A directory holding the server's Unix socket (`.s.PGSQL.<port>`), instead of TCP.
     public var socketDirectory: String?
+    /// The role to log in as.
     public var user: String
+    /// Its password, if the server asks for one.
     public var password: String?
+    /// The database holding the queue's tables (default: the user's name).
     public var database: String
+    /// TLS use.
     public var tls: TLSMode
 
     /// Parses `text`; nil when it is not a `postgres://` or `postgresql://` URL with a user.

@@ -22,6 +22,7 @@ import PostgresNIO
 public final class PostgresTaskStore: TaskStoring {
     /// The server and database.
     public let url: PostgresStoreURL
+    /// The server and database, without the password.
     public var location: String { url.description }
 
     private let client: PostgresClient
