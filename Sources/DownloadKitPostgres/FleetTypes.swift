@@ -5,7 +5,6 @@ import Foundation
 /// A task as the fleet's store holds it: the task and its lease.
 public struct FleetTask: Sendable, Hashable {
     /// The task's row.
-    /// The task's row.
     public var task: ManagedTask
     /// The worker holding (or that last held) the task's lease.
     public var leaseOwner: String?
