@@ -1,6 +1,7 @@
 import Glibc
 import HTTPClient
 import HTTPWire
+import Synchronization
 
 /// A lease holder's permission to write one destination's working files: the fencing of a fleet of
 /// workers sharing a queue (docs/FLEET.md).
@@ -68,8 +69,10 @@ public final class WriteFence: Sendable {
 
     // MARK: - Registry
 
-    /// The fences by path. Empty (one lock and a lookup per write) unless a fleet worker installed one.
+    /// The fences by path; `installed` counts them, so a process without fences (every program but a
+    /// fleet worker) pays one atomic load per write and never takes the lock.
     private static let fences = LockedValue<[String: WriteFence]>([:])
+    private static let installed = Atomic<Int>(0)
 
     /// Guards the working files of a download to `destination` from `url` with `fence` until
     /// ``remove(destination:url:)``. Use the same absolute destination the download is given.
@@ -77,6 +80,7 @@ public final class WriteFence: Sendable {
         let files = try workingFiles(destination: destination, url: url)
         fences.withLock { fences in
             for path in files { fences[path] = fence }
+            installed.store(fences.count, ordering: .releasing)
         }
     }
 
@@ -85,6 +89,7 @@ public final class WriteFence: Sendable {
         guard let files = try? workingFiles(destination: destination, url: url) else { return }
         fences.withLock { fences in
             for path in files where fences[path] === fence { fences[path] = nil }
+            installed.store(fences.count, ordering: .releasing)
         }
     }
 
@@ -97,7 +102,7 @@ public final class WriteFence: Sendable {
     /// Whether `path` (a partial or resume info) may be written now: true unless a fence guards it and
     /// refuses.
     static func admits(_ path: String) -> Bool {
-        guard let fence = fences.withLock({ $0.isEmpty ? nil : $0[path] }) else { return true }
+        guard installed.load(ordering: .acquiring) > 0, let fence = fences.withLock({ $0[path] }) else { return true }
         return fence.admit()
     }
 
