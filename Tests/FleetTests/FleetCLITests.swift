@@ -67,7 +67,12 @@ struct FleetCLITests {
             let origin = try FaultOrigin()
             defer { origin.shutdown() }
             let size: Int64 = 2_000_000
-            origin.serve("/p.bin", .resource(Resource(size: size, seed: 35, bytesPerSecond: 250_000)))
+            // The first response pauses after 500 kB (15 s): the pause below lands mid-transfer however late.
+            origin.serve(
+                "/p.bin",
+                .resource(
+                    Resource(
+                        size: size, seed: 35, bytesPerSecond: 250_000, faults: [.stallAfter(bytes: 500_000, seconds: 15, times: 1)])))
             let shared = try ScratchDirectory()
             let logs = try ScratchDirectory()
             let add = try await Fleet.run(
@@ -113,7 +118,12 @@ struct FleetCLITests {
             let origin = try FaultOrigin()
             defer { origin.shutdown() }
             let size: Int64 = 2_000_000
-            origin.serve("/t.bin", .resource(Resource(size: size, seed: 33, bytesPerSecond: 250_000)))
+            // The first response pauses after 500 kB (15 s): the SIGTERM below lands mid-transfer however late.
+            origin.serve(
+                "/t.bin",
+                .resource(
+                    Resource(
+                        size: size, seed: 33, bytesPerSecond: 250_000, faults: [.stallAfter(bytes: 500_000, seconds: 15, times: 1)])))
             let shared = try ScratchDirectory()
             let logs = try ScratchDirectory()
             let add = try await Fleet.run(

@@ -11,8 +11,16 @@ struct WriteFenceTests {
     @Test func aRevokedFenceStopsTheDownloadAndTheNextHolderContinuesFromItsBytes() async throws {
         let origin = try FaultOrigin()
         defer { origin.shutdown() }
-        let size: Int64 = 1_500_000
-        origin.serve("/fenced.bin", .resource(Resource(size: size, seed: 91, bytesPerSecond: 300_000)))
+        let size: Int64 = 2_000_000
+        // The first response pauses after 400 kB for 8 s: the test sees the durable bytes and revokes the
+        // fence while nothing moves, however late it runs on a busy machine; the next body write after
+        // the pause is the first one refused.
+        origin.serve(
+            "/fenced.bin",
+            .resource(
+                Resource(
+                    size: size, seed: 91, bytesPerSecond: 600_000,
+                    faults: [.stallAfter(bytes: 400_000, seconds: 8, times: 1)])))
         let scratch = try ScratchDirectory()
         let destination = DownloadDestination.file(scratch.file("fenced.bin"))
         let url = origin.url("/fenced.bin")
@@ -26,6 +34,7 @@ struct WriteFenceTests {
         let partial = scratch.file("fenced.bin.dkpart")
         let resumeInfo = scratch.file("fenced.bin.dkresume")
         #expect(await eventually(seconds: 60) { ((try? ResumeInfo.read(from: resumeInfo))?.bytesReceived ?? 0) > 200_000 })
+        #expect(await eventually(seconds: 60) { Fleet.size(partial) >= 400_000 })
         first.revoke()
         let sizeAtRevoke = Fleet.size(partial)
         let durableAtRevoke = try ResumeInfo.read(from: resumeInfo).bytesReceived
