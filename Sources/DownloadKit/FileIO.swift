@@ -91,7 +91,7 @@ final class FileHandleFD {
 
     /// Flushes the file's data (and the size, which `fdatasync` includes when it changed) to stable storage.
     func syncData() throws(FileSystemError) {
-        try WriteFence.check("fdatasync", path)
+        try WriteFence.check("fdatasync", path, .checkpoint)
         if let injected = FileIOFaults.injectedDataSyncError(path: path) {
             throw FileSystemError("fdatasync", path: path, errno: injected)
         }
@@ -218,7 +218,7 @@ package enum FileSystem {
     /// Moves `source` to `destination` atomically: `rename` on the same file system, otherwise copy to
     /// a temporary name beside the destination, fsync, rename. The destination directory is fsynced.
     static func moveDurably(from source: String, to destination: String) throws(FileSystemError) {
-        try WriteFence.check("rename", source)
+        try WriteFence.check("rename", source, .finalRename)
         if retryingOnEINTR({ rename(source, destination) }) == 0 {
             try syncDirectory(directory(of: destination))
             return
@@ -240,7 +240,7 @@ package enum FileSystem {
     /// in (`link` fails with `EEXIST` atomically, even against a concurrent writer), then `source` is
     /// unlinked. Returns false, touching nothing, when `destination` exists.
     static func moveDurablyWithoutReplacing(from source: String, to destination: String) throws(FileSystemError) -> Bool {
-        try WriteFence.check("link", source)
+        try WriteFence.check("link", source, .finalRename)
         if retryingOnEINTR({ link(source, destination) }) == 0 {
             try syncDirectory(directory(of: destination))
             try remove(source)

@@ -16,10 +16,24 @@ import Synchronization
 /// with a `fileSystem` error, writing nothing more. The check costs one lock and a clock read.
 ///
 /// The deadline is the local monotonic clock's, set from the moment a renewal was *sent* plus the lease
-/// time less a margin, so it passes before the database lets another worker claim the task. Bodies
+/// time less a margin, so it passes before the database lets another worker claim the task. A fence may
+/// also carry a `confirm` closure, asked (on the engine's own thread, which may block) before every
+/// checkpoint and before the final rename: the fleet worker checks there that the database still names
+/// it the holder of the lease's epoch, so progress is committed and a file placed only under a lease the
+/// database confirms, not only the local clock. Bodies
 /// moved by `splice(2)` bypass the per-write check: the engine only splices when no rate limiter is
 /// configured, so a fenced download must have one (the fleet worker always gives one).
 public final class WriteFence: Sendable {
+    /// What a write is, for ``WriteFence/init(until:confirm:)``'s `confirm`.
+    public enum Operation: Sendable, Hashable {
+        /// A body write, a truncation, an unlink of a working file: checked against the deadline only.
+        case write
+        /// A checkpoint: the partial's `fdatasync` or the resume info's rename.
+        case checkpoint
+        /// The rename (or link) of the finished partial into place.
+        case finalRename
+    }
+
     private struct State {
         var deadline: Double
         var revoked: Bool
@@ -27,10 +41,13 @@ public final class WriteFence: Sendable {
     }
 
     private let state: LockedValue<State>
+    private let confirm: (@Sendable (Operation) -> Bool)?
 
-    /// A fence that allows writes until `deadline`, a ``WriteFence/now`` value.
-    public init(until deadline: Double) {
+    /// A fence that allows writes until `deadline`, a ``WriteFence/now`` value; `confirm`, when given, is
+    /// asked before each checkpoint and the final rename too (false refuses it).
+    public init(until deadline: Double, confirm: (@Sendable (Operation) -> Bool)? = nil) {
         state = LockedValue(State(deadline: deadline, revoked: false, refusals: 0))
+        self.confirm = confirm
     }
 
     /// The monotonic clock the deadlines are in (seconds).
@@ -58,13 +75,18 @@ public final class WriteFence: Sendable {
     public var refusedWrites: Int { state.withLock { $0.refusals } }
 
     /// Counts and answers one write.
-    fileprivate func admit() -> Bool {
+    fileprivate func admit(_ operation: Operation) -> Bool {
         let now = monotonicSeconds()
-        return state.withLock { state in
+        let inTime = state.withLock { state in
             if !state.revoked && now < state.deadline { return true }
             state.refusals += 1
             return false
         }
+        guard inTime else { return false }
+        guard operation != .write, let confirm else { return true }
+        if confirm(operation) && allowsWrites { return true }
+        state.withLock { $0.refusals += 1 }
+        return false
     }
 
     // MARK: - Registry
@@ -101,14 +123,14 @@ public final class WriteFence: Sendable {
 
     /// Whether `path` (a partial or resume info) may be written now: true unless a fence guards it and
     /// refuses.
-    static func admits(_ path: String) -> Bool {
+    static func admits(_ path: String, _ kind: Operation = .write) -> Bool {
         guard installed.load(ordering: .acquiring) > 0, let fence = fences.withLock({ $0[path] }) else { return true }
-        return fence.admit()
+        return fence.admit(kind)
     }
 
     /// Throws `EPERM` for `operation` on `path` when a fence refuses.
-    static func check(_ operation: String, _ path: String) throws(FileSystemError) {
-        if !admits(path) {
+    static func check(_ operation: String, _ path: String, _ kind: Operation = .write) throws(FileSystemError) {
+        if !admits(path, kind) {
             throw FileSystemError(operation + " (fenced: the lease on this download is lost)", path: path, errno: EPERM)
         }
     }

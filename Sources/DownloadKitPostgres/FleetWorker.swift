@@ -189,7 +189,13 @@ public actor FleetWorker {
 
     private func launch(_ lease: Lease, deadline: Double) {
         let task = lease.task
-        let fence = WriteFence(until: deadline)
+        let store = self.store
+        let workerID = configuration.workerID
+        let fence = WriteFence(until: deadline) { _ in
+            // Asked on the engine's thread before each checkpoint and the final rename: the database must
+            // still name this worker the holder of this epoch.
+            Self.blockingAnswer(seconds: 10) { try await store.holds(lease, worker: workerID) }
+        }
         do {
             try WriteFence.install(fence, destination: task.destination, url: task.originalURL)
         } catch {
@@ -429,6 +435,23 @@ public actor FleetWorker {
 
     private func emit(_ event: Event) {
         eventHandler?(event)
+    }
+
+    /// Runs `question` and waits for its answer on the calling thread (an engine or checkpoint thread, never
+    /// the cooperative pool): false when it throws or takes longer than `seconds`.
+    static func blockingAnswer(seconds: Double, _ question: @escaping @Sendable () async throws -> Bool) -> Bool {
+        let semaphore = DispatchSemaphore(value: 0)
+        let answer = LockedValue(false)
+        let asking = Task {
+            let value = (try? await question()) ?? false
+            answer.withLock { $0 = value }
+            semaphore.signal()
+        }
+        if semaphore.wait(timeout: .now() + seconds) == .timedOut {
+            asking.cancel()
+            return false
+        }
+        return answer.withLock { $0 }
     }
 
     /// The size of a task's partial file now (0 without one).

@@ -579,6 +579,19 @@ public final class PostgresTaskStore: TaskStoring {
         return renewed
     }
 
+    /// Whether the database still names `worker` the holder of `lease` (its epoch, running, not run out):
+    /// what a worker's fence asks before each checkpoint and the final rename.
+    public func holds(_ lease: Lease, worker: String) async throws -> Bool {
+        let rows = try await client.query(
+            """
+            SELECT 1 FROM downloadkit_task
+            WHERE id = \(lease.task.id) AND lease_epoch = \(lease.epoch) AND lease_owner = \(worker)
+                AND state = 'running' AND lease_until > now()
+            """, logger: logger
+        ).collect()
+        return !rows.isEmpty
+    }
+
     /// Records how a leased task ended — `completed` (with its result), `failed`, or back to `waiting`
     /// (released: the worker stopped, another may take it at once) — only if `worker` still holds the lease
     /// of `epoch`. Returns false (changing nothing) when the lease is lost.

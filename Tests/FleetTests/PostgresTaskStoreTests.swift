@@ -107,6 +107,9 @@ struct PostgresTaskStoreTests {
             let new = try #require(try await store.claim(worker: "new", count: 1, lease: .seconds(60)).first)
             #expect(new.task.id == old.task.id)
             #expect(new.epoch == 2)
+            // What a fence asks before a checkpoint or the final rename.
+            #expect(try await store.holds(new, worker: "new"))
+            #expect(try await store.holds(old, worker: "old") == false)
             // The old holder can neither renew, nor record progress, completion or release.
             #expect(try await store.renew(worker: "old", leases: [(old.task.id, old.epoch, 999)], lease: .seconds(60)).isEmpty)
             let result = DownloadResult(

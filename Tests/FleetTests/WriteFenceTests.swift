@@ -70,6 +70,42 @@ struct WriteFenceTests {
         #expect(fileMatchesPattern(scratch.file("fenced.bin"), size: size, seed: 91))
     }
 
+    /// A fence whose `confirm` says no (the database no longer names this worker) refuses checkpoints and
+    /// the final rename even before its deadline: no progress is recorded and no file is placed.
+    @Test func aFenceThatIsNotConfirmedRefusesCheckpointsAndTheFinalRename() async throws {
+        let origin = try FaultOrigin()
+        defer { origin.shutdown() }
+        origin.serve("/unconfirmed.bin", .resource(Resource(size: 300_000, seed: 93)))
+        let scratch = try ScratchDirectory()
+        let destination = DownloadDestination.file(scratch.file("unconfirmed.bin"))
+        let url = origin.url("/unconfirmed.bin")
+        var configuration = DownloadConfiguration()
+        configuration.sharedRateLimiters = [TokenBucket(bytesPerSecond: 1 << 50)]
+        let asked = LockedBox<[WriteFence.Operation]>([])
+        let fence = WriteFence(until: WriteFence.now + 3600) { operation in
+            asked.mutate { $0.append(operation) }
+            return false
+        }
+        try WriteFence.install(fence, destination: destination, url: url)
+        defer { WriteFence.remove(destination: destination, url: url, fence: fence) }
+        let download = Download(DownloadRequest(url: url, destination: destination), configuration: configuration)
+        download.start()
+        let outcome: DownloadError?
+        do throws(DownloadError) {
+            _ = try await download.result()
+            outcome = nil
+        } catch {
+            outcome = error
+        }
+        let error = try #require(outcome)
+        #expect(error.detail.contains("fenced"))
+        #expect(fence.refusedWrites > 0)
+        #expect(!asked.value.isEmpty)
+        #expect(!asked.value.contains(.write))
+        #expect(!FileManager.default.fileExists(atPath: scratch.file("unconfirmed.bin")))
+        #expect(((try? ResumeInfo.read(from: scratch.file("unconfirmed.bin.dkresume")))?.bytesReceived ?? 0) == 0)
+    }
+
     @Test func anExpiredFenceRefusesAndExtendingItAllowsAgain() {
         let fence = WriteFence(until: WriteFence.now - 1)
         #expect(!fence.allowsWrites)
@@ -80,5 +116,25 @@ struct WriteFenceTests {
         fence.revoke()
         fence.extend(until: WriteFence.now + 120)
         #expect(!fence.allowsWrites)
+    }
+}
+
+/// A value shared with a `@Sendable` closure (tests).
+final class LockedBox<Value: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: Value
+
+    init(_ value: Value) { stored = value }
+
+    var value: Value {
+        lock.lock()
+        defer { lock.unlock() }
+        return stored
+    }
+
+    func mutate(_ change: (inout Value) -> Void) {
+        lock.lock()
+        defer { lock.unlock() }
+        change(&stored)
     }
 }
