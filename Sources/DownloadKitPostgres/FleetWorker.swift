@@ -46,6 +46,9 @@ public actor FleetWorker {
         /// End ``FleetWorker/run()`` once no task waits or runs anywhere in the queue (else run until
         /// ``FleetWorker/stop()``).
         public var stopsWhenQueueIsEmpty: Bool
+        /// Called with each claimed task just before its download starts (a program binds credentials
+        /// to the task's origin here, for instance).
+        public var willStart: (@Sendable (ManagedTask) -> Void)?
         /// Where the worker logs claims, endings, lost leases and database errors.
         public var logger: Logger
 
@@ -67,6 +70,7 @@ public actor FleetWorker {
             self.globalRateLimit = globalRateLimit
             self.identifiesInRequests = identifiesInRequests
             self.stopsWhenQueueIsEmpty = stopsWhenQueueIsEmpty
+            self.willStart = nil
             self.logger = logger
         }
     }
@@ -228,6 +232,7 @@ public actor FleetWorker {
         let request = DownloadRequest(
             url: task.originalURL, destination: task.destination, headers: DKHTTPHeaders(headers),
             checksum: task.checksum, replacementURL: task.currentURL == task.originalURL ? nil : task.currentURL)
+        configuration.willStart?(task)
         let transfer = Download(request, configuration: download, client: client)
         entry.download = transfer
         entry.generation = generation

@@ -72,13 +72,27 @@ enum QueueFleet {
             }
         }
         let workerID = options.workerID ?? "\(ProcessInfo.processInfo.hostName)-\(getpid())"
-        let configuration = FleetWorker.Configuration(
+        var configuration = FleetWorker.Configuration(
             workerID: workerID, maxConcurrent: options.maxConcurrent,
             lease: .milliseconds(Int64(options.leaseSeconds * 1000)),
             pollInterval: .milliseconds(Int64(options.pollSeconds * 1000)),
             busyRetryDelay: .milliseconds(Int64(min(options.pollSeconds, 1) * 1000)),
             download: download, globalRateLimit: options.limitRate.flatMap(RateParser.parse),
             identifiesInRequests: options.workerHeader, logger: logger)
+        // --user and netrc credentials go to the origins of the tasks this worker runs, each bound as it
+        // is claimed (the netrc file is read once now, so a malformed one stops the run at once).
+        if let authenticator = download.client.authenticator {
+            do {
+                try options.auth.bindCredentials(in: authenticator, to: [])
+            } catch {
+                await store.close()
+                throw error
+            }
+            let auth = options.auth
+            configuration.willStart = { task in
+                try? auth.bindCredentials(in: authenticator, to: [task.originalURL, task.currentURL])
+            }
+        }
         let worker: FleetWorker
         do {
             worker = try FleetWorker(store: store, configuration: configuration)

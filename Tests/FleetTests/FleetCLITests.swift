@@ -111,6 +111,32 @@ struct FleetCLITests {
         }
     }
 
+    /// `--user` reaches the origin of a task the worker claims (bound as it is claimed), after a 401.
+    @Test func credentialsFromUserGoToTheClaimedTasksOrigin() async throws {
+        try await withPostgres { server in
+            let origin = try FaultOrigin()
+            defer { origin.shutdown() }
+            origin.serve(
+                "/secret.bin",
+                .resource(
+                    Resource(
+                        size: 100_000, seed: 37,
+                        faults: [.statusForRequests(status: 401, first: 1, headers: [("WWW-Authenticate", "Basic realm=\"fleet\"")])])))
+            let shared = try ScratchDirectory()
+            let logs = try ScratchDirectory()
+            let add = try await Fleet.run(
+                ["queue", "--store", server.url, "add", "-o", shared.file("secret.bin"), origin.url("/secret.bin")], in: shared.path)
+            #expect(add.status == 0, "\(add.output)")
+            let worker = try Fleet.startWorker(
+                "auth", store: server.url, logDirectory: logs.path, extra: ["--poll", "0.2", "--user", "fleet:s3cret"])
+            let status = try await Fleet.waitForExit(worker)
+            #expect(Self.exited(status, 0), "\(worker.output)")
+            #expect(fileMatchesPattern(shared.file("secret.bin"), size: 100_000, seed: 37))
+            let authorized = origin.requests("/secret.bin").compactMap { $0.header("Authorization") }
+            #expect(authorized.contains("Basic " + Data("fleet:s3cret".utf8).base64EncodedString()))
+        }
+    }
+
     /// SIGTERM: the worker checkpoints, gives its task back (waiting, its bytes recorded) and exits 143;
     /// the next worker takes it at once and continues from those bytes.
     @Test func aWorkerStoppedWithSIGTERMGivesItsTaskBackForTheNextToContinue() async throws {
