@@ -67,12 +67,12 @@ struct FleetCLITests {
             let origin = try FaultOrigin()
             defer { origin.shutdown() }
             let size: Int64 = 2_000_000
-            // The first response pauses after 500 kB (15 s): the pause below lands mid-transfer however late.
+            // The first worker's transfer stops after 500 kB until the end: the pause lands mid-transfer however late.
+            let release = LockedBox(false)
+            defer { release.mutate { $0 = true } }
             origin.serve(
                 "/p.bin",
-                .resource(
-                    Resource(
-                        size: size, seed: 35, bytesPerSecond: 250_000, faults: [.stallAfter(bytes: 500_000, seconds: 15, times: 1)])))
+                Fleet.heldResource(size: size, seed: 35, bytesPerSecond: 250_000, holding: "first", after: 500_000, until: release))
             let shared = try ScratchDirectory()
             let logs = try ScratchDirectory()
             let add = try await Fleet.run(
@@ -144,12 +144,12 @@ struct FleetCLITests {
             let origin = try FaultOrigin()
             defer { origin.shutdown() }
             let size: Int64 = 2_000_000
-            // The first response pauses after 500 kB (15 s): the SIGTERM below lands mid-transfer however late.
+            // The first worker's transfer stops after 500 kB until the end: SIGTERM lands mid-transfer however late.
+            let release = LockedBox(false)
+            defer { release.mutate { $0 = true } }
             origin.serve(
                 "/t.bin",
-                .resource(
-                    Resource(
-                        size: size, seed: 33, bytesPerSecond: 250_000, faults: [.stallAfter(bytes: 500_000, seconds: 15, times: 1)])))
+                Fleet.heldResource(size: size, seed: 33, bytesPerSecond: 250_000, holding: "first", after: 500_000, until: release))
             let shared = try ScratchDirectory()
             let logs = try ScratchDirectory()
             let add = try await Fleet.run(

@@ -21,8 +21,16 @@ struct FleetProcessTests {
             defer { origin.shutdown() }
             let size: Int64 = 600_000
             let count = 30
+            // w1's transfers stop after 500 kB (past a checkpoint) until it is killed, so that it is killed
+            // mid-transfer with durable bytes however late this test gets to look.
+            let killed = LockedBox(false)
+            defer { killed.mutate { $0 = true } }
             for index in 0..<count {
-                origin.serve("/f\(index).bin", .resource(Resource(size: size, seed: UInt64(500 + index), bytesPerSecond: 200_000)))
+                origin.serve(
+                    "/f\(index).bin",
+                    Fleet.heldResource(
+                        size: size, seed: UInt64(500 + index), bytesPerSecond: 200_000, holding: "w1", after: 500_000,
+                        until: killed))
             }
             let shared = try ScratchDirectory()
             let logs = try ScratchDirectory()
@@ -60,6 +68,7 @@ struct FleetProcessTests {
             #expect(ready, "w1 never held a task with durable bytes:\n\(victim.output)")
             victim.process.send(SIGKILL)
             _ = try await Fleet.waitForExit(victim, seconds: 60)
+            killed.mutate { $0 = true }
             let held = try await store.fleetTasks().filter { $0.leaseOwner == "w1" && $0.task.state == .running }.map(\.task.id)
             #expect(!held.isEmpty)
 
@@ -142,7 +151,13 @@ struct FleetProcessTests {
             let origin = try FaultOrigin()
             defer { origin.shutdown() }
             let size: Int64 = 3_000_000
-            origin.serve("/big.bin", .resource(Resource(size: size, seed: 77, bytesPerSecond: 150_000)))
+            // a's transfer stops after 600 kB (past two checkpoints) until a is resumed below: the state looked
+            // at stays put however late this test runs, and a has bytes waiting when it runs again.
+            let release = LockedBox(false)
+            defer { release.mutate { $0 = true } }
+            origin.serve(
+                "/big.bin",
+                Fleet.heldResource(size: size, seed: 77, bytesPerSecond: 150_000, holding: "a", after: 600_000, until: release))
             let shared = try ScratchDirectory()
             let logs = try ScratchDirectory()
             let add = try await Fleet.run(
@@ -189,6 +204,7 @@ struct FleetProcessTests {
             #expect(sizeBefore > 0)
             #expect(durableBefore > 0)
 
+            release.mutate { $0 = true }
             a.process.send(SIGCONT)
             let gaveUp = await eventually {
                 a.output.contains("lost the lease on \(task.id)") && !Fleet.holdsLock(pid: a.process.pid, on: files.partial)

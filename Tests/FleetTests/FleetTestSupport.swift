@@ -86,6 +86,41 @@ enum Fleet {
         try await offloaded { worker.process.waitForExit(timeout: seconds) }
     }
 
+    /// A paced, range-capable resource (strong ETag) whose responses to `worker` (by its
+    /// `X-DownloadKit-Worker` header) stop after byte `holdAfter` until `release` is set: what the test
+    /// looks at stays as it is however late a test on a busy machine gets to look (bounded: 10 minutes).
+    static func heldResource(
+        size: Int64, seed: UInt64, bytesPerSecond: Int64, holding worker: String?, after holdAfter: Int64,
+        until release: LockedBox<Bool>
+    ) -> Route {
+        .script { request, connection in
+            let start = rangeStart(request)
+            var head = start == 0
+                ? "HTTP/1.1 200 OK\r\n"
+                : "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes \(start)-\(size - 1)/\(size)\r\n"
+            head += "Content-Length: \(size - start)\r\nAccept-Ranges: bytes\r\nETag: \"held-\(seed)-\(size)\"\r\n"
+            head += "Connection: close\r\n\r\n"
+            try connection.write(head)
+            var holds = worker != nil && request.header("X-DownloadKit-Worker") == worker
+            let piece = max(1, bytesPerSecond / 10)
+            var offset = start
+            while offset < size {
+                var count = min(piece, size - offset)
+                if holds, !release.value {
+                    if offset >= holdAfter {
+                        for _ in 0..<12_000 where !release.value && !connection.isClosed { connection.sleep(seconds: 0.05) }
+                        holds = false
+                        continue
+                    }
+                    count = min(count, holdAfter - offset)
+                }
+                try connection.writePattern(offset: offset, count: count, seed: seed)
+                offset += count
+                connection.sleep(seconds: 0.1)
+            }
+        }
+    }
+
     /// The working files of a task.
     static func workingFiles(_ task: ManagedTask) throws -> WorkingFiles {
         WorkingFiles(destination: task.destination, workingDirectory: nil, url: try HTTPURL(task.originalURL))
@@ -163,5 +198,25 @@ enum Fleet {
             }
         }
         return problems
+    }
+}
+
+/// A value shared with a `@Sendable` closure (tests).
+final class LockedBox<Value: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var stored: Value
+
+    init(_ value: Value) { stored = value }
+
+    var value: Value {
+        lock.lock()
+        defer { lock.unlock() }
+        return stored
+    }
+
+    func mutate(_ change: (inout Value) -> Void) {
+        lock.lock()
+        defer { lock.unlock() }
+        change(&stored)
     }
 }

@@ -12,15 +12,28 @@ struct WriteFenceTests {
         let origin = try FaultOrigin()
         defer { origin.shutdown() }
         let size: Int64 = 2_000_000
-        // The first response pauses after 400 kB for 8 s: the test sees the durable bytes and revokes the
-        // fence while nothing moves, however late it runs on a busy machine; the next body write after
-        // the pause is the first one refused.
+        // Every response sends up to byte 400,000 (paced, so checkpoints happen), then holds until the test
+        // has revoked the fence: the state the test looks at is frozen however late it runs on a busy
+        // machine, and the first body write after the revocation is the first one refused.
+        let revoked = LockedBox(false)
+        defer { revoked.mutate { $0 = true } }
         origin.serve(
             "/fenced.bin",
-            .resource(
-                Resource(
-                    size: size, seed: 91, bytesPerSecond: 600_000,
-                    faults: [.stallAfter(bytes: 400_000, seconds: 8, times: 1)])))
+            .script { request, connection in
+                let start = Fleet.rangeStart(request)
+                var head = start == 0 ? "HTTP/1.1 200 OK\r\n" : "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes \(start)-\(size - 1)/\(size)\r\n"
+                head += "Content-Length: \(size - start)\r\nAccept-Ranges: bytes\r\nETag: \"fence-1\"\r\nConnection: close\r\n\r\n"
+                try connection.write(head)
+                var offset = start
+                while offset < 400_000 {
+                    let piece = min(50_000, 400_000 - offset)
+                    try connection.writePattern(offset: offset, count: piece, seed: 91)
+                    offset += piece
+                    connection.sleep(seconds: 0.1)
+                }
+                for _ in 0..<6000 where !revoked.value { connection.sleep(seconds: 0.05) }
+                try connection.writePattern(offset: offset, count: size - offset, seed: 91)
+            })
         let scratch = try ScratchDirectory()
         let destination = DownloadDestination.file(scratch.file("fenced.bin"))
         let url = origin.url("/fenced.bin")
@@ -30,12 +43,23 @@ struct WriteFenceTests {
         let first = WriteFence(until: WriteFence.now + 3600)
         try WriteFence.install(first, destination: destination, url: url)
         let download = Download(DownloadRequest(url: url, destination: destination), configuration: configuration)
+        let seen = LockedBox<[String]>([])
+        let events = download.events
+        let watcher = Task {
+            for await event in events {
+                if case .progress = event { continue }
+                seen.mutate { $0.append("\(event)") }
+            }
+        }
         download.start()
         let partial = scratch.file("fenced.bin.dkpart")
         let resumeInfo = scratch.file("fenced.bin.dkresume")
-        #expect(await eventually(seconds: 60) { ((try? ResumeInfo.read(from: resumeInfo))?.bytesReceived ?? 0) > 200_000 })
+        let durable = await eventually(seconds: 60) { ((try? ResumeInfo.read(from: resumeInfo))?.bytesReceived ?? 0) > 200_000 }
+        #expect(durable, "events: \(seen.value), requests: \(origin.requests().map { "\($0.method) \($0.target) \($0.header("Range") ?? "-")" })")
         #expect(await eventually(seconds: 60) { Fleet.size(partial) >= 400_000 })
+        watcher.cancel()
         first.revoke()
+        revoked.mutate { $0 = true }
         let sizeAtRevoke = Fleet.size(partial)
         let durableAtRevoke = try ResumeInfo.read(from: resumeInfo).bytesReceived
         let outcome: DownloadError?
@@ -116,25 +140,5 @@ struct WriteFenceTests {
         fence.revoke()
         fence.extend(until: WriteFence.now + 120)
         #expect(!fence.allowsWrites)
-    }
-}
-
-/// A value shared with a `@Sendable` closure (tests).
-final class LockedBox<Value: Sendable>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var stored: Value
-
-    init(_ value: Value) { stored = value }
-
-    var value: Value {
-        lock.lock()
-        defer { lock.unlock() }
-        return stored
-    }
-
-    func mutate(_ change: (inout Value) -> Void) {
-        lock.lock()
-        defer { lock.unlock() }
-        change(&stored)
     }
 }
