@@ -7,8 +7,9 @@ import TestOrigin
 
 /// The PostgreSQL task store against a real server each test starts itself: migrations, claims in the
 /// fleet's order, limits, lease expiry and epochs, fencing of late writers, events, and a
-/// `DownloadManager` keeping its tasks there.
-@Suite(.timeLimit(.minutes(5)))
+/// `DownloadManager` keeping its tasks there. One test at a time: each starts its own server, and the
+/// rest of the suite runs beside them on two cores.
+@Suite(.serialized, .timeLimit(.minutes(5)))
 struct PostgresTaskStoreTests {
     static func request(_ url: String, priority: Int = 0, directory: String = "/tmp/dk-fleet-unused") -> DownloadManager.TaskRequest {
         DownloadManager.TaskRequest(url: url, destination: .directory(directory, naming: .fromResponse), priority: DownloadPriority(rawValue: priority))
