@@ -18,6 +18,9 @@ let package = Package(
         .executable(name: "downloadkitd", targets: ["downloadkitd"]),
         .library(name: "DownloadKitRPC", targets: ["DownloadKitRPC"]),
         .executable(name: "downloadkit", targets: ["downloadkit"]),
+        // The fleet: the task store in PostgreSQL (postgres-nio), leases, failover and fencing (docs/FLEET.md).
+        // Its own product so nobody compiles a PostgreSQL client without asking for it.
+        .library(name: "DownloadKitPostgres", targets: ["DownloadKitPostgres"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -30,6 +33,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.0.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.0.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.0.0"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         // OpenSSL 3 from the system (apt: libssl-dev). Holds only the module map and shim header.
@@ -86,6 +90,16 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The PostgreSQL task store and the fleet worker (docs/FLEET.md). The only target that depends on
+        // postgres-nio; DownloadKit and DownloadKitManager never do.
+        .target(
+            name: "DownloadKitPostgres",
+            dependencies: [
+                "DownloadKit", "DownloadKitManager", "HTTPClient", "HTTPWire",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         // A fault-injecting HTTP/1.1 origin on loopback plus an nginx harness (tests, demo, benchmarks).
         .target(name: "TestOrigin", dependencies: ["HTTPWire", .product(name: "Logging", package: "swift-log")]),
         // Background sessions (docs/DAEMON.md): the wire protocol and client (Foundation only), the daemon.
@@ -107,6 +121,7 @@ let package = Package(
             name: "downloadkit",
             dependencies: [
                 "DownloadKit", "DownloadKitManager", "DownloadKitSession", "DownloadKitDaemon", "DownloadKitRPC",
+                "DownloadKitPostgres",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -143,5 +158,12 @@ let package = Package(
         .testTarget(
             name: "DaemonTests",
             dependencies: ["DownloadKitSession", "DownloadKitDaemon", "DownloadKit", "DownloadKitManager", "TestOrigin"]),
+        // The fleet on a real PostgreSQL server the tests start themselves (docs/FLEET.md).
+        .testTarget(
+            name: "FleetTests",
+            dependencies: [
+                "DownloadKitPostgres", "DownloadKit", "DownloadKitManager", "TestOrigin",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ]),
     ]
 )

@@ -12,6 +12,8 @@ command -v tinyproxy >/dev/null || need+=(tinyproxy)      # HTTP proxy + CONNECT
 command -v microsocks >/dev/null || need+=(microsocks)    # SOCKS5 with RFC 1929 auth (proxy tests)
 command -v nft >/dev/null || [ -x /usr/sbin/nft ] || need+=(nftables)   # Happy Eyeballs test: drop SYNs in a netns
 command -v ip >/dev/null || [ -x /usr/sbin/ip ] || need+=(iproute2)
+# Fleet tests (Tests/FleetTests): a private PostgreSQL server started from /usr/lib/postgresql/*/bin.
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need+=(postgresql)
 # RPC tests: a real aria2c side by side, and aria2p (PyPI) as an independent client (below).
 command -v aria2c >/dev/null || need+=(aria2)
 command -v python3 >/dev/null || need+=(python3 python3-pip)

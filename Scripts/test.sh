@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (README "The two commands"; .ci/run calls exactly this).
 #
-# 1. installs what the tests need when missing (nginx, openssl CLI, libssl-dev, curl, aria2c, aria2p);
+# 1. installs what the tests need when missing (nginx, openssl CLI, libssl-dev, curl, aria2c, aria2p, postgresql);
 # 2. builds and runs the whole suite (unit, nginx conformance, fault origin, CLI end to end), then checks
 #    that the shipped executables carry no test harness (Scripts/check-products.sh);
 # 3. runs every libFuzzer target for 200,000 executions (FUZZ_RUNS; FUZZ_SECONDS, default 120 s, caps

@@ -64,6 +64,7 @@ final class FileHandleFD {
     func write(_ bytes: UnsafeRawBufferPointer, toAbsoluteOffset offset: Int64, written: inout Int) throws(FileSystemError) {
         written = 0
         guard let base = bytes.baseAddress else { return }
+        try WriteFence.check("pwrite", path)
         while written < bytes.count {
             let n = pwrite(fd, base + written, bytes.count - written, off_t(offset) + off_t(written))
             if n < 0 {
@@ -90,6 +91,7 @@ final class FileHandleFD {
 
     /// Flushes the file's data (and the size, which `fdatasync` includes when it changed) to stable storage.
     func syncData() throws(FileSystemError) {
+        try WriteFence.check("fdatasync", path, .checkpoint)
         if let injected = FileIOFaults.injectedDataSyncError(path: path) {
             throw FileSystemError("fdatasync", path: path, errno: injected)
         }
@@ -117,6 +119,7 @@ final class FileHandleFD {
 
     /// Sets the file's length.
     func truncate(to length: Int64) throws(FileSystemError) {
+        try WriteFence.check("ftruncate", path)
         while ftruncate(fd, off_t(length)) != 0 {
             if errno == EINTR { continue }
             throw FileSystemError("ftruncate", path: path, errno: errno)
@@ -172,6 +175,7 @@ package enum FileSystem {
 
     /// Removes a file; a missing file is not an error.
     static func remove(_ path: String) throws(FileSystemError) {
+        try WriteFence.check("unlink", path)
         if retryingOnEINTR({ unlink(path) }) != 0 && errno != ENOENT {
             throw FileSystemError("unlink", path: path, errno: errno)
         }
@@ -214,6 +218,7 @@ package enum FileSystem {
     /// Moves `source` to `destination` atomically: `rename` on the same file system, otherwise copy to
     /// a temporary name beside the destination, fsync, rename. The destination directory is fsynced.
     static func moveDurably(from source: String, to destination: String) throws(FileSystemError) {
+        try WriteFence.check("rename", source, .finalRename)
         if retryingOnEINTR({ rename(source, destination) }) == 0 {
             try syncDirectory(directory(of: destination))
             return
@@ -235,6 +240,7 @@ package enum FileSystem {
     /// in (`link` fails with `EEXIST` atomically, even against a concurrent writer), then `source` is
     /// unlinked. Returns false, touching nothing, when `destination` exists.
     static func moveDurablyWithoutReplacing(from source: String, to destination: String) throws(FileSystemError) -> Bool {
+        try WriteFence.check("link", source, .finalRename)
         if retryingOnEINTR({ link(source, destination) }) == 0 {
             try syncDirectory(directory(of: destination))
             try remove(source)

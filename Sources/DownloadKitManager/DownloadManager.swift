@@ -78,7 +78,7 @@ public actor DownloadManager {
     /// The bucket every transfer draws from (the global limit).
     public nonisolated let globalLimiter: TokenBucket
 
-    private let store: TaskStore
+    private let store: any TaskStoring
     private let broadcaster = EventBroadcaster(bufferSize: 4096)
     private var logger: Logger { configuration.logger }
     private var scheduler: Scheduler
@@ -115,10 +115,29 @@ public actor DownloadManager {
         stateDirectory: String, configuration: DownloadManagerConfiguration = DownloadManagerConfiguration(),
         networkMonitor: (any NetworkMonitor)? = nil
     ) async throws {
-        self.stateDirectory = stateDirectory
-        self.configuration = configuration
+        let store: TaskStore
         do {
             store = try TaskStore(directory: stateDirectory)
+        } catch {
+            throw DownloadManagerError(.storage, "cannot open the manager in \(stateDirectory): \(error)")
+        }
+        try await self.init(
+            stateDirectory: stateDirectory, store: store, configuration: configuration, networkMonitor: networkMonitor)
+    }
+
+    /// Opens the manager on the tasks of `store` (``TaskStore`` in SQLite, or another ``TaskStoring``) and
+    /// restores them as ``init(stateDirectory:configuration:networkMonitor:)`` does; `stateDirectory` is
+    /// the default download directory's parent. The manager owns the store's tasks: one manager per store.
+    /// - Throws: ``DownloadManagerError`` (`storage`) when the tasks cannot be read or the client made.
+    public init(
+        stateDirectory: String, store: any TaskStoring,
+        configuration: DownloadManagerConfiguration = DownloadManagerConfiguration(),
+        networkMonitor: (any NetworkMonitor)? = nil
+    ) async throws {
+        self.stateDirectory = stateDirectory
+        self.configuration = configuration
+        self.store = store
+        do {
             client = try DKHTTPClient(configuration: configuration.download.client, logger: configuration.logger)
         } catch {
             throw DownloadManagerError(.storage, "cannot open the manager in \(stateDirectory): \(error)")
@@ -735,14 +754,14 @@ public actor DownloadManager {
     // MARK: - Internals: bookkeeping
 
     private func restore() async throws {
-        let records: [TaskRecord]
+        let loadedTasks: [ManagedTask]
         do {
-            records = try store.loadAll()
+            loadedTasks = try await store.loadTasks()
         } catch {
-            throw DownloadManagerError(.storage, "cannot read the tasks in \(stateDirectory): \(error)")
+            throw DownloadManagerError(.storage, "cannot read the tasks in \(store.location): \(error)")
         }
-        for record in records {
-            var task = record.task
+        for loaded in loadedTasks {
+            var task = loaded
             if task.state == .waiting || task.state == .running {
                 let stored = task
                 // The durable bytes on disk are the truth after a crash (the row lags by a few seconds).
@@ -826,9 +845,9 @@ public actor DownloadManager {
     }
 
     /// Takes every changed row and deletion for one transaction (they are no longer dirty).
-    private func takeChanges() -> (ids: Set<String>, records: [TaskRecord], deletions: Set<String>)? {
+    private func takeChanges() -> (ids: Set<String>, records: [ManagedTask], deletions: Set<String>)? {
         guard !dirty.isEmpty || !deleted.isEmpty else { return nil }
-        let changes = (ids: dirty, records: dirty.compactMap { tasks[$0].map(TaskRecord.init) }, deletions: deleted)
+        let changes = (ids: dirty, records: dirty.compactMap { tasks[$0] }, deletions: deleted)
         dirty = []
         deleted = []
         return changes
@@ -845,7 +864,7 @@ public actor DownloadManager {
     private func commit() async throws {
         guard let changes = takeChanges() else { return }
         do {
-            try await store.commit(changes.records, deleting: Array(changes.deletions))
+            try await store.save(changes.records, deleting: Array(changes.deletions))
         } catch {
             unwritten(changes.ids, changes.deletions)
             throw DownloadManagerError(.storage, "cannot write the tasks: \(error)")
@@ -866,7 +885,7 @@ public actor DownloadManager {
     private func commitInBackground() {
         guard let changes = takeChanges() else { return }
         let logger = logger
-        store.enqueue(changes.records, deleting: Array(changes.deletions)) { [weak self] error in
+        store.saveInBackground(changes.records, deleting: Array(changes.deletions)) { [weak self] error in
             logger.error("cannot write the tasks: \(error)")
             Task { await self?.unwritten(changes.ids, changes.deletions) }
         }

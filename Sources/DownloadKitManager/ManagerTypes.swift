@@ -35,6 +35,12 @@ public struct ManagedTaskError: Sendable, Hashable {
     public var code: String
     /// The sentence describing it.
     public var message: String
+
+    /// An error as a store reads it back.
+    public init(code: String, message: String) {
+        self.code = code
+        self.message = message
+    }
 }
 
 /// A snapshot of one managed task (what the manager persists about it).
@@ -76,6 +82,37 @@ public struct ManagedTask: Sendable, Hashable, Identifiable {
     public var fraction: Double? {
         guard let totalBytes, totalBytes > 0 else { return nil }
         return Double(bytesReceived) / Double(totalBytes)
+    }
+
+    /// A task as a store reads it back (every field given).
+    public init(
+        id: String, originalURL: String, currentURL: String, fileID: String?, destination: DownloadDestination,
+        path: String?, state: ManagedTaskState, bytesReceived: Int64, totalBytes: Int64?, priority: DownloadPriority,
+        queueOrder: Int64, group: String?, checksum: Checksum?, headers: [String: String], metadata: [String: String],
+        requiresUnmeteredNetwork: Bool, rateLimit: Int?, error: ManagedTaskError?, createdAt: Date, updatedAt: Date,
+        finishedAt: Date?
+    ) {
+        self.id = id
+        self.originalURL = originalURL
+        self.currentURL = currentURL
+        self.fileID = fileID
+        self.destination = destination
+        self.path = path
+        self.state = state
+        self.bytesReceived = bytesReceived
+        self.totalBytes = totalBytes
+        self.priority = priority
+        self.queueOrder = queueOrder
+        self.group = group
+        self.checksum = checksum
+        self.headers = headers
+        self.metadata = metadata
+        self.requiresUnmeteredNetwork = requiresUnmeteredNetwork
+        self.rateLimit = rateLimit
+        self.error = error
+        self.createdAt = createdAt
+        self.updatedAt = updatedAt
+        self.finishedAt = finishedAt
     }
 }
 
@@ -186,7 +223,7 @@ public struct DownloadManagerError: Error, Sendable, Hashable, CustomStringConve
 
     public var code: Code
     public var detail: String
-    init(_ code: Code, _ detail: String) {
+    package init(_ code: Code, _ detail: String) {
         self.code = code
         self.detail = detail
     }

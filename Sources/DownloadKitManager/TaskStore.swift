@@ -3,20 +3,24 @@ import DownloadKit
 import Foundation
 import GRDB
 
-/// The manager's task table in SQLite (GRDB, WAL journal, versioned migrations).
+/// The manager's task table in SQLite (GRDB, WAL journal, versioned migrations): the default ``TaskStoring``.
 ///
 /// One row per task; the schema is described in docs/MANAGER.md. Writes are batched: the manager hands
 /// over every changed task at once and they are written in one transaction. `synchronous = NORMAL` in WAL
 /// mode: a committed transaction survives a process crash (kill -9); only a power loss may lose the last
 /// few, and those tasks' bytes are still found on disk by the engine.
-final class TaskStore: Sendable {
+public final class TaskStore: TaskStoring {
     /// The database file name inside the state directory.
     static let fileName = "tasks.sqlite"
+
+    /// The state directory.
+    public let location: String
 
     private let database: DatabasePool
 
     /// Opens (creating if needed) `<directory>/tasks.sqlite` and migrates it to the newest schema.
-    init(directory: String) throws {
+    public init(directory: String) throws {
+        location = directory
         // The rows hold request headers (Authorization, Cookie…): the state directory is 0700 and the
         // database 0600 (SQLite gives its -wal and -shm files the database's mode).
         try FileManager.default.createDirectory(
@@ -115,8 +119,24 @@ final class TaskStore: Sendable {
         }
     }
 
+    // MARK: - TaskStoring
+
+    public func loadTasks() async throws -> [ManagedTask] {
+        try loadAll().map(\.task)
+    }
+
+    public func save(_ tasks: [ManagedTask], deleting deletions: [String]) async throws {
+        try await commit(tasks.map(TaskRecord.init), deleting: deletions)
+    }
+
+    public func saveInBackground(
+        _ tasks: [ManagedTask], deleting deletions: [String], failed: @escaping @Sendable (any Error) -> Void
+    ) {
+        enqueue(tasks.map(TaskRecord.init), deleting: deletions, failed: failed)
+    }
+
     /// Returns once every write handed over before has finished.
-    func drain() async {
+    public func drain() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             writer.async { continuation.resume() }
         }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import DownloadKit
 import DownloadKitManager
+import DownloadKitPostgres
 import Foundation
 
 /// `downloadkit queue`: a persistent download queue (like aria2's session) on top of `DownloadManager`.
@@ -17,15 +18,32 @@ struct QueueCommand: AsyncParsableCommand {
 
             One process uses a state directory at a time: while `queue run` works on it, the other queue \
             commands refuse (stop the run with Ctrl-C, which checkpoints, or let it finish).
+
+            With --store postgres://USER@HOST:PORT/DB the queue lives in PostgreSQL instead and `add`, `list`, \
+            `run`, `pause` and `resume` work on it from any number of hosts at once: each `queue run` is a \
+            worker of one fleet that claims tasks under leases (docs/FLEET.md).
             """,
         subcommands: [
             QueueAddCommand.self, QueueRunCommand.self, QueueListCommand.self, QueuePauseCommand.self,
-            QueueResumeCommand.self, QueueRemoveCommand.self,
+            QueueResumeCommand.self, QueueRemoveCommand.self, QueueWatchCommand.self,
         ]
     )
 
     @Option(name: .customLong("state"), help: "The queue's state directory (default: $XDG_STATE_HOME/downloadkit or ~/.local/state/downloadkit).")
     var state: String?
+
+    @Option(name: .customLong("store"), help: "A PostgreSQL queue shared by several hosts: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE (add, list, run, pause, resume; docs/FLEET.md).")
+    var store: String?
+
+    /// The PostgreSQL store `--store` names, if any.
+    func fleetStore() throws -> PostgresStoreURL? { try QueueFleet.storeURL(store) }
+
+    /// Refuses `--store` for a command the PostgreSQL queue does not offer.
+    func refusingFleetStore(_ command: String) throws {
+        if store != nil {
+            throw ValidationError("queue \(command) works on the SQLite queue only; with --store use add, list, run, pause and resume")
+        }
+    }
 
     /// The state directory to use, as an absolute path.
     var stateDirectory: String { Self.defaultStateDirectory(state) }
@@ -101,6 +119,10 @@ struct QueueAddCommand: AsyncParsableCommand {
                 url: url, fileID: fileID, destination: destination, priority: DownloadPriority(rawValue: priority),
                 checksum: checksum, group: group)
         }
+        if let store = try queue.fleetStore() {
+            for id in try await QueueFleet.add(store, requests) { print(id) }
+            return
+        }
         let session = try await QueueSession.open(queue.stateDirectory)
         let ids: [String]
         do {
@@ -136,6 +158,10 @@ struct QueueListCommand: AsyncParsableCommand {
     var json = false
 
     func run() async throws {
+        if let store = try queue.fleetStore() {
+            try QueueFleet.printList(try await QueueFleet.list(store), json: json)
+            return
+        }
         let session = try await QueueSession.open(queue.stateDirectory)
         let tasks = await session.manager.allTasks()
         await session.close()
@@ -218,7 +244,11 @@ struct QueueTaskSelection: ParsableArguments {
 
     /// The full ids selected (all must resolve, else nothing changes).
     func resolve(in manager: DownloadManager) async throws -> [String] {
-        let known = await manager.allTasks().map(\.id)
+        try resolve(among: await manager.allTasks().map(\.id))
+    }
+
+    /// The full ids selected among `known` (all must resolve, else nothing changes).
+    func resolve(among known: [String]) throws -> [String] {
         if all { return known }
         var resolved: [String] = []
         for given in ids {
@@ -250,6 +280,10 @@ struct QueuePauseCommand: AsyncParsableCommand {
     @OptionGroup var selection: QueueTaskSelection
 
     func run() async throws {
+        if let store = try queue.fleetStore() {
+            try await QueueFleet.change(store, selection, pausing: true)
+            return
+        }
         try await QueueSession.change(queue.stateDirectory, selection) { manager, ids in
             for id in ids { try await manager.pause(taskID: id) }
         }
@@ -266,6 +300,10 @@ struct QueueResumeCommand: AsyncParsableCommand {
     @OptionGroup var selection: QueueTaskSelection
 
     func run() async throws {
+        if let store = try queue.fleetStore() {
+            try await QueueFleet.change(store, selection, pausing: false)
+            return
+        }
         try await QueueSession.change(queue.stateDirectory, selection) { manager, ids in
             for id in ids { try await manager.resume(taskID: id) }
         }
@@ -285,6 +323,7 @@ struct QueueRemoveCommand: AsyncParsableCommand {
     var deleteFile = false
 
     func run() async throws {
+        try queue.refusingFleetStore("remove")
         let deleting = deleteFile
         try await QueueSession.change(queue.stateDirectory, selection) { manager, ids in
             for id in ids { try await manager.remove(taskID: id, deletingFile: deleting) }

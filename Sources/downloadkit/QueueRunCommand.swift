@@ -3,6 +3,7 @@ import DownloadKit
 import DownloadKitManager
 import Foundation
 import HTTPClient
+import Logging
 
 struct QueueRunCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -48,6 +49,21 @@ struct QueueRunCommand: AsyncParsableCommand {
     @Flag(name: .customLong("start-paused-tasks"), help: "Also start the tasks paused with `queue pause`.")
     var startPausedTasks = false
 
+    @Option(name: .customLong("worker-id"), help: "With --store: this worker's id in the fleet (default: HOST-PID).")
+    var workerID: String?
+
+    @Option(name: .customLong("lease"), help: "With --store: seconds a lease lasts without renewal (renewed every third of it); a dead worker's tasks wait this long for another worker (default 30).")
+    var leaseSeconds: Double = 30
+
+    @Option(name: .customLong("poll"), help: "With --store: seconds between looks for work when a slot is free (default 1).")
+    var pollSeconds: Double = 1
+
+    @Option(name: .customLong("fleet-max-concurrent"), help: "With --store: at most this many tasks at a time in the whole fleet (stored in the database for every worker; 0 removes the limit).")
+    var fleetMaxConcurrent: Int?
+
+    @Flag(name: .customLong("worker-header"), help: "With --store: send X-DownloadKit-Worker: ID with every request (diagnostics).")
+    var workerHeader = false
+
     @OptionGroup(title: "Credentials, cookies and client certificates") var auth: AuthOptions
 
     @OptionGroup var network: NetworkOptions
@@ -56,6 +72,9 @@ struct QueueRunCommand: AsyncParsableCommand {
         if maxConcurrent < 1 { throw ValidationError("--max-concurrent must be at least 1") }
         if let maxPerHost, maxPerHost < 1 { throw ValidationError("--max-per-host must be at least 1") }
         if connections < 1 || connections > 64 { throw ValidationError("--connections must be 1 to 64") }
+        if leaseSeconds < 1 { throw ValidationError("--lease must be at least 1 second") }
+        if pollSeconds <= 0 { throw ValidationError("--poll must be more than 0 seconds") }
+        if let fleetMaxConcurrent, fleetMaxConcurrent < 0 { throw ValidationError("--fleet-max-concurrent must be 0 or more") }
         if let limitRate, RateParser.parse(limitRate) == nil {
             throw ValidationError("--limit-rate must be a number of bytes per second, optionally with K, M or G (e.g. 500K)")
         }
@@ -81,6 +100,13 @@ struct QueueRunCommand: AsyncParsableCommand {
         } catch {
             QueueOutput.error(error.detail)
             throw ExitCode.validationFailure
+        }
+        if let store = try queue.fleetStore() {
+            if startPausedTasks { throw ValidationError("--start-paused-tasks works on the SQLite queue only") }
+            var logger = download.logger ?? Logger(label: "downloadkit.fleet", factory: { _ in SwiftLogNoOpLogHandler() })
+            logger[metadataKey: "worker"] = .string(workerID ?? "")
+            try await QueueFleet.run(store, options: self, download: download, logger: logger)
+            return
         }
         let configuration = DownloadManagerConfiguration(
             maxConcurrentDownloads: maxConcurrent, download: download,

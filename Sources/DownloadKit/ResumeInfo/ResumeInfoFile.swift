@@ -45,6 +45,7 @@ extension ResumeInfo {
             guard !durable || retryingOnEINTR({ fsync(descriptor) }) == 0 else { throw Self.ioError("fsync", temporary) }
             isOpen = false
             guard close(descriptor) == 0 else { throw Self.ioError("close", temporary) }
+            guard WriteFence.admits(path, .checkpoint) else { throw Self.ioError("rename (fenced: the lease on this download is lost)", path, code: EPERM) }
             guard retryingOnEINTR({ rename(temporary, path) }) == 0 else { throw Self.ioError("rename", path) }
         } catch {
             if isOpen { _ = close(descriptor) }
