@@ -167,6 +167,8 @@ struct QueueRunCommand: AsyncParsableCommand {
         session.network.update(NetworkStatus(isReachable: true, isMetered: false))
         var failures: [DownloadError] = []
         var draining = false
+        let workIDs = Set(work.map(\.id))
+        var handled = Set<String>()  // tasks whose completion this loop has handled
         for await update in updates {
             switch update {
             case .event(.stateChanged(let id, .running)):
@@ -176,6 +178,7 @@ struct QueueRunCommand: AsyncParsableCommand {
             case .event:
                 break
             case .completion(let completion):
+                handled.insert(completion.task.id)
                 switch completion.result {
                 case .success(let result):
                     await bridge.finished(completion.task.id, result)
@@ -192,11 +195,20 @@ struct QueueRunCommand: AsyncParsableCommand {
             // Tasks leave the line only by completing or failing (the lock keeps other commands out), and a
             // task's completion comes after its state change: look only once a completion has been handled.
             guard case .completion = update else { continue }
-            // One look at the manager (two could straddle a start): is anything still running or waiting?
-            let pending = await manager.allTasks().contains { $0.state == .waiting || $0.state == .running }
-            if !pending {
-                // Done. Completions of tasks that ended meanwhile are already in the stream, which hands
-                // out what it buffered before it ends.
+            // One look at the manager (two could straddle a start): is anything still running or waiting,
+            // or has a task ended whose completion has not reached this loop yet? The manager marks a task
+            // completed, commits its row and only then calls the completion handler, so a task can read as
+            // completed while its completion is still on its way: ending the stream then would lose its
+            // `finished` line and its --on-complete command.
+            let undelivered = await manager.allTasks().contains { task in
+                switch task.state {
+                case .waiting, .running: true
+                case .completed, .failed: workIDs.contains(task.id) && !handled.contains(task.id)
+                case .paused, .cancelled: false
+                }
+            }
+            if !undelivered {
+                // Done: every completion of this run's work has been handled.
                 draining = true
                 continuation.finish()
             }
