@@ -670,8 +670,9 @@ public actor DownloadManager {
         guard var task = tasks[id], active[id] == nil else { return }
         switch outcome {
         case .success(let result) where task.state != .cancelled:
-            await complete(&task, result)
-            apply(scheduler.withdraw(id))
+            task.markCompleted(result)
+            store(task)
+            await announceCompletion(task, result, after: scheduler.withdraw(id))
         default:
             if task.state != .cancelled {
                 task.bytesReceived = max(task.bytesReceived, progress.bytesReceived)
@@ -711,7 +712,9 @@ public actor DownloadManager {
         lastProgressEvent[id] = nil
         switch outcome {
         case .success(let result):
-            await complete(&task, result)
+            task.markCompleted(result)
+            store(task)
+            await announceCompletion(task, result, after: scheduler.taskEnded(id))
         case .failure(let error):
             task.bytesReceived = progress.bytesReceived
             if let total = progress.totalBytes { task.totalBytes = total }
@@ -722,21 +725,31 @@ public actor DownloadManager {
             emit(.stateChanged(taskID: id, state: .failed))
             emit(.failed(taskID: id, error))
             notifyCompletion(TaskCompletion(task: task, result: .failure(error)))
+            apply(scheduler.taskEnded(id))
         }
-        apply(scheduler.taskEnded(id))
         commitInBackground()
     }
 
-    private func complete(_ task: inout ManagedTask, _ result: DownloadResult) async {
-        task.markCompleted(result)
-        store(task)
-        // The row says "completed" before anyone is told: a death after this never re-runs a completion
-        // hook; a death before it (after the engine's rename) is recovered by `restore()`, which runs
-        // the hook then — once either way (issue #13, defect 10).
+    /// Tells everyone that `task` (already stored as completed) completed.
+    ///
+    /// The row says "completed" before anyone is told: a death after this never re-runs a completion
+    /// hook; a death before it (after the engine's rename) is recovered by `restore()`, which runs the hook
+    /// then — once either way (issue #13, defect 10). Other calls may run on this actor while the row is
+    /// committed; if one enqueued the task again meanwhile, `.stateChanged(.completed)` is left out (the
+    /// task's last announced state stays the newer one), while `.finished` and the completion handler
+    /// still report this run's file.
+    ///
+    /// `actions` are the scheduler's answer to the task's end, applied first: the task and the scheduler
+    /// agree that it ended before the commit suspends this actor, so a call that runs meanwhile (the task
+    /// enqueued again because its file was deleted) finds it ended and schedules it anew. `.allFinished`
+    /// is held back until after `.finished`, and emitted only if still true then.
+    private func announceCompletion(_ task: ManagedTask, _ result: DownloadResult, after actions: [Scheduler.Action]) async {
+        apply(actions.filter { $0 != .allFinished })
         await commitLogging()
-        emit(.stateChanged(taskID: task.id, state: .completed))
+        if tasks[task.id]?.state == .completed { emit(.stateChanged(taskID: task.id, state: .completed)) }
         emit(.finished(taskID: task.id, path: result.path))
         notifyCompletion(TaskCompletion(task: task, result: .success(result)))
+        if actions.contains(.allFinished) && scheduler.isIdle { emit(.allFinished) }
     }
 
     private func notifyCompletion(_ completion: TaskCompletion) {

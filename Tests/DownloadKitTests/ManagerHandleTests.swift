@@ -74,6 +74,39 @@ struct ManagerHandleTests {
         await manager.close()
     }
 
+    /// A task enqueued again (its file deleted) at the moment it reads as completed — while its row is
+    /// still being committed and its completion announced — runs again and its handle ends. Before, the
+    /// scheduler let the first run go only after the announcement, so the new request was dropped and the
+    /// handle waited forever (seen once in a full-suite run of the test above).
+    @Test func enqueuingAgainWhileTheCompletionIsAnnouncedRunsAgain() async throws {
+        let origin = try FaultOrigin()
+        defer { origin.shutdown() }
+        origin.serve("/r.bin", .resource(Resource(size: 64 << 10, seed: 104)))
+        let scratch = try ScratchDirectory()
+        let manager = try await DownloadManager(stateDirectory: scratch.file("state"), configuration: managerConfiguration())
+        let path = scratch.file("r.bin")
+        for round in 0..<20 {
+            try? FileManager.default.removeItem(atPath: path)
+            let first = try await manager.enqueueTask(url: origin.url("/r.bin"), destination: .file(path))
+            while await manager.task(first.id)?.state != .completed { await Task.yield() }
+            try FileManager.default.removeItem(atPath: path)
+            let again = try await manager.enqueueTask(url: origin.url("/r.bin"), destination: .file(path))
+            let ended = await withTaskGroup(of: Bool.self) { group in
+                group.addTask { (try? await again.result()) != nil }
+                group.addTask {
+                    try? await Task.sleep(for: .seconds(30))
+                    return false
+                }
+                let first = await group.next() ?? false
+                group.cancelAll()
+                return first
+            }
+            try #require(ended, "round \(round): the task enqueued again never ended")
+            #expect(fileMatchesPattern(path, size: 64 << 10, seed: 104))
+        }
+        await manager.close()
+    }
+
     @Test func aSubscriberThatNeverReadsLosesOnlyProgress() async throws {
         let origin = try FaultOrigin()
         defer { origin.shutdown() }

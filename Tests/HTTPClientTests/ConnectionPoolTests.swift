@@ -81,15 +81,20 @@ struct ConnectionPoolTests {
         runOnThreads(2) { index in
             if index == 0 {
                 var signalled = false
+                var received = 0
                 let summary = try? client.execute(
                     DKHTTPRequest(url: try HTTPURL(origin.url("/slow"))),
                     onHead: { _ in
                         if !signalled { signalled = true; slowHasHead.signal() }
                         return .stream
                     },
-                    onBody: { _ in })
+                    onBody: { bytes in
+                        // Recorded at the last body byte, while the exchange still holds the connection: after
+                        // `execute` returns, the fast request may already have run on the freed connection.
+                        received += bytes.count
+                        if received == 512 << 10 { order.withLock { $0.append("slow") } }
+                    })
                 slowSummary.withLock { $0 = summary }
-                order.withLock { $0.append("slow") }
             } else {
                 // Ask only once the first request holds the single connection.
                 slowHasHead.wait()
