@@ -254,21 +254,11 @@ struct TaskRecord: FetchableRecord, PersistableRecord, Sendable {
         originalURL = task.originalURL
         currentURL = task.currentURL
         fileID = task.fileID
-        switch task.destination {
-        case .file(let path):
-            destinationKind = "file"
-            destinationPath = path
-        case .directory(let path, let naming):
-            destinationKind = "directory"
-            destinationPath = path
-            switch naming {
-            case .fromResponse: namingRule = "fromResponse"
-            case .md5OfURL: namingRule = "md5OfURL"
-            case .fileID(let id):
-                namingRule = "fileID"
-                namingFileID = id
-            }
-        }
+        let columns = DestinationColumns(task.destination)
+        destinationKind = columns.kind
+        destinationPath = columns.path
+        namingRule = columns.namingRule
+        namingFileID = columns.namingFileID
         finalPath = task.path
         state = task.state.rawValue
         bytesReceived = task.bytesReceived
@@ -291,18 +281,9 @@ struct TaskRecord: FetchableRecord, PersistableRecord, Sendable {
     /// The task this row describes; an unknown state reads as paused (a newer schema's state must not
     /// make an older manager run or drop the task).
     var task: ManagedTask {
-        let destination: DownloadDestination
-        if destinationKind == "directory" {
-            let naming: FileNamingRule
-            switch namingRule {
-            case "md5OfURL": naming = .md5OfURL
-            case "fileID": naming = .fileID(namingFileID ?? fileID ?? id)
-            default: naming = .fromResponse
-            }
-            destination = .directory(destinationPath, naming: naming)
-        } else {
-            destination = .file(destinationPath)
-        }
+        let destination = DestinationColumns(
+            kind: destinationKind, path: destinationPath, namingRule: namingRule, namingFileID: namingFileID
+        ).destination(fileID: fileID, taskID: id)
         return ManagedTask(
             id: id, originalURL: originalURL, currentURL: currentURL, fileID: fileID, destination: destination,
             path: finalPath, state: ManagedTaskState(rawValue: state) ?? .paused, bytesReceived: bytesReceived,

@@ -275,14 +275,14 @@ public final class PostgresTaskStore: TaskStoring {
 
     /// Inserts the task or updates its own columns (never the lease).
     static func upsert(_ task: ManagedTask) -> PostgresQuery {
-        let columns = TaskColumns(task)
+        let columns = DestinationColumns(task.destination)
         return """
             INSERT INTO downloadkit_task (id, original_url, current_url, file_id, destination_kind, destination_path,
                 naming_rule, naming_file_id, final_path, state, bytes_received, total_bytes, priority, queue_order,
                 group_name, checksum, headers, metadata, requires_unmetered_network, rate_limit, error_code,
                 error_message, created_at, updated_at, finished_at)
-            VALUES (\(task.id), \(task.originalURL), \(task.currentURL), \(task.fileID), \(columns.destinationKind),
-                \(columns.destinationPath), \(columns.namingRule), \(columns.namingFileID), \(task.path),
+            VALUES (\(task.id), \(task.originalURL), \(task.currentURL), \(task.fileID), \(columns.kind),
+                \(columns.path), \(columns.namingRule), \(columns.namingFileID), \(task.path),
                 \(task.state.rawValue), \(task.bytesReceived), \(task.totalBytes), \(Int64(task.priority.rawValue)),
                 \(task.queueOrder), \(task.group), \(task.checksum?.description), \(TaskFieldsJSON.encode(task.headers)),
                 \(TaskFieldsJSON.encode(task.metadata)), \(task.requiresUnmeteredNetwork), \(task.rateLimit.map(Int64.init)),
@@ -332,7 +332,7 @@ public final class PostgresTaskStore: TaskStoring {
                     checksum: request.checksum, headers: request.headers, metadata: request.metadata,
                     requiresUnmeteredNetwork: request.requiresUnmeteredNetwork, rateLimit: request.rateLimit,
                     error: nil, createdAt: now, updatedAt: now, finishedAt: nil)
-                let columns = TaskColumns(task)
+                let columns = DestinationColumns(task.destination)
                 let inserted = try await connection.query(
                     """
                     INSERT INTO downloadkit_task (id, original_url, current_url, file_id, destination_kind,
@@ -340,7 +340,7 @@ public final class PostgresTaskStore: TaskStoring {
                         group_name, checksum, headers, metadata, requires_unmetered_network, rate_limit, created_at,
                         updated_at)
                     VALUES (\(task.id), \(task.originalURL), \(task.currentURL), \(task.fileID),
-                        \(columns.destinationKind), \(columns.destinationPath), \(columns.namingRule),
+                        \(columns.kind), \(columns.path), \(columns.namingRule),
                         \(columns.namingFileID), \(task.path), 'waiting', \(Int64(task.priority.rawValue)),
                         nextval('downloadkit_queue_order'), \(task.group), \(task.checksum?.description),
                         \(TaskFieldsJSON.encode(task.headers)), \(TaskFieldsJSON.encode(task.metadata)),
@@ -715,21 +715,12 @@ public final class PostgresTaskStore: TaskStoring {
 
     static func fleetTask(_ row: PostgresRandomAccessRow) throws -> FleetTask {
         let id = try row["id"].decode(String.self)
-        let kind = try row["destination_kind"].decode(String.self)
-        let destinationPath = try row["destination_path"].decode(String.self)
         let fileID = try row["file_id"].decode(String?.self)
-        let destination: DownloadDestination
-        if kind == "directory" {
-            let naming: FileNamingRule
-            switch try row["naming_rule"].decode(String?.self) {
-            case "md5OfURL": naming = .md5OfURL
-            case "fileID": naming = .fileID(try row["naming_file_id"].decode(String?.self) ?? fileID ?? id)
-            default: naming = .fromResponse
-            }
-            destination = .directory(destinationPath, naming: naming)
-        } else {
-            destination = .file(destinationPath)
-        }
+        let destination = DestinationColumns(
+            kind: try row["destination_kind"].decode(String.self), path: try row["destination_path"].decode(String.self),
+            namingRule: try row["naming_rule"].decode(String?.self),
+            namingFileID: try row["naming_file_id"].decode(String?.self)
+        ).destination(fileID: fileID, taskID: id)
         let errorCode = try row["error_code"].decode(String?.self)
         let task = ManagedTask(
             id: id, originalURL: try row["original_url"].decode(String.self),
@@ -758,31 +749,6 @@ public final class PostgresTaskStore: TaskStoring {
     }
 }
 
-/// A task's destination as the table's columns.
-struct TaskColumns {
-    var destinationKind: String
-    var destinationPath: String
-    var namingRule: String?
-    var namingFileID: String?
-
-    init(_ task: ManagedTask) {
-        switch task.destination {
-        case .file(let path):
-            destinationKind = "file"
-            destinationPath = path
-        case .directory(let path, let naming):
-            destinationKind = "directory"
-            destinationPath = path
-            switch naming {
-            case .fromResponse: namingRule = "fromResponse"
-            case .md5OfURL: namingRule = "md5OfURL"
-            case .fileID(let id):
-                namingRule = "fileID"
-                namingFileID = id
-            }
-        }
-    }
-}
 
 extension PostgresRowSequence {
     /// Reads and drops every row (a statement's rows must be consumed before the connection moves on).

@@ -1,0 +1,43 @@
+import DownloadKit
+
+/// A task's destination as a task store keeps it: a kind (`file` or `directory`), a path, and for a
+/// directory the naming rule and its file ID. One encoding for every store (SQLite's `TaskStore`,
+/// `PostgresTaskStore`), so a row written by one reads back the same everywhere.
+package struct DestinationColumns: Sendable, Hashable {
+    package var kind: String
+    package var path: String
+    package var namingRule: String?
+    package var namingFileID: String?
+
+    package init(kind: String, path: String, namingRule: String?, namingFileID: String?) {
+        self.kind = kind
+        self.path = path
+        self.namingRule = namingRule
+        self.namingFileID = namingFileID
+    }
+
+    package init(_ destination: DownloadDestination) {
+        switch destination {
+        case .file(let path):
+            self.init(kind: "file", path: path, namingRule: nil, namingFileID: nil)
+        case .directory(let path, let naming):
+            switch naming {
+            case .fromResponse: self.init(kind: "directory", path: path, namingRule: "fromResponse", namingFileID: nil)
+            case .md5OfURL: self.init(kind: "directory", path: path, namingRule: "md5OfURL", namingFileID: nil)
+            case .fileID(let id): self.init(kind: "directory", path: path, namingRule: "fileID", namingFileID: id)
+            }
+        }
+    }
+
+    /// The destination these columns describe. An unknown kind reads as a file and an unknown naming rule
+    /// as `.fromResponse` (a newer schema's value must not make an older manager drop the task); a
+    /// `fileID` rule without its ID falls back to `fileID`, then to the task's ID.
+    package func destination(fileID: String?, taskID: String) -> DownloadDestination {
+        guard kind == "directory" else { return .file(path) }
+        switch namingRule {
+        case "md5OfURL": return .directory(path, naming: .md5OfURL)
+        case "fileID": return .directory(path, naming: .fileID(namingFileID ?? fileID ?? taskID))
+        default: return .directory(path, naming: .fromResponse)
+        }
+    }
+}
