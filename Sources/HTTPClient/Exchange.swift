@@ -500,8 +500,8 @@ public final class DKHTTPClient: Sendable {
     /// The most one read takes while the response head is incomplete. Heads are far smaller; the parser
     /// keeps a partial head across reads, so a larger one only costs more reads. A body that is then
     /// spliced (plain HTTP into a file) never passes through the buffer, so the untouched rest of it costs
-    /// no memory: at 1,024 simultaneous transfers ~5 MiB of buffers stay resident instead of ~70 (measured with
-    /// Scripts/scale-cli.sh; 16 KiB here left ~19 MiB).
+    /// no memory. One unbounded first read took the head and tens of KiB of body: ~70 MiB resident at
+    /// 1,024 transfers (Scripts/scale-cli.sh); 16 KiB here left ~19 MiB, 4 KiB leaves about 4 KiB each.
     static let headReadSize = 4 << 10
 
     private func exchange(
