@@ -49,3 +49,16 @@ public func residentMemoryBytes() -> Int64 {
     guard fields.count > 1, let pages = Int64(fields[1]) else { return 0 }
     return pages * Int64(sysconf(Int32(_SC_PAGESIZE)))
 }
+
+/// The path of an executable product (e.g. `downloadkit`) built beside the test bundle by
+/// `swift build --build-tests`, or nil: looked for next to the running test binary, the main bundle and
+/// every loaded `.xctest` bundle.
+public func builtExecutable(named name: String) -> String? {
+    var candidates: [URL] = []
+    candidates.append(URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(name))
+    candidates.append(Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent(name))
+    for bundle in Bundle.allBundles where bundle.bundlePath.hasSuffix(".xctest") {
+        candidates.append(bundle.bundleURL.deletingLastPathComponent().appendingPathComponent(name))
+    }
+    return candidates.map(\.path).first { FileManager.default.isExecutableFile(atPath: $0) }
+}

@@ -8,16 +8,7 @@ import TestOrigin
 @Suite(.timeLimit(.minutes(3)))
 struct CLITests {
     /// The built executable next to the test bundle (`swift build --build-tests` builds both).
-    static let executable: String? = {
-        var candidates: [URL] = []
-        let argument0 = URL(fileURLWithPath: CommandLine.arguments[0])
-        candidates.append(argument0.deletingLastPathComponent().appendingPathComponent("downloadkit"))
-        candidates.append(Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent("downloadkit"))
-        for bundle in Bundle.allBundles where bundle.bundlePath.hasSuffix(".xctest") {
-            candidates.append(bundle.bundleURL.deletingLastPathComponent().appendingPathComponent("downloadkit"))
-        }
-        return candidates.map(\.path).first { FileManager.default.isExecutableFile(atPath: $0) }
-    }()
+    static let executable: String? = builtExecutable(named: "downloadkit")
 
     struct Run {
         var exitCode: Int32

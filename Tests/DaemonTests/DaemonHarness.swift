@@ -23,15 +23,7 @@ final class DaemonHarness: Sendable {
         daemon.value?.terminate(grace: 5)
     }
 
-    static let executable: String? = {
-        var candidates: [URL] = []
-        let argument0 = URL(fileURLWithPath: CommandLine.arguments[0])
-        candidates.append(argument0.deletingLastPathComponent().appendingPathComponent("downloadkit"))
-        for bundle in Bundle.allBundles where bundle.bundlePath.hasSuffix(".xctest") {
-            candidates.append(bundle.bundleURL.deletingLastPathComponent().appendingPathComponent("downloadkit"))
-        }
-        return candidates.map(\.path).first { FileManager.default.isExecutableFile(atPath: $0) }
-    }()
+    static let executable: String? = builtExecutable(named: "downloadkit")
 
     static func requireExecutable() throws -> String {
         try #require(executable, "downloadkit executable not found next to the tests; run swift build --build-tests")

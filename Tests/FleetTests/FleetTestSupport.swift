@@ -40,16 +40,7 @@ func eventually(seconds: Double = 120, _ condition: () async throws -> Bool) asy
 
 enum Fleet {
     /// The `downloadkit` executable built beside the tests.
-    static let executable: String? = {
-        var candidates: [URL] = []
-        let argument0 = URL(fileURLWithPath: CommandLine.arguments[0])
-        candidates.append(argument0.deletingLastPathComponent().appendingPathComponent("downloadkit"))
-        candidates.append(Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent("downloadkit"))
-        for bundle in Bundle.allBundles where bundle.bundlePath.hasSuffix(".xctest") {
-            candidates.append(bundle.bundleURL.deletingLastPathComponent().appendingPathComponent("downloadkit"))
-        }
-        return candidates.map(\.path).first { FileManager.default.isExecutableFile(atPath: $0) }
-    }()
+    static let executable: String? = builtExecutable(named: "downloadkit")
 
     /// Runs `downloadkit` to completion (off the cooperative pool); returns its status and output.
     static func run(_ arguments: [String], in directory: String) async throws -> (status: Int32, output: String) {

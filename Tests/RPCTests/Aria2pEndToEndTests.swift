@@ -7,14 +7,7 @@ import TestOrigin
 /// (Scripts/install-deps.sh installs it), with WebSocket notifications read by websocket-client.
 @Suite("aria2p end to end against downloadkit rpc", .timeLimit(.minutes(3)))
 struct Aria2pEndToEndTests {
-    static let executable: String? = {
-        var candidates: [URL] = []
-        candidates.append(URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("downloadkit"))
-        for bundle in Bundle.allBundles where bundle.bundlePath.hasSuffix(".xctest") {
-            candidates.append(bundle.bundleURL.deletingLastPathComponent().appendingPathComponent("downloadkit"))
-        }
-        return candidates.map(\.path).first { FileManager.default.isExecutableFile(atPath: $0) }
-    }()
+    static let executable: String? = builtExecutable(named: "downloadkit")
 
     static let script = #"""
         import sys, time, threading, json, hashlib
