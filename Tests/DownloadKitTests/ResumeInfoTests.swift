@@ -256,7 +256,10 @@ import TestOrigin
         #expect(FileManager.default.createFile(atPath: path + ".tmp-2147483000", contents: Data([1])))
         #expect(FileManager.default.createFile(atPath: path + ".tmp-\(getpid())", contents: Data([2])))
         #expect(FileManager.default.createFile(atPath: dir.file("other.dkresume.tmp-2147483000"), contents: Data([3])))
+        // Names that only look like a temporary file of this path are not ours to remove.
+        let lookalikes = ["x.dkresume.tmp-", "x.dkresume.tmp-12ab", "x.dkresume.tmp-99999999999", "x.dkresume.tmp-0", "x.dkresume.tmp--5"]
+        for name in lookalikes { #expect(FileManager.default.createFile(atPath: dir.file(name), contents: Data([4]))) }
         ResumeInfo.removeStaleTemporaryFiles(for: path)
-        #expect(dir.contents == ["other.dkresume.tmp-2147483000", "x.dkresume.tmp-\(getpid())"])
+        #expect(dir.contents == (["other.dkresume.tmp-2147483000", "x.dkresume.tmp-\(getpid())"] + lookalikes).sorted())
     }
 }
