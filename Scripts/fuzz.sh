@@ -47,7 +47,7 @@ sources_for() {
         proxy) echo "${wire[*]} Fuzz/FuzzSupport.swift Fuzz/FuzzProxy.swift" ;;
         filenames) echo "${wire[*]} $dk/FileNaming.swift Fuzz/FuzzSupport.swift Fuzz/FuzzFileNames.swift" ;;
         resumeinfo) echo "$dk/ResumeInfo/ResumeInfo.swift $dk/ResumeInfo/ResumeInfoError.swift $dk/ResumeInfo/AppleResumeData.swift" \
-            "$dk/ResumeInfo/KeyedArchive.swift $dk/FileNaming.swift Fuzz/FuzzSupport.swift Fuzz/FuzzResumeInfo.swift" ;;
+            "$dk/ResumeInfo/KeyedArchive.swift $dk/ResumeInfo/BinaryPropertyList.swift $dk/FileNaming.swift Fuzz/FuzzSupport.swift Fuzz/FuzzResumeInfo.swift" ;;
         netrc) echo "${wire[*]} Fuzz/FuzzSupport.swift Fuzz/FuzzNetrc.swift" ;;
         cookies) echo "${wire[*]} Fuzz/FuzzSupport.swift Fuzz/FuzzCookies.swift" ;;
         challenges) echo "${wire[*]} Fuzz/FuzzSupport.swift Fuzz/FuzzChallenges.swift" ;;

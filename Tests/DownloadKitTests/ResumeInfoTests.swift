@@ -52,6 +52,30 @@ import TestOrigin
         #expect(try ResumeInfo.decode(data) == info)
     }
 
+    /// The binary writer is our own (BinaryPropertyList); Foundation's reader is the oracle that it writes
+    /// real `bplist00`: every width of integer, count and reference, non-ASCII text, and 300 segments
+    /// (over 255 objects, so two-byte references; over 15 elements, so counts after the marker).
+    @Test func binaryPlistsAreReadByFoundationAsTheXMLOnesAre() throws {
+        var info = Self.fullInfo()
+        info.fileName = "résumé – 履歴書.iso"
+        info.totalLength = 1 << 50
+        info.segments = (0..<300).map { ResumeSegment(start: Int64($0) << 32, end: (Int64($0) + 1) << 32, written: Int64($0) * 70_000) }
+        let binary = try info.encoded(format: .binary)
+        let xml = try info.encoded(format: .xml)
+        let fromBinary = try PropertyListSerialization.propertyList(from: binary, options: [], format: nil) as? NSDictionary
+        let fromXML = try PropertyListSerialization.propertyList(from: xml, options: [], format: nil) as? NSDictionary
+        #expect(fromBinary != nil)
+        #expect(fromBinary == fromXML)
+        #expect(try ResumeInfo.decode(binary) == info)
+        for value: ArchiveValue in [.integer(-5), .integer(0), .integer(255), .integer(256), .integer(65_536), .integer(Int64.max), .real(-0.5), .bool(false), .data(Data(repeating: 7, count: 20)), .array([])] {
+            let bytes = BinaryPropertyList.encode(.array([value]))
+            let decoded = try PropertyListSerialization.propertyList(from: bytes, options: [], format: nil)
+            let asRead = try PropertyListSerialization.data(fromPropertyList: decoded, format: .xml, options: 0)
+            let expected = try PropertyListSerialization.data(fromPropertyList: [value.propertyListObject], format: .xml, options: 0)
+            #expect(asRead == expected, "\(value)")
+        }
+    }
+
     @Test func minimalInfoRoundTripsWithOptionalKeysAbsent() throws {
         let info = ResumeInfo(
             originalURL: "http://h/x",

@@ -216,15 +216,15 @@ extension ResumeInfo {
     /// - Throws: ``ResumeInfoError`` if this value is invalid or encoding fails.
     public func appleResumeData() throws(ResumeInfoError) -> Data {
         try validate()
-        var plist: [String: Any] = [
-            ResumeInfoKey.downloadURL.rawValue: currentURL,
-            ResumeInfoKey.bytesReceived.rawValue: Int(bytesReceived),
-            ResumeInfoKey.tempFileName.rawValue: tempFileName,
-            ResumeInfoKey.localPath.rawValue: tempFilePath,
-            ResumeInfoKey.infoVersion.rawValue: ResumeInfo.appleInfoVersion,
+        var plist: [String: ArchiveValue] = [
+            ResumeInfoKey.downloadURL.rawValue: .string(currentURL),
+            ResumeInfoKey.bytesReceived.rawValue: .integer(bytesReceived),
+            ResumeInfoKey.tempFileName.rawValue: .string(tempFileName),
+            ResumeInfoKey.localPath.rawValue: .string(tempFilePath),
+            ResumeInfoKey.infoVersion.rawValue: .integer(Int64(ResumeInfo.appleInfoVersion)),
         ]
-        if let entityTag { plist[ResumeInfoKey.entityTag.rawValue] = entityTag }
-        if let lastModified { plist[ResumeInfoKey.serverDownloadDate.rawValue] = lastModified }
+        if let entityTag { plist[ResumeInfoKey.entityTag.rawValue] = .string(entityTag) }
+        if let lastModified { plist[ResumeInfoKey.serverDownloadDate.rawValue] = .string(lastModified) }
         return try ResumeInfo.serialize(plist, format: .xml)
     }
 }

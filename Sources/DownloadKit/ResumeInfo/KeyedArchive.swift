@@ -21,6 +21,23 @@ enum ArchiveValue: Sendable, Hashable {
     /// A keyed-archive object reference (`CF$UID`), an index into `$objects`.
     case uid(Int)
 
+    /// The Foundation object `PropertyListSerialization` writes for this value (XML output only).
+    var propertyListObject: Any {
+        switch self {
+        case .null: return ""
+        case .string(let value): return value
+        case .integer(let value): return Int(value)
+        case .real(let value): return value
+        case .bool(let value): return value
+        case .data(let value): return value
+        case .date(let value): return value
+        case .array(let values): return values.map(\.propertyListObject)
+        case .dictionary(let values): return values.mapValues(\.propertyListObject)
+        case .object(_, let fields): return fields.mapValues(\.propertyListObject)
+        case .uid(let value): return Int(value)
+        }
+    }
+
     var stringValue: String? {
         if case .string(let value) = self { return value }
         return nil

@@ -216,48 +216,49 @@ public struct ResumeInfo: Sendable, Hashable {
     ///   ``decode(_:)`` (nothing is written that cannot be read back), or ``ResumeInfoError/Code/encodingFailed``.
     public func encoded(format: PropertyListFormat = .binary) throws(ResumeInfoError) -> Data {
         try validate()
-        var plist: [String: Any] = [
-            ResumeInfoKey.formatVersion.rawValue: Self.formatVersion,
-            ResumeInfoKey.infoVersion.rawValue: Self.appleInfoVersion,
-            ResumeInfoKey.downloadURL.rawValue: currentURL,
-            ResumeInfoKey.originalURL.rawValue: originalURL,
-            ResumeInfoKey.bytesReceived.rawValue: Int(bytesReceived),
-            ResumeInfoKey.tempFileName.rawValue: tempFileName,
-            ResumeInfoKey.localPath.rawValue: tempFilePath,
-            ResumeInfoKey.created.rawValue: Self.wholeSeconds(created),
-            ResumeInfoKey.updated.rawValue: Self.wholeSeconds(updated),
-            ResumeInfoKey.segments.rawValue: segments.map { segment -> [String: Any] in
-                [
-                    ResumeInfoKey.segmentStart.rawValue: Int(segment.start),
-                    ResumeInfoKey.segmentEnd.rawValue: Int(segment.end ?? -1),
-                    ResumeInfoKey.segmentWritten.rawValue: Int(segment.written),
-                ]
-            },
+        var plist: [String: ArchiveValue] = [
+            ResumeInfoKey.formatVersion.rawValue: .integer(Int64(Self.formatVersion)),
+            ResumeInfoKey.infoVersion.rawValue: .integer(Int64(Self.appleInfoVersion)),
+            ResumeInfoKey.downloadURL.rawValue: .string(currentURL),
+            ResumeInfoKey.originalURL.rawValue: .string(originalURL),
+            ResumeInfoKey.bytesReceived.rawValue: .integer(bytesReceived),
+            ResumeInfoKey.tempFileName.rawValue: .string(tempFileName),
+            ResumeInfoKey.localPath.rawValue: .string(tempFilePath),
+            ResumeInfoKey.created.rawValue: .date(Self.wholeSeconds(created)),
+            ResumeInfoKey.updated.rawValue: .date(Self.wholeSeconds(updated)),
+            ResumeInfoKey.segments.rawValue: .array(
+                segments.map { segment in
+                    .dictionary([
+                        ResumeInfoKey.segmentStart.rawValue: .integer(segment.start),
+                        ResumeInfoKey.segmentEnd.rawValue: .integer(segment.end ?? -1),
+                        ResumeInfoKey.segmentWritten.rawValue: .integer(segment.written),
+                    ])
+                }),
         ]
-        if let entityTag { plist[ResumeInfoKey.entityTag.rawValue] = entityTag }
+        if let entityTag { plist[ResumeInfoKey.entityTag.rawValue] = .string(entityTag) }
         if let lastModified {
-            plist[ResumeInfoKey.lastModified.rawValue] = lastModified
-            plist[ResumeInfoKey.serverDownloadDate.rawValue] = lastModified
+            plist[ResumeInfoKey.lastModified.rawValue] = .string(lastModified)
+            plist[ResumeInfoKey.serverDownloadDate.rawValue] = .string(lastModified)
         }
-        if let destinationPath { plist[ResumeInfoKey.destinationPath.rawValue] = destinationPath }
-        if let fileName { plist[ResumeInfoKey.fileName.rawValue] = fileName }
-        if let totalLength { plist[ResumeInfoKey.totalLength.rawValue] = Int(totalLength) }
-        if let acceptsRanges { plist[ResumeInfoKey.acceptsRanges.rawValue] = acceptsRanges }
-        if let bootID { plist[ResumeInfoKey.bootID.rawValue] = bootID }
+        if let destinationPath { plist[ResumeInfoKey.destinationPath.rawValue] = .string(destinationPath) }
+        if let fileName { plist[ResumeInfoKey.fileName.rawValue] = .string(fileName) }
+        if let totalLength { plist[ResumeInfoKey.totalLength.rawValue] = .integer(totalLength) }
+        if let acceptsRanges { plist[ResumeInfoKey.acceptsRanges.rawValue] = .bool(acceptsRanges) }
+        if let bootID { plist[ResumeInfoKey.bootID.rawValue] = .string(bootID) }
         if let checksum {
-            plist[ResumeInfoKey.checksumAlgorithm.rawValue] = checksum.algorithm
-            plist[ResumeInfoKey.checksumExpected.rawValue] = checksum.expectedHex
+            plist[ResumeInfoKey.checksumAlgorithm.rawValue] = .string(checksum.algorithm)
+            plist[ResumeInfoKey.checksumExpected.rawValue] = .string(checksum.expectedHex)
         }
         return try Self.serialize(plist, format: format)
     }
 
-    static func serialize(_ plist: [String: Any], format: PropertyListFormat) throws(ResumeInfoError) -> Data {
+    /// Binary plists are written by ``BinaryPropertyList`` (no Foundation bridging: a record is written
+    /// per download); XML ones, for people to read, by Foundation.
+    static func serialize(_ plist: [String: ArchiveValue], format: PropertyListFormat) throws(ResumeInfoError) -> Data {
+        if format == .binary { return BinaryPropertyList.encode(.dictionary(plist)) }
         do {
             return try PropertyListSerialization.data(
-                fromPropertyList: plist,
-                format: format == .binary ? .binary : .xml,
-                options: 0
-            )
+                fromPropertyList: plist.mapValues(\.propertyListObject), format: .xml, options: 0)
         } catch {
             throw ResumeInfoError(.encodingFailed, "PropertyListSerialization failed: \(error)")
         }
