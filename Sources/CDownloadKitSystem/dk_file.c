@@ -43,6 +43,10 @@ ssize_t dk_fgetxattr(int fd, const char *name, void *value, size_t size) {
     return fgetxattr(fd, name, value, size);
 }
 
+ssize_t dk_lgetxattr(const char *path, const char *name, void *value, size_t size) {
+    return lgetxattr(path, name, value, size);
+}
+
 int dk_fremovexattr(int fd, const char *name) {
     return fremovexattr(fd, name);
 }

@@ -36,6 +36,10 @@ int dk_fsetxattr(int fd, const char *name, const void *value, size_t size);
 /// fgetxattr; the value's length or -1 with errno set.
 ssize_t dk_fgetxattr(int fd, const char *name, void *value, size_t size);
 
+/// lgetxattr (the path itself, never a symbolic link's target); the value's length or -1 with errno set
+/// (ENOENT when there is no such file: one system call answers "is there a partial, and a record on it").
+ssize_t dk_lgetxattr(const char *path, const char *name, void *value, size_t size);
+
 /// fremovexattr; 0 or -1 with errno set.
 int dk_fremovexattr(int fd, const char *name);
 

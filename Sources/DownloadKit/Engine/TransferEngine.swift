@@ -33,6 +33,9 @@ final class TransferEngine {
     private var created = Date()
     private var digest: DKDigest?
     private var infoDirty = true
+    /// Whether a `.dkresume` file may exist: it was there when the download opened, or a checkpoint wrote
+    /// it. Until then the first record lives on the partial (``ResumeInfo/store(onPartial:path:)``).
+    private var recordFileMayExist = false
 
     // Per-run accounting.
     private var bytesThisRun: Int64 = 0
@@ -170,11 +173,13 @@ final class TransferEngine {
         tempPath = working.partial
         infoPath = working.resumeInfo
         try FileSystem.createDirectories(workingDirectory)
-        ResumeInfo.removeStaleTemporaryFiles(for: infoPath)
 
-        if resumeInfo == nil, FileSystem.exists(infoPath) {
-            // A corrupt or foreign plist is not fatal: the machine then restarts unless a validator proves the bytes.
-            resumeInfo = try? ResumeInfo.read(from: infoPath)
+        recordFileMayExist = FileSystem.exists(infoPath)
+        if resumeInfo == nil {
+            // A corrupt or foreign plist is not fatal: the machine then restarts unless a validator proves
+            // the bytes. The `.dkresume` file, when there is one, is newer than the partial's own record.
+            if recordFileMayExist { resumeInfo = try? ResumeInfo.read(from: infoPath) }
+            if resumeInfo == nil { resumeInfo = ResumeInfo.stored(onPartial: tempPath) }
         }
         if let info = resumeInfo {
             machine.adopt(info, recordedOriginalURL: try? HTTPURL(info.originalURL))
@@ -199,6 +204,9 @@ final class TransferEngine {
         let handle = try PartialFileLock.openLocked(tempPath, destination: destinationPath ?? FileSystem.directory(of: tempPath))
         file = handle
         let size = try handle.size()
+        // Under the lock no other live process writes this download's records: stale temporary ones are
+        // swept now, and only when a writer can have died here (it leaves its partial or its record).
+        if size > 0 || recordFileMayExist { ResumeInfo.removeStaleTemporaryFiles(for: infoPath) }
         let sameBoot = resumeInfo?.bootID != nil && resumeInfo?.bootID == FileSystem.bootID
         let keep = machine.partialData(fileLength: size, record: resumeInfo, sameBoot: sameBoot)
         if let info = resumeInfo, !info.segments.isEmpty {
@@ -507,13 +515,23 @@ final class TransferEngine {
     /// Records what a response head taught (validators, length, name) before any of its body bytes
     /// are written. It claims no new bytes, so it skips every `fsync`: a process crash keeps it (the page
     /// cache survives), a power loss only loses the validators and falls back to the temp file's length.
-    /// Small files thus pay two syncs in all (data, then the directory after the rename), not six.
+    /// Small files thus pay two syncs in all (data, then the directory after the rename), not six. The
+    /// record goes on the partial itself (an extended attribute) until a checkpoint writes the
+    /// `.dkresume` file: a file that finishes within one checkpoint interval never creates, renames and
+    /// unlinks one (issue #18: that cost more than the transfer of a 64 KiB file).
     private func recordValidatorsCheckpoint() throws {
         checkpointQueue.sync {}
         applyBackgroundSync()
         if let failure = backgroundCheckpoint.takeFailure() { throw failure }
-        guard infoDirty else { return }
-        try currentResumeInfo().write(to: infoPath, durable: false)
+        guard infoDirty, let file else { return }
+        let info = currentResumeInfo()
+        // The partial's own record is kept current even when a `.dkresume` file exists (and is rewritten
+        // too), so that the record a corrupt or deleted file falls back to is never an older one.
+        let stored = info.store(onPartial: file.fd, path: tempPath)
+        if recordFileMayExist || !stored {
+            try info.write(to: infoPath, durable: false)
+            recordFileMayExist = true
+        }
         infoDirty = false
         lastCheckpointTime = monotonicSeconds()
     }
@@ -530,6 +548,7 @@ final class TransferEngine {
             machine.segmentsCheckpointed(snapshot)
             durableOffset = machine.resource.offset
             infoDirty = false
+            recordFileMayExist = true
             try currentResumeInfo().write(to: infoPath)
             return
         }
@@ -547,6 +566,7 @@ final class TransferEngine {
             let info = snapshot
             let claimed = offset
             infoDirty = false
+            recordFileMayExist = true
             let shared = SharedFile(handle: file)
             let path = infoPath
             let state = backgroundCheckpoint
@@ -568,6 +588,7 @@ final class TransferEngine {
         try file.syncData()
         durableOffset = offset
         infoDirty = false
+        recordFileMayExist = true
         try currentResumeInfo().write(to: infoPath)
     }
 
@@ -636,6 +657,7 @@ final class TransferEngine {
         }
         // The partial was private (0600) while incomplete; the finished file gets the usual 0644.
         _ = fchmod(file.fd, 0o644)
+        ResumeInfo.removeStored(fromPartial: file.fd)
         // Validators and the URL go on the inode before the rename, so the finished file carries them
         // from its first instant: a manager that dies between this rename and its task row's update
         // recognises the file as this task's on restart instead of downloading it again.
@@ -646,9 +668,8 @@ final class TransferEngine {
         let destination = try placeFinalFile()
         // Whether this unlink survives a power loss does not matter: a resume-info file without its
         // temp file only makes a rerun download again.
-        try FileSystem.remove(infoPath)
+        if recordFileMayExist { try FileSystem.remove(infoPath) }
         SegmentJournal.remove(forTempFile: tempPath)
-        ResumeInfo.removeStaleTemporaryFiles(for: infoPath)
         // The lock on the partial is released only now, after the rename and the cleanup.
         self.file = nil
         publishProgress()

@@ -1,3 +1,4 @@
+import CDownloadKitSystem
 import Foundation
 import Glibc
 
@@ -55,9 +56,50 @@ extension ResumeInfo {
         if durable { try Self.syncDirectory(containing: path) }
     }
 
+    /// The extended attribute of a partial file that holds its download's first record (binary plist).
+    static let partialAttribute = "user.downloadkit.resume"
+
+    /// Stores this record on the open partial file itself, as its ``partialAttribute`` extended attribute.
+    ///
+    /// A download's first record (written when the response head is accepted, before any body byte)
+    /// goes here rather than into a `.dkresume` file: creating, renaming and unlinking a file per download
+    /// cost more than the transfer of a small file (an inode and three directory operations under the
+    /// directory's lock, contended by every concurrent download into it; issue #18). Like that first
+    /// file it claims no synced bytes and is not synced: a process crash keeps it (the page cache
+    /// survives), a power loss falls back to the partial's length, which the same-boot rule then refuses.
+    /// Periodic checkpoints and stops still write the `.dkresume` file, which then takes precedence.
+    /// - Parameters:
+    ///   - descriptor: The partial file, open for writing (and locked by this download).
+    ///   - path: Its path, for the write fence of a fleet worker that lost its lease.
+    /// - Returns: False when the file system refuses it (no user xattrs, a record over the attribute size
+    ///   limit, a lost lease): the caller writes the `.dkresume` file instead.
+    func store(onPartial descriptor: Int32, path: String) -> Bool {
+        guard WriteFence.admits(path, .checkpoint), let bytes = try? encoded(format: .binary) else { return false }
+        return bytes.withUnsafeBytes { dk_fsetxattr(descriptor, Self.partialAttribute, $0.baseAddress, $0.count) } == 0
+    }
+
+    /// The record stored on the partial file at `path` by ``store(onPartial:path:)``, or nil when there is
+    /// no such file or attribute, or its value does not decode (it is read like any record: every field
+    /// validated, so a planted value is a typed failure, never trusted).
+    static func stored(onPartial path: String) -> ResumeInfo? {
+        let size = dk_lgetxattr(path, partialAttribute, nil, 0)
+        guard size > 0, size <= maxFileBytes else { return nil }
+        var bytes = [UInt8](repeating: 0, count: size)
+        let count = bytes.withUnsafeMutableBytes { dk_lgetxattr(path, partialAttribute, $0.baseAddress, $0.count) }
+        guard count > 0 else { return nil }
+        return try? decode(Data(bytes[0..<count]))
+    }
+
+    /// Removes the record ``store(onPartial:path:)`` left on a partial (before it becomes the finished file).
+    static func removeStored(fromPartial descriptor: Int32) {
+        _ = dk_fremovexattr(descriptor, partialAttribute)
+    }
+
     /// Removes temporary files that ``write(to:format:)`` left beside `path` when its process died between
     /// writing them and renaming them into place (`<path>.tmp-<pid>` whose process no longer exists).
-    /// The engine calls it when it opens a download and after it finishes one.
+    /// The engine calls it once it holds the download's lock and only when there is something to resume
+    /// (a partial with bytes, or a record): only the lock's holder writes records, so none can appear
+    /// while it holds it, and a writer that died left its partial behind.
     ///
     /// The directory is read with `readdir` and each name compared in place: a thousand downloads into one
     /// directory call this two thousand times over a directory of a thousand names, and a Foundation listing
