@@ -1,4 +1,5 @@
 import DownloadKit
+import Foundation
 
 /// A task's destination as a task store keeps it: a kind (`file` or `directory`), a path, and for a
 /// directory the naming rule and its file ID. One encoding for every store (SQLite's `TaskStore`,
@@ -26,6 +27,27 @@ package struct DestinationColumns: Sendable, Hashable {
             case .md5OfURL: self.init(kind: "directory", path: path, namingRule: "md5OfURL", namingFileID: nil)
             case .fileID(let id): self.init(kind: "directory", path: path, namingRule: "fileID", namingFileID: id)
             }
+        }
+    }
+
+    /// Why a task with these columns cannot run, or nil. Every manager stores absolute paths (``absolute(_:)``
+    /// at enqueue); a relative or empty one comes from a foreign or damaged row, and its task is restored
+    /// failed with this error instead of writing relative to whatever directory the manager runs in.
+    package var refusal: ManagedTaskError? {
+        guard !path.hasPrefix("/") else { return nil }
+        return ManagedTaskError(
+            code: "invalidDestination", message: "the stored destination path \"\(path.prefix(200))\" is not absolute")
+    }
+
+    /// `destination` with a relative path resolved against the current directory: what the caller meant when
+    /// it enqueued the task, kept so whatever directory a later manager runs in.
+    package static func absolute(_ destination: DownloadDestination) -> DownloadDestination {
+        func resolved(_ path: String) -> String {
+            path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+        }
+        switch destination {
+        case .file(let path): return .file(resolved(path))
+        case .directory(let path, let naming): return .directory(resolved(path), naming: naming)
         }
     }
 

@@ -291,9 +291,10 @@ public actor DownloadManager {
                 continue
             }
             let id = UUID().uuidString.lowercased()
-            let destination = request.destination ?? .directory(
-                configuration.defaultDownloadDirectory ?? stateDirectory + "/Downloads",
-                naming: request.fileID.map { .fileID($0) } ?? .md5OfURL)
+            let destination = DestinationColumns.absolute(
+                request.destination ?? .directory(
+                    configuration.defaultDownloadDirectory ?? stateDirectory + "/Downloads",
+                    naming: request.fileID.map { .fileID($0) } ?? .md5OfURL))
             var path: String?
             if case .file(let file) = destination { path = file }
             var task = ManagedTask(

@@ -281,16 +281,18 @@ struct TaskRecord: FetchableRecord, PersistableRecord, Sendable {
     /// The task this row describes; an unknown state reads as paused (a newer schema's state must not
     /// make an older manager run or drop the task).
     var task: ManagedTask {
-        let destination = DestinationColumns(
-            kind: destinationKind, path: destinationPath, namingRule: namingRule, namingFileID: namingFileID
-        ).destination(fileID: fileID, taskID: id)
+        let columns = DestinationColumns(
+            kind: destinationKind, path: destinationPath, namingRule: namingRule, namingFileID: namingFileID)
+        let destination = columns.destination(fileID: fileID, taskID: id)
+        let refusal = columns.refusal
         return ManagedTask(
             id: id, originalURL: originalURL, currentURL: currentURL, fileID: fileID, destination: destination,
-            path: finalPath, state: ManagedTaskState(rawValue: state) ?? .paused, bytesReceived: bytesReceived,
+            path: finalPath, state: refusal == nil ? ManagedTaskState(rawValue: state) ?? .paused : .failed,
+            bytesReceived: bytesReceived,
             totalBytes: totalBytes, priority: DownloadPriority(rawValue: priority), queueOrder: queueOrder,
             group: groupName, checksum: checksum.flatMap(Checksum.init(parsing:)), headers: headers,
             metadata: metadata, requiresUnmeteredNetwork: requiresUnmeteredNetwork, rateLimit: rateLimit,
-            error: errorCode.map { ManagedTaskError(code: $0, message: errorMessage ?? "") },
+            error: refusal ?? errorCode.map { ManagedTaskError(code: $0, message: errorMessage ?? "") },
             createdAt: Date(timeIntervalSince1970: createdAt), updatedAt: Date(timeIntervalSince1970: updatedAt),
             finishedAt: finishedAt.map(Date.init(timeIntervalSince1970:)))
     }

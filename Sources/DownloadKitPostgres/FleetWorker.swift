@@ -200,6 +200,10 @@ public actor FleetWorker {
             // still name this worker the holder of this epoch.
             Self.blockingAnswer(seconds: 10) { try await store.holds(lease, worker: workerID) }
         }
+        if let refusal = DestinationColumns(task.destination).refusal {
+            Task { await self.failedToStart(lease, DownloadError(.fileSystem, refusal.message)) }
+            return
+        }
         do {
             try WriteFence.install(fence, destination: task.destination, url: task.originalURL)
         } catch {

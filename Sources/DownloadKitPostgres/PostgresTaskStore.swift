@@ -321,8 +321,8 @@ public final class PostgresTaskStore: TaskStoring {
         return try await client.withTransaction(logger: logger) { connection in
             var results: [(id: String, added: Bool)] = []
             for request in requests {
-                let destination = request.destination ?? .directory(
-                    defaultDirectory, naming: request.fileID.map { .fileID($0) } ?? .md5OfURL)
+                let destination = DestinationColumns.absolute(
+                    request.destination ?? .directory(defaultDirectory, naming: request.fileID.map { .fileID($0) } ?? .md5OfURL))
                 var path: String?
                 if case .file(let file) = destination { path = file }
                 let task = ManagedTask(

@@ -50,6 +50,53 @@ struct HostileStoreRowsTests {
         }
     }
 
+    /// A relative or empty destination path in a row (no manager writes one: enqueue stores absolute
+    /// paths) restores as a failed task with `invalidDestination`; before, the task ran and wrote its
+    /// files relative to the manager's working directory (the test suite's run left a `.dkpart` and a
+    /// `.dkresume` in the package root).
+    @Test func aRelativeDestinationPathRestoresFailedAndWritesNothing() async throws {
+        let scratch = try ScratchDirectory()
+        let state = scratch.file("state")
+        let first = try await DownloadManager(stateDirectory: state, configuration: managerConfiguration())
+        let relative = "dk-relative-\(UUID().uuidString).bin"
+        let ids = try await first.enqueue([
+            .init(url: "http://127.0.0.1:1/a.bin", destination: .file(scratch.file("a.bin"))),
+            .init(url: "http://127.0.0.1:1/b.bin", destination: .file(scratch.file("b.bin"))),
+        ])
+        await first.close()
+        let store = try TaskStore(directory: state)
+        var records = try store.loadAll().filter { ids.contains($0.id) }.sorted { $0.id < $1.id }
+        try #require(records.count == 2)
+        for (index, path) in [relative, ""].enumerated() {
+            records[index].destinationPath = path
+            records[index].state = "waiting"
+        }
+        try store.write(records)
+
+        let manager = try await DownloadManager(
+            stateDirectory: state, configuration: managerConfiguration(startsRestoredTasks: true))
+        for record in records {
+            let task = await manager.task(record.id)
+            #expect(task?.state == .failed)
+            #expect(task?.error?.code == "invalidDestination", "\(String(describing: task?.error))")
+        }
+        await manager.close()
+        let cwd = FileManager.default.currentDirectoryPath
+        for leftover in [relative, relative + ".dkpart", relative + ".dkresume", ".dkpart", ".dkresume"] {
+            #expect(!FileManager.default.fileExists(atPath: cwd + "/" + leftover), "\(leftover)")
+        }
+    }
+
+    /// A relative destination given to enqueue is what the caller meant from where it stood: stored absolute.
+    @Test func enqueueStoresRelativeDestinationsAbsolute() {
+        let cwd = FileManager.default.currentDirectoryPath
+        #expect(DestinationColumns.absolute(.file("out/x.bin")) == .file(cwd + "/out/x.bin"))
+        #expect(DestinationColumns.absolute(.directory("d", naming: .md5OfURL)) == .directory(cwd + "/d", naming: .md5OfURL))
+        #expect(DestinationColumns.absolute(.file("/abs/x.bin")) == .file("/abs/x.bin"))
+        #expect(DestinationColumns(.file(cwd + "/x")).refusal == nil)
+        #expect(DestinationColumns(.file("x")).refusal?.code == "invalidDestination")
+    }
+
     /// A waiting row whose queue order is near Int64.max: restoring it added the order step and trapped
     /// on the overflow (Scheduler.restore). Now the order is clamped, the task runs and new tasks queue
     /// behind it.

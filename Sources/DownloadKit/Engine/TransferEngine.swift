@@ -161,7 +161,12 @@ final class TransferEngine {
 
         switch request.destination {
         case .file(let path):
-            // No file name is decided from a response: the caller chose this one.
+            // No file name is decided from a response: the caller chose this one. A path that names no file
+            // ("", "/", "dir/", "..") would put the working files beside the wrong directory or nowhere.
+            let name = FileSystem.lastComponent(of: path)
+            guard !path.hasSuffix("/"), !name.isEmpty, name != ".", name != ".." else {
+                throw DownloadError(.fileSystem, "the destination \"\(path)\" names no file")
+            }
             destinationPath = path
             try FileSystem.createDirectories(FileSystem.directory(of: path))
         case .directory(let directory, _):
