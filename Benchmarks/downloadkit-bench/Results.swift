@@ -80,7 +80,8 @@ enum ScenarioName: String, CaseIterable, Codable, Sendable {
                 + "full Download engine (temp file, checkpoints with fdatasync, final fsync and rename); "
                 + "the peers do not fsync."
         case .httpsFile:
-            return "As http-file over TLS."
+            return "As http-file over TLS. The `downloadkit get` row is the CLI (`get URL -o FILE --cacert CA`), "
+                + "the same engine plus the command's start-up."
         case .rss:
             return "Peak RSS of the DownloadKit engine (file mode, HTTP) at a small and a large size: it must not "
                 + "grow with the file."
@@ -152,6 +153,9 @@ struct Row: Codable, Sendable {
     var connections: Int? = nil
     /// Files per run (small-files); `bytes` is then their total.
     var files: Int? = nil
+    /// Which of a client's rows this is where it has several ("get": the CLI; rss: "small", "large"),
+    /// nil for the client's plain row.
+    var variant: String? = nil
     var samples: [Sample] = []
     /// Why the row has no result: the first failed run's reason. A failed row is never ranked.
     var failure: String?
