@@ -5,7 +5,12 @@
 #   Scripts/bench.sh --full          # also peak RSS at 8 GiB (needs ~10 GiB free under the output dir)
 #   Scripts/bench.sh --scenarios http-file,rss --runs 5 --output /tmp/bench
 #   Scripts/bench.sh --scenarios segmented,small-files,resume,queue,allocations --quick --runs 1
+#   Scripts/bench.sh --scenarios concurrency                   # opt-in, not in the default set: 1, 16, 128 and
+#                                                              # 1,024 transfers at 256 KiB/s each (~3 min a round)
+#   Scripts/bench.sh --scenarios concurrency --concurrency-levels 1,16 --runs 1
 # Results: bench-results/results.md, results.json, chart.svg (or under --output).
+# concurrency raises its own open-file limit (up to the hard limit, at most 65,536); 1,024 transfers
+# need ~4,000 descriptors.
 # Peers (curl, wget, aria2c, axel) and nginx are installed with Scripts/install-deps.sh --bench when
 # this script runs as root (or with sudo available); otherwise missing peers are skipped and named.
 set -euo pipefail

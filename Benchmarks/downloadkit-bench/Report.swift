@@ -26,6 +26,8 @@ enum Targets {
                 checks.append(queue(scenario))
             case .allocations:
                 checks.append(allocations(scenario))
+            case .concurrency:
+                break
             }
         }
         return checks
@@ -351,6 +353,16 @@ enum Report {
                 groups.append(Group(
                     title: "queue — DownloadManager, milliseconds (lower is better)", bars: bars,
                     scale: bars.compactMap { $0.spread?.max }.max() ?? 1))
+            case .concurrency:
+                let bars = scenario.rows.map { row in
+                    var value = row.peakRSSMiB.map { "\(format($0.median, 1)) MiB" } ?? ""
+                    if let percent = row.percentOfIdeal?.median { value += " · \(format(percent, 1)) % of N × cap" }
+                    return Bar(label: row.label, client: row.client, spread: usable(row, row.peakRSSMiB), value: value)
+                }
+                let top = max(160, bars.compactMap { $0.spread?.max }.max() ?? 1)
+                groups.append(Group(
+                    title: "concurrency — peak RSS at N transfers, MiB (dashed line: 128 MiB target at 1,024)",
+                    bars: bars, scale: top, target: 128))
             case .allocations:
                 guard let row = scenario.rows.first else { continue }
                 let bars = [

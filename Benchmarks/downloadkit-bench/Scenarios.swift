@@ -179,14 +179,9 @@ extension ScenarioContext {
             let entries = try logEntries(after: before, atLeastBytes: total)
             let sent = bodyBytes(entries)
             guard sent >= total else { throw BenchError("nginx sent \(sent) of \(total) body bytes") }
-            for index in 0..<count {
-                let path = directory + "/" + Self.smallFileName(index)
-                if let problem = spotCheck(path: path, bytes: Self.smallFileBytes, seed: BenchRunner.seed &+ UInt64(index)) {
-                    throw BenchError("\(Self.smallFileName(index)): \(problem)")
-                }
-            }
-            let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory).count - count
-            guard leftovers == 0 else { throw BenchError("\(leftovers) extra files left in the directory") }
+            try verifyDownloads(
+                in: directory,
+                files: (0..<count).map { (Self.smallFileName($0), Self.smallFileBytes, BenchRunner.seed &+ UInt64($0)) })
             return Sample(
                 wallSeconds: measurement.wallSeconds, userSeconds: measurement.userSeconds,
                 systemSeconds: measurement.systemSeconds, maxRSSKiB: measurement.maxRSSKiB,
