@@ -23,7 +23,7 @@ struct RunCommand: ParsableCommand {
             Scenarios: \(ScenarioName.allCases.map(\.rawValue).joined(separator: ", ")).
             Default: every scenario but concurrency (opt-in: --scenarios concurrency), 1 GiB file, 3 runs per
             client, under 5 minutes on 2 cores. --quick: 64 MiB (CI smoke, under a minute). --full: also peak
-            RSS at 8 GiB.
+            RSS at 8 GiB. The last table, "Targets (issue #18)", judges each target on this run's medians.
             """)
 
     @Flag(help: "Small sizes (64 MiB) for a smoke run; accepts --runs 1.")

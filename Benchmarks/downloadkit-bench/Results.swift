@@ -175,7 +175,7 @@ struct Row: Codable, Sendable {
     var variant: String? = nil
     /// Simultaneous transfers (concurrency).
     var transfers: Int? = nil
-    /// The ideal rate, bytes per second (concurrency: N × nginx's cap).
+    /// The ideal rate, bytes per second (segmented, concurrency: N × nginx's cap).
     var idealBytesPerSecond: Double? = nil
     var samples: [Sample] = []
     /// Why the row has no result: the first failed run's reason. A failed row is never ranked.
@@ -226,13 +226,38 @@ struct ScenarioResult: Codable, Sendable {
     func row(_ kind: ClientKind) -> Row? { rows.first { $0.client == kind && $0.isUsable } }
 }
 
-/// One line of DESIGN.md's "Targets to beat", checked against this run.
+/// One target of ``Targets/table(concurrencyLevels:)`` judged on this run.
 struct TargetCheck: Codable, Sendable {
+    enum Verdict: String, Codable, Sendable {
+        case met
+        case notMet = "not met"
+        case withinNoise = "within noise"
+        case notMeasured = "not measured"
+    }
+
     var scenario: String
+    var metric: String
+    /// DownloadKit's median, with its unit.
+    var downloadkit: String
+    /// The baseline row and its median ("—" for an absolute threshold).
+    var peer: String
+    /// DownloadKit ÷ baseline ("—" for an absolute threshold).
+    var ratio: String
     var target: String
-    var measured: String
-    /// nil when it could not be evaluated (scenario not run, peer missing, a run failed).
-    var met: Bool?
+    /// Each median's half min–max range relative to it, and the runs behind it.
+    var noise: String
+    var verdict: Verdict
+    /// Where the target comes from (issue #18, DESIGN.md).
+    var source: String
+    /// Why it is not measured.
+    var reason: String? = nil
+    /// The compared value (the ratio, or the figure itself) and its threshold.
+    var value: Double? = nil
+    var threshold: Double? = nil
+    /// The compared value's relative noise (the sum of both medians' for a ratio).
+    var relativeNoise: Double? = nil
+
+    var verdictText: String { reason.map { "not measured: \($0)" } ?? verdict.rawValue }
 }
 
 struct BenchResults: Codable, Sendable {

@@ -104,8 +104,11 @@ struct BenchRunner {
             rssBytes: [settings.mode.rssBytes.small, settings.mode.rssBytes.large],
             segmentedCap: settings.scenarios.contains(.segmented) ? settings.mode.segmented.capBytesPerSecond : nil,
             missingPeers: missing,
-            scenarios: scenarios, targets: Targets.evaluate(
-                scenarios, segmentedCap: settings.scenarios.contains(.segmented) ? settings.mode.segmented.capBytesPerSecond : nil), notes: notes,
+            scenarios: scenarios,
+            targets: Targets.evaluate(
+                Targets.table(concurrencyLevels: settings.concurrencyLevels), scenarios: scenarios,
+                missingPeers: missing),
+            notes: notes,
             loadAverageAtEnd: MachineInfo.loadAverage())
     }
 

@@ -97,6 +97,7 @@ extension ScenarioContext {
                     label: "\(client.kind.rawValue) ×\(connections)", client: client.kind,
                     bytes: settings.mode.segmentedBytes(connections: connections))
                 row.connections = connections
+                row.idealBytesPerSecond = Double(cap * connections)
                 rows.append(row)
             }
         }
