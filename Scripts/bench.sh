@@ -5,8 +5,8 @@
 #   Scripts/bench.sh --full          # also peak RSS at 8 GiB (needs ~10 GiB free under the output dir)
 #   Scripts/bench.sh --scenarios http-file,rss --runs 5 --output /tmp/bench
 #   Scripts/bench.sh --scenarios segmented,small-files,resume,queue,allocations --quick --runs 1
-#   Scripts/bench.sh --scenarios concurrency                   # opt-in, not in the default set: 1, 16, 128 and
-#                                                              # 1,024 transfers at 256 KiB/s each (~3 min a round)
+#   Scripts/bench.sh --scenarios concurrency   # opt-in, not in the default set: 1, 16, 128 and 1,024 transfers
+#                                              # of 1 MiB at 256 KiB/s each (~40 s a round, ~2.5 min with 3 runs)
 #   Scripts/bench.sh --scenarios concurrency --concurrency-levels 1,16 --runs 1
 # Results: bench-results/results.md, results.json, chart.svg (or under --output). The last table of the
 # report, "Targets (issue #18)", judges every target of issue #18 on this run's medians: met, not met,
