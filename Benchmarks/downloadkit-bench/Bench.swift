@@ -21,8 +21,9 @@ struct RunCommand: ParsableCommand {
         abstract: "Run the benchmark scenarios and write results.md, results.json and chart.svg.",
         discussion: """
             Scenarios: \(ScenarioName.allCases.map(\.rawValue).joined(separator: ", ")).
-            Default: 1 GiB file, 3 runs per client, under 5 minutes on 2 cores. --quick: 64 MiB (CI smoke,
-            under a minute). --full: also peak RSS at 8 GiB.
+            Default: every scenario but concurrency (opt-in: --scenarios concurrency), 1 GiB file, 3 runs per
+            client, under 5 minutes on 2 cores. --quick: 64 MiB (CI smoke, under a minute). --full: also peak
+            RSS at 8 GiB. The last table, "Targets (issue #18)", judges each target on this run's medians.
             """)
 
     @Flag(help: "Small sizes (64 MiB) for a smoke run; accepts --runs 1.")
@@ -37,20 +38,34 @@ struct RunCommand: ParsableCommand {
     @Option(help: "Directory for results and the cached test files.")
     var output = "bench-results"
 
-    @Option(help: "Comma-separated scenarios to run (default: all).")
+    @Option(help: "Comma-separated scenarios to run (default: all but concurrency).")
     var scenarios: String?
+
+    @Option(help: "Concurrency scenario: comma-separated numbers of simultaneous transfers (default 1,16,128,1024).")
+    var concurrencyLevels: String?
 
     func validate() throws {
         if quick && full { throw ValidationError("--quick and --full exclude each other") }
         if let runs, runs < 1 { throw ValidationError("--runs must be at least 1") }
-        if let runs, runs < 3, !quick {
-            throw ValidationError("--runs below 3 gives no meaningful median; only --quick accepts it")
+        // A concurrency-only run takes minutes per round: one round is a fair check that it works.
+        if let runs, runs < 3, !quick, try selectedScenarios() != [.concurrency] {
+            throw ValidationError(
+                "--runs below 3 gives no meaningful median; only --quick (or --scenarios concurrency) accepts it")
         }
-        _ = try selectedScenarios()
+        _ = try selectedConcurrencyLevels()
+    }
+
+    func selectedConcurrencyLevels() throws -> [Int] {
+        guard let concurrencyLevels else { return ScenarioContext.defaultConcurrencyLevels }
+        let levels = concurrencyLevels.split(separator: ",").map { Int($0.trimmingCharacters(in: .whitespaces)) }
+        guard !levels.isEmpty, levels.allSatisfy({ ($0 ?? 0) >= 1 }) else {
+            throw ValidationError("--concurrency-levels takes positive numbers separated by commas, e.g. 1,16,128,1024")
+        }
+        return levels.compactMap { $0 }
     }
 
     func selectedScenarios() throws -> [ScenarioName] {
-        guard let scenarios else { return ScenarioName.allCases }
+        guard let scenarios else { return ScenarioName.allCases.filter(\.isDefault) }
         return try scenarios.split(separator: ",").map { name in
             let trimmed = name.trimmingCharacters(in: .whitespaces)
             guard let scenario = ScenarioName(rawValue: trimmed) else {
@@ -64,7 +79,8 @@ struct RunCommand: ParsableCommand {
     func run() throws {
         let mode: BenchMode = quick ? .quick : (full ? .full : .standard)
         let settings = BenchSettings(
-            mode: mode, runs: runs ?? 3, output: absolutePath(output), scenarios: try selectedScenarios())
+            mode: mode, runs: runs ?? 3, output: absolutePath(output), scenarios: try selectedScenarios(),
+            concurrencyLevels: try selectedConcurrencyLevels())
         let results = try BenchRunner(settings: settings).run()
         let markdown = Report.markdown(results)
         print(markdown)

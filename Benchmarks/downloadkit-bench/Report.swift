@@ -1,144 +1,6 @@
 import DownloadKitManager
 import Foundation
 
-/// DESIGN.md's "Targets to beat", evaluated on one run's results (always against curl in the same run).
-enum Targets {
-    /// - Parameter segmentedCap: nginx's per-connection cap in the segmented scenario, bytes per second.
-    static func evaluate(_ scenarios: [ScenarioResult], segmentedCap: Int?) -> [TargetCheck] {
-        var checks: [TargetCheck] = []
-        for scenario in scenarios {
-            switch scenario.name {
-            case .httpFile:
-                checks.append(versusCurl(scenario, minThroughput: 1.4, maxCPU: 0.5))
-            case .httpDevnull:
-                checks.append(versusCurl(scenario, minThroughput: 1.2, maxCPU: nil))
-            case .httpsDevnull, .httpsFile:
-                checks.append(versusCurl(scenario, minThroughput: 1.0, maxCPU: 0.8))
-            case .rss:
-                checks.append(rss(scenario))
-            case .segmented:
-                checks += segmented(scenario, cap: Double(segmentedCap ?? 0) / 1e6)
-            case .smallFiles:
-                checks.append(smallFiles(scenario))
-            case .resume:
-                checks.append(resume(scenario))
-            case .queue:
-                checks.append(queue(scenario))
-            case .allocations:
-                checks.append(allocations(scenario))
-            }
-        }
-        return checks
-    }
-
-    /// ≥ 97 % of N × cap at 8 and 16 connections (DownloadKit's median MB/s).
-    private static func segmented(_ scenario: ScenarioResult, cap: Double) -> [TargetCheck] {
-        [8, 16].map { connections in
-            let name = "segmented ×\(connections)"
-            let target = "≥ 97 % of \(connections) × \(format(cap, 0)) MB/s"
-            guard let row = scenario.rows.first(where: { $0.client == .downloadkit && $0.connections == connections }),
-                row.isUsable, let rate = row.megabytesPerSecond?.median, cap > 0
-            else { return TargetCheck(scenario: name, target: target, measured: "not measured", met: nil) }
-            let percent = 100 * rate / (cap * Double(connections))
-            var measured = "\(format(percent, 1)) % (\(Report.grouped(rate)) MB/s)"
-            for peer in [ClientKind.axel, .aria2c] {
-                if let peerRow = scenario.rows.first(where: { $0.client == peer && $0.connections == connections }),
-                    peerRow.isUsable, let peerRate = peerRow.megabytesPerSecond?.median
-                {
-                    measured += "; \(peer.rawValue) \(format(100 * peerRate / (cap * Double(connections)), 1)) %"
-                }
-            }
-            return TargetCheck(scenario: name, target: target, measured: measured, met: percent >= 97)
-        }
-    }
-
-    /// ≥ 3× aria2c -j16 files per second, every file durable (the engine fsyncs; the peers do not).
-    /// aria2c's rate here swings between ~75 and ~1,400 files/s from run to run, so the check also
-    /// asks for 3× DESIGN.md's measured 733 files/s (2,199 files/s): a slow aria2c cannot pass it alone.
-    private static func smallFiles(_ scenario: ScenarioResult) -> TargetCheck {
-        let target = "≥ 3× aria2c -j16 files/s in this run and ≥ 3 × 733 files/s (DESIGN.md's aria2c), every completed file durable"
-        guard let engine = scenario.row(.downloadkit)?.filesPerSecond?.median,
-            let aria = scenario.row(.aria2c)?.filesPerSecond?.median
-        else { return TargetCheck(scenario: "small-files", target: target, measured: "not measured", met: nil) }
-        return TargetCheck(
-            scenario: "small-files", target: target,
-            measured: "\(format(engine / aria, 2))× aria2c (\(Report.grouped(engine)) vs \(Report.grouped(aria)) files/s)",
-            met: engine >= 3 * aria && engine >= 3 * 733)
-    }
-
-    /// No byte fetched twice after kill -9 (the bench's own target, from DESIGN.md's first sentence).
-    private static func resume(_ scenario: ScenarioResult) -> TargetCheck {
-        let target = "no byte fetched twice after kill -9 (second run = size − bytes on disk)"
-        guard let row = scenario.row(.downloadkit), let twice = row.metric("fetchedTwice") else {
-            return TargetCheck(scenario: "resume", target: target, measured: "not measured", met: nil)
-        }
-        return TargetCheck(
-            scenario: "resume", target: target,
-            measured: "\(Report.grouped(twice.max)) bytes fetched twice at most, total \(format(Spread(row.samples.map(\.wallSeconds))?.median ?? 0, 2)) s",
-            met: twice.max <= 0)
-    }
-
-    /// The bench's own target (not in DESIGN.md): a 10,000-task batch enqueues in ≤ 1 s and restores in ≤ 0.5 s.
-    private static func queue(_ scenario: ScenarioResult) -> TargetCheck {
-        let target = "enqueue 10,000 ≤ 1,000 ms, restore ≤ 500 ms (bench's own)"
-        guard let row = scenario.rows.first, row.isUsable, let enqueue = row.metric("enqueueMs")?.median,
-            let restore = row.metric("restoreMs")?.median
-        else { return TargetCheck(scenario: "queue", target: target, measured: "not measured", met: nil) }
-        return TargetCheck(
-            scenario: "queue", target: target,
-            measured: "enqueue \(format(enqueue, 0)) ms, restore \(format(restore, 0)) ms",
-            met: enqueue <= 1000 && restore <= 500)
-    }
-
-    /// STYLE.md B11 asks for mallocs per MB; the bench's target: none in the body loop at steady state.
-    private static func allocations(_ scenario: ScenarioResult) -> TargetCheck {
-        let target = "0 mallocs per MiB in the parser's body path and the DKHTTPClient body loop (steady state)"
-        guard let row = scenario.rows.first, row.isUsable, let loop = row.metric("body_loop_mallocs_per_mib"),
-            let parser = row.metric("parser_body_mallocs_per_mib")
-        else { return TargetCheck(scenario: "allocations", target: target, measured: "not measured", met: nil) }
-        return TargetCheck(
-            scenario: "allocations", target: target,
-            measured: "parser \(format(parser.median, 2))/MiB, body loop \(format(loop.median, 3))/MiB",
-            met: parser.max == 0 && loop.median == 0)
-    }
-
-    private static func versusCurl(_ scenario: ScenarioResult, minThroughput: Double, maxCPU: Double?)
-        -> TargetCheck
-    {
-        var target = "≥ \(format(minThroughput, 1))× curl"
-        if let maxCPU { target += ", ≤ \(format(maxCPU, 1))× its CPU-s/GiB" }
-        guard let engine = scenario.row(.downloadkit), let curl = scenario.row(.curl),
-            let engineRate = engine.megabytesPerSecond?.median, let curlRate = curl.megabytesPerSecond?.median,
-            let engineCPU = engine.cpuSecondsPerGiB?.median, let curlCPU = curl.cpuSecondsPerGiB?.median
-        else {
-            return TargetCheck(
-                scenario: scenario.name.rawValue, target: target, measured: "not measured (a row failed or is missing)",
-                met: nil)
-        }
-        let throughput = engineRate / curlRate
-        let cpu = engineCPU / curlCPU
-        var met = throughput >= minThroughput
-        if let maxCPU { met = met && cpu <= maxCPU }
-        return TargetCheck(
-            scenario: scenario.name.rawValue, target: target,
-            measured: "\(format(throughput, 2))× curl, \(format(cpu, 2))× its CPU", met: met)
-    }
-
-    private static func rss(_ scenario: ScenarioResult) -> TargetCheck {
-        let target = "≤ 32 MiB at both sizes, and flat (larger size within 2 MiB of the smaller)"
-        let rows = scenario.rows
-        guard rows.count == 2, rows.allSatisfy(\.isUsable), let small = rows[0].peakRSSMiB?.max,
-            let large = rows[1].peakRSSMiB?.max
-        else {
-            return TargetCheck(scenario: "rss", target: target, measured: "not measured", met: nil)
-        }
-        let measured =
-            "\(format(small, 1)) MiB at \(sizeText(rows[0].bytes)), \(format(large, 1)) MiB at \(sizeText(rows[1].bytes))"
-        return TargetCheck(
-            scenario: "rss", target: target, measured: measured, met: max(small, large) <= 32 && large - small <= 2)
-    }
-}
-
 enum Report {
     static func write(_ results: BenchResults, markdown: String, to directory: String) throws {
         try markdown.write(toFile: directory + "/results.md", atomically: true, encoding: .utf8)
@@ -218,16 +80,31 @@ enum Report {
             }
         }
 
-        if !results.targets.isEmpty {
-            text += "\n## Targets (shared/DESIGN.md, \"Targets to beat\")\n\n"
-            text += "| scenario | target | measured | met |\n|---|---|---|---|\n"
-            for check in results.targets {
-                let met = check.met.map { $0 ? "yes" : "**no**" } ?? "n/a"
-                text += "| \(check.scenario) | \(check.target) | \(check.measured) | \(met) |\n"
-            }
-        }
         text += "\n## Notes\n\n"
         for note in results.notes { text += "- \(note)\n" }
+        text += targetsMarkdown(results.targets)
+        return text
+    }
+
+    /// The last section (so it ends the printed report): every target with both figures, the ratio,
+    /// the noise of the runs and the verdict.
+    static func targetsMarkdown(_ checks: [TargetCheck]) -> String {
+        guard !checks.isEmpty else { return "" }
+        var text = "\n## Targets (issue #18)\n\n"
+        text += "Judged on this run's medians. Noise: half the min–max range of the runs, relative to each median "
+        text += "(DownloadKit / baseline); a compared value within that noise of its threshold is \"within noise\", "
+        text += "neither met nor not met. Rows from DESIGN.md are the bench's own.\n\n"
+        text += "| scenario | DownloadKit | baseline | ratio | target | noise | verdict |\n|---|---:|---:|---:|---|---|---|\n"
+        for check in checks {
+            let source = check.source == "issue #18" ? "" : " (\(check.source))"
+            let verdict = check.verdict == .notMet ? "**not met**" : check.verdictText
+            text += "| \(check.scenario)\(source) | \(check.downloadkit) | \(check.peer) | \(check.ratio) "
+            text += "| \(escapeTable(check.target)) | \(check.noise) | \(escapeTable(verdict)) |\n"
+        }
+        let counts = Dictionary(grouping: checks, by: \.verdict).mapValues(\.count)
+        text += "\n" + [TargetCheck.Verdict.met, .notMet, .withinNoise, .notMeasured].map {
+            "\($0.rawValue): \(counts[$0] ?? 0)"
+        }.joined(separator: ", ") + ".\n"
         return text
     }
 
@@ -351,6 +228,16 @@ enum Report {
                 groups.append(Group(
                     title: "queue — DownloadManager, milliseconds (lower is better)", bars: bars,
                     scale: bars.compactMap { $0.spread?.max }.max() ?? 1))
+            case .concurrency:
+                let bars = scenario.rows.map { row in
+                    var value = row.peakRSSMiB.map { "\(format($0.median, 1)) MiB" } ?? ""
+                    if let percent = row.percentOfIdeal?.median { value += " · \(format(percent, 1)) % of N × cap" }
+                    return Bar(label: row.label, client: row.client, spread: usable(row, row.peakRSSMiB), value: value)
+                }
+                let top = max(160, bars.compactMap { $0.spread?.max }.max() ?? 1)
+                groups.append(Group(
+                    title: "concurrency — peak RSS at N transfers, MiB (dashed line: 128 MiB target at 1,024)",
+                    bars: bars, scale: top, target: 128))
             case .allocations:
                 guard let row = scenario.rows.first else { continue }
                 let bars = [

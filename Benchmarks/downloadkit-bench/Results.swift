@@ -42,6 +42,8 @@ struct BenchSettings: Sendable {
     var runs: Int
     var output: String
     var scenarios: [ScenarioName]
+    /// Simultaneous transfers of the `concurrency` scenario, one level after the other.
+    var concurrencyLevels: [Int] = ScenarioContext.defaultConcurrencyLevels
 }
 
 enum ScenarioName: String, CaseIterable, Codable, Sendable {
@@ -55,6 +57,11 @@ enum ScenarioName: String, CaseIterable, Codable, Sendable {
     case resume
     case queue
     case allocations
+    case concurrency
+
+    /// Whether a run without --scenarios includes it. `concurrency` does not: its levels up to 1,024
+    /// transfers of rate-limited files take minutes (opt-in with --scenarios concurrency).
+    var isDefault: Bool { self != .concurrency }
 
     /// Scenarios whose rows are single-file downloads measured as MB/s (one shared chart scale).
     var isPlainThroughput: Bool { [.httpDevnull, .httpsDevnull, .httpFile, .httpsFile].contains(self) }
@@ -64,7 +71,8 @@ enum ScenarioName: String, CaseIterable, Codable, Sendable {
     var sink: Sink {
         switch self {
         case .httpDevnull, .httpsDevnull: return .devnull
-        case .httpFile, .httpsFile, .rss, .segmented, .smallFiles, .resume, .queue, .allocations: return .file
+        case .httpFile, .httpsFile, .rss, .segmented, .smallFiles, .resume, .queue, .allocations, .concurrency:
+            return .file
         }
     }
 
@@ -80,7 +88,8 @@ enum ScenarioName: String, CaseIterable, Codable, Sendable {
                 + "full Download engine (temp file, checkpoints with fdatasync, final fsync and rename); "
                 + "the peers do not fsync."
         case .httpsFile:
-            return "As http-file over TLS."
+            return "As http-file over TLS. The `downloadkit get` row is the CLI (`get URL -o FILE --cacert CA`), "
+                + "the same engine plus the command's start-up."
         case .rss:
             return "Peak RSS of the DownloadKit engine (file mode, HTTP) at a small and a large size: it must not "
                 + "grow with the file."
@@ -108,6 +117,15 @@ enum ScenarioName: String, CaseIterable, Codable, Sendable {
             return "mallocs counted by an LD_PRELOAD interposer (built from Benchmarks/malloc-counter/malloc-counter.c at "
                 + "run time): the response parser over a head + 1 MiB body in 64 KiB pieces, and the "
                 + "HTTPClient.execute body loop of a 64 MiB body into a reused ReceiveBuffer."
+        case .concurrency:
+            return "N simultaneous transfers of 1 MiB files from an nginx at `limit_rate 256k` per connection "
+                + "(one file alone takes about 3 s, not 4: nginx's limit is rate × (whole seconds elapsed + 1), so "
+                + "the first 256 KiB leave at once and % of N × cap can exceed 100), the URLs spread over 127.0.1.1–127.0.1.128 so each host is its "
+                + "own origin. DownloadKit's manager is `downloadkit queue run --max-concurrent N` (the tasks "
+                + "added with `queue add` beforehand, not timed; the queue in a scratch state directory), beside "
+                + "`downloadkit get -i LIST --max-concurrent N` and `aria2c -j N`. Wall time is spawn to exit, "
+                + "start-up included; throughput is bytes / wall / (N × 256 KiB/s); peak RSS is the CLI's own "
+                + "(GNU time). Every file is checked against the pattern; downloads go to tmpfs when there is one."
         }
     }
 }
@@ -150,8 +168,15 @@ struct Row: Codable, Sendable {
     var bytes: Int64
     /// Connections per file (segmented).
     var connections: Int? = nil
-    /// Files per run (small-files); `bytes` is then their total.
+    /// Files per run (small-files, concurrency); `bytes` is then their total.
     var files: Int? = nil
+    /// Which of a client's rows this is where it has several ("get": the CLI; "queue": the manager;
+    /// rss: "small", "large"), nil for the client's plain row.
+    var variant: String? = nil
+    /// Simultaneous transfers (concurrency).
+    var transfers: Int? = nil
+    /// The ideal rate, bytes per second (segmented, concurrency: N × nginx's cap).
+    var idealBytesPerSecond: Double? = nil
     var samples: [Sample] = []
     /// Why the row has no result: the first failed run's reason. A failed row is never ranked.
     var failure: String?
@@ -169,6 +194,16 @@ struct Row: Codable, Sendable {
     var filesPerSecond: Spread? {
         guard let files else { return nil }
         return Spread(samples.map { Double(files) / $0.wallSeconds })
+    }
+    /// User + system CPU milliseconds per file (small-files, concurrency).
+    var cpuMillisecondsPerFile: Spread? {
+        guard let files else { return nil }
+        return Spread(samples.map { ($0.userSeconds + $0.systemSeconds) * 1000 / Double(files) })
+    }
+    /// Throughput as a percentage of `idealBytesPerSecond`.
+    var percentOfIdeal: Spread? {
+        guard let idealBytesPerSecond, idealBytesPerSecond > 0 else { return nil }
+        return Spread(samples.map { 100 * Double(bytes) / $0.wallSeconds / idealBytesPerSecond })
     }
     /// The spread of one named metric over the samples that carry it.
     func metric(_ name: String) -> Spread? { Spread(samples.compactMap { $0.metrics?[name] }) }
@@ -191,13 +226,38 @@ struct ScenarioResult: Codable, Sendable {
     func row(_ kind: ClientKind) -> Row? { rows.first { $0.client == kind && $0.isUsable } }
 }
 
-/// One line of DESIGN.md's "Targets to beat", checked against this run.
+/// One target of ``Targets/table(concurrencyLevels:)`` judged on this run.
 struct TargetCheck: Codable, Sendable {
+    enum Verdict: String, Codable, Sendable {
+        case met
+        case notMet = "not met"
+        case withinNoise = "within noise"
+        case notMeasured = "not measured"
+    }
+
     var scenario: String
+    var metric: String
+    /// DownloadKit's median, with its unit.
+    var downloadkit: String
+    /// The baseline row and its median ("—" for an absolute threshold).
+    var peer: String
+    /// DownloadKit ÷ baseline ("—" for an absolute threshold).
+    var ratio: String
     var target: String
-    var measured: String
-    /// nil when it could not be evaluated (scenario not run, peer missing, a run failed).
-    var met: Bool?
+    /// Each median's half min–max range relative to it, and the runs behind it.
+    var noise: String
+    var verdict: Verdict
+    /// Where the target comes from (issue #18, DESIGN.md).
+    var source: String
+    /// Why it is not measured.
+    var reason: String? = nil
+    /// The compared value (the ratio, or the figure itself) and its threshold.
+    var value: Double? = nil
+    var threshold: Double? = nil
+    /// The compared value's relative noise (the sum of both medians' for a ratio).
+    var relativeNoise: Double? = nil
+
+    var verdictText: String { reason.map { "not measured: \($0)" } ?? verdict.rawValue }
 }
 
 struct BenchResults: Codable, Sendable {

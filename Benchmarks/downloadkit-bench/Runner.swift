@@ -49,6 +49,7 @@ struct BenchRunner {
         }
         if settings.scenarios.contains(.resume) { sizes.append(settings.mode.resumeBytes) }
         if settings.scenarios.contains(.allocations) { sizes.append(ScenarioContext.allocationBodyBytes) }
+        if settings.scenarios.contains(.concurrency) { sizes.append(ScenarioContext.concurrencyFileBytes) }
         for size in Set(sizes).sorted() { try prepareFile(bytes: size) }
         if settings.scenarios.contains(.smallFiles) { try prepareSmallFiles(count: settings.mode.smallFileCount) }
 
@@ -92,14 +93,22 @@ struct BenchRunner {
                 "Peak RSS is the client's own ru_maxrss, measured by starting it through GNU time (a ~2 MiB "
                     + "launcher): posix_spawn from this bench would carry the bench's own pre-exec high-water mark.")
         }
+        if settings.scenarios.contains(.concurrency) {
+            notes.append(
+                "concurrency: a 1 MiB file at 256 KiB/s takes about 3 s, so wall time (and % of N × cap) includes "
+                    + "each client's start-up and, for the manager, opening its queue; `queue add` is not timed.")
+        }
         if settings.runs < 3 { notes.append("Fewer than 3 runs: the medians are not meaningful (smoke run).") }
         return BenchResults(
             machine: machine, mode: settings.mode, runs: settings.runs, mainBytes: settings.mode.mainBytes,
             rssBytes: [settings.mode.rssBytes.small, settings.mode.rssBytes.large],
             segmentedCap: settings.scenarios.contains(.segmented) ? settings.mode.segmented.capBytesPerSecond : nil,
             missingPeers: missing,
-            scenarios: scenarios, targets: Targets.evaluate(
-                scenarios, segmentedCap: settings.scenarios.contains(.segmented) ? settings.mode.segmented.capBytesPerSecond : nil), notes: notes,
+            scenarios: scenarios,
+            targets: Targets.evaluate(
+                Targets.table(concurrencyLevels: settings.concurrencyLevels), scenarios: scenarios,
+                missingPeers: missing),
+            notes: notes,
             loadAverageAtEnd: MachineInfo.loadAverage())
     }
 
@@ -150,7 +159,12 @@ struct ScenarioContext {
     private struct Case {
         var client: Client
         var bytes: Int64
+        /// Run through the `downloadkit get` CLI instead of the bench's own `fetch` child.
+        var viaCLI = false
     }
+
+    /// The `downloadkit` CLI, built next to this executable (bench.sh builds both).
+    var cli: String { (currentExecutablePath() as NSString).deletingLastPathComponent + "/downloadkit" }
 
     func run(_ name: ScenarioName) throws -> ScenarioResult {
         switch name {
@@ -159,6 +173,7 @@ struct ScenarioContext {
         case .resume: return try runResume()
         case .queue: return try runQueue()
         case .allocations: return try runAllocations()
+        case .concurrency: return try runConcurrency()
         case .httpDevnull, .httpsDevnull, .httpFile, .httpsFile, .rss: return try runSingleFile(name)
         }
     }
@@ -170,14 +185,23 @@ struct ScenarioContext {
             guard let engine = clients.first(where: { $0.kind == .downloadkit }) else {
                 throw BenchError("DownloadKit client missing")
             }
-            for bytes in [settings.mode.rssBytes.small, settings.mode.rssBytes.large] {
+            for (bytes, variant) in [(settings.mode.rssBytes.small, "small"), (settings.mode.rssBytes.large, "large")] {
                 cases.append(Case(client: engine, bytes: bytes))
-                rows.append(Row(label: "downloadkit, \(sizeText(bytes))", client: .downloadkit, bytes: bytes))
+                rows.append(Row(label: "downloadkit, \(sizeText(bytes))", client: .downloadkit, bytes: bytes, variant: variant))
             }
         } else {
             for client in clients where client.supports(name.sink, tls: name.isTLS) {
                 cases.append(Case(client: client, bytes: settings.mode.mainBytes))
                 rows.append(Row(label: client.kind.rawValue, client: client.kind, bytes: settings.mode.mainBytes))
+                // Issue #18's HTTPS → file target is the CLI's: the engine plus the command around it.
+                if name == .httpsFile && client.kind == .downloadkit {
+                    cases.append(Case(client: client, bytes: settings.mode.mainBytes, viaCLI: true))
+                    var row = Row(label: "downloadkit get", client: .downloadkit, bytes: settings.mode.mainBytes, variant: "get")
+                    if !FileManager.default.isExecutableFile(atPath: cli) {
+                        row.failure = "\(cli) is missing: swift build -c release --product downloadkit"
+                    }
+                    rows.append(row)
+                }
             }
         }
         log("\(name.rawValue): \(rows.map(\.label).joined(separator: ", ")) × \(settings.runs) runs")
@@ -214,13 +238,17 @@ struct ScenarioContext {
         } else {
             url = nginx.httpURL(path)
         }
-        let destination = downloadDirectory + "/\(scenario.rawValue)-\(client.kind.rawValue).bin"
-        let invocation = client.invocation(
-            url: url, sink: scenario.sink, destination: destination, caFile: caFile, seed: BenchRunner.seed)
+        let name = client.kind.rawValue + (testCase.viaCLI ? "-get" : "")
+        let destination = downloadDirectory + "/\(scenario.rawValue)-\(name).bin"
+        let invocation =
+            testCase.viaCLI
+            ? client.getInvocation(cli: cli, url: url, destination: destination, caFile: caFile)
+            : client.invocation(
+                url: url, sink: scenario.sink, destination: destination, caFile: caFile, seed: BenchRunner.seed)
         let cleanup = [destination] + invocation.leftovers
         for file in cleanup { unlink(file) }
 
-        let logBase = logDirectory + "/\(scenario.rawValue)-\(client.kind.rawValue)-\(testCase.bytes)-\(run)"
+        let logBase = logDirectory + "/\(scenario.rawValue)-\(name)-\(testCase.bytes)-\(run)"
         let requestsBefore = try nginx.accessLog().count
         let measurement = try measure(
             invocation.executable, invocation.arguments, stdoutPath: logBase + ".out", stderrPath: logBase + ".err",

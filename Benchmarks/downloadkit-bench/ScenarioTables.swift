@@ -1,6 +1,6 @@
 import Foundation
 
-/// Markdown tables of the segmented, small-files, resume, queue and allocations scenarios.
+/// Markdown tables of the segmented, small-files, resume, queue, allocations and concurrency scenarios.
 enum ScenarioTables {
     static func markdown(_ scenario: ScenarioResult, results: BenchResults) -> String {
         var text = "\n## \(scenario.name.rawValue)"
@@ -36,7 +36,7 @@ enum ScenarioTables {
                     text += failedRow(row, columns: 6)
                     continue
                 }
-                let cpu = Spread(row.samples.map { ($0.userSeconds + $0.systemSeconds) * 1000 / Double(files) })
+                let cpu = row.cpuMillisecondsPerFile
                 text += "| \(row.label) | \(spreadText(rate)) "
                 text += "| \(aria.map { format(rate.median / $0, 2) + "×" } ?? "—") "
                 text += "| \(format(cpu?.median ?? 0, 3)) | \(format(row.peakRSSMiB?.median ?? 0, 1)) "
@@ -101,6 +101,23 @@ enum ScenarioTables {
             }
             text += "\nCounted: malloc, calloc, realloc, memalign, aligned_alloc, posix_memalign of every thread "
             text += "in the process (free is not counted).\n"
+        case .concurrency:
+            text += " — 1 MiB files at 256 KiB/s per connection\n\n\(scenario.summary)\n\n"
+            text += "| transfers | client | wall s median (min–max) | % of N × cap median (min–max) | CPU-s/GiB median "
+            text += "| CPU-ms per file | peak RSS MiB median (max) |\n|---:|---|---:|---:|---:|---:|---:|\n"
+            for row in scenario.rows {
+                guard let wall = usable(row, Spread(row.samples.map(\.wallSeconds))),
+                    let percent = row.percentOfIdeal, let rss = row.peakRSSMiB
+                else {
+                    text += "| \(row.transfers ?? 0) " + failedRow(row, columns: 6)
+                    continue
+                }
+                text += "| \(Report.grouped(Double(row.transfers ?? 0))) | \(row.label) "
+                text += "| \(format(wall.median, 2)) (\(format(wall.min, 2))–\(format(wall.max, 2))) "
+                text += "| \(format(percent.median, 1)) (\(format(percent.min, 1))–\(format(percent.max, 1))) "
+                text += "| \(format(row.cpuSecondsPerGiB?.median ?? 0, 2)) | \(format(row.cpuMillisecondsPerFile?.median ?? 0, 2)) "
+                text += "| \(format(rss.median, 1)) (\(format(rss.max, 1))) |\n"
+            }
         case .httpDevnull, .httpsDevnull, .httpFile, .httpsFile, .rss:
             break
         }

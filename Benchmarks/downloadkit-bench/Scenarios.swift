@@ -97,6 +97,7 @@ extension ScenarioContext {
                     label: "\(client.kind.rawValue) ×\(connections)", client: client.kind,
                     bytes: settings.mode.segmentedBytes(connections: connections))
                 row.connections = connections
+                row.idealBytesPerSecond = Double(cap * connections)
                 rows.append(row)
             }
         }
@@ -179,14 +180,9 @@ extension ScenarioContext {
             let entries = try logEntries(after: before, atLeastBytes: total)
             let sent = bodyBytes(entries)
             guard sent >= total else { throw BenchError("nginx sent \(sent) of \(total) body bytes") }
-            for index in 0..<count {
-                let path = directory + "/" + Self.smallFileName(index)
-                if let problem = spotCheck(path: path, bytes: Self.smallFileBytes, seed: BenchRunner.seed &+ UInt64(index)) {
-                    throw BenchError("\(Self.smallFileName(index)): \(problem)")
-                }
-            }
-            let leftovers = try FileManager.default.contentsOfDirectory(atPath: directory).count - count
-            guard leftovers == 0 else { throw BenchError("\(leftovers) extra files left in the directory") }
+            try verifyDownloads(
+                in: directory,
+                files: (0..<count).map { (Self.smallFileName($0), Self.smallFileBytes, BenchRunner.seed &+ UInt64($0)) })
             return Sample(
                 wallSeconds: measurement.wallSeconds, userSeconds: measurement.userSeconds,
                 systemSeconds: measurement.systemSeconds, maxRSSKiB: measurement.maxRSSKiB,
@@ -201,16 +197,21 @@ extension ScenarioContext {
     func runResume() throws -> ScenarioResult {
         let bytes = settings.mode.resumeBytes
         let url = nginx.httpURL("/" + BenchRunner.fileName(bytes: bytes))
-        let cli = (currentExecutablePath() as NSString).deletingLastPathComponent + "/downloadkit"
         var rows: [Row] = []
         var plan: [Client] = []
         for client in clients where client.kind != .axel {
             plan.append(client)
-            rows.append(Row(label: client.kind == .downloadkit ? "downloadkit get" : client.kind.rawValue, client: client.kind, bytes: bytes))
+            rows.append(
+                Row(
+                    label: client.kind == .downloadkit ? "downloadkit get" : client.kind.rawValue, client: client.kind,
+                    bytes: bytes, variant: client.kind == .downloadkit ? "get" : nil))
             if client.kind == .downloadkit {
                 // Segmented too (issue #24): the progress journal makes a kill cost only what was in flight.
                 plan.append(client)
-                rows.append(Row(label: "downloadkit get --connections 4", client: client.kind, bytes: bytes, connections: 4))
+                rows.append(
+                    Row(
+                        label: "downloadkit get --connections 4", client: client.kind, bytes: bytes, connections: 4,
+                        variant: "get"))
             }
         }
         if !FileManager.default.isExecutableFile(atPath: cli), let index = rows.firstIndex(where: { $0.client == .downloadkit }) {
@@ -455,15 +456,24 @@ extension Client {
         }
     }
 
+    /// `downloadkit get URL -o DESTINATION` (resume; https-file's CLI row with the test CA).
+    func getInvocation(cli: String, url: String, destination: String, caFile: String? = nil, connections: Int = 1)
+        -> Invocation
+    {
+        var arguments = ["get", url, "-o", destination, "--progress", "none", "--connections", "\(connections)"]
+        if let caFile, url.hasPrefix("https:") { arguments += ["--cacert", caFile] }
+        return Invocation(
+            executable: cli, arguments: arguments,
+            leftovers: [destination + ".dkpart", destination + ".dkresume", destination + ".dkjournal"])
+    }
+
     /// `resume`: the same command for the killed first run and the completing second run.
     func resumeInvocation(url: String, destination: String, cli: String, connections: Int = 1) throws -> Invocation {
         let directory = (destination as NSString).deletingLastPathComponent
         let name = (destination as NSString).lastPathComponent
         switch kind {
         case .downloadkit:
-            return Invocation(
-                executable: cli, arguments: ["get", url, "-o", destination, "--progress", "none", "--connections", "\(connections)"],
-                leftovers: [destination + ".dkpart", destination + ".dkresume", destination + ".dkjournal"])
+            return getInvocation(cli: cli, url: url, destination: destination, connections: connections)
         case .curl:
             return Invocation(executable: executable, arguments: ["-s", "-f", "-C", "-", "-o", destination, url])
         case .wget:
