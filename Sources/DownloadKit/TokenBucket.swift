@@ -1,5 +1,6 @@
-import HTTPClient
 import Glibc
+import HTTPClient
+import Synchronization
 
 /// A token bucket for bandwidth limits, shared by the transfers it limits (one per download, one for a
 /// whole manager). Callers ask how long to wait before they may account for `n` bytes and sleep
@@ -12,26 +13,39 @@ public final class TokenBucket: Sendable {
     }
 
     private let state: LockedValue<State>
+    /// The rate, readable without the lock: an unlimited bucket (shared by every transfer of a manager)
+    /// is never locked per read.
+    private let currentRate: Atomic<Int>
+
+    /// The rate of a bucket that limits nothing yet: a manager's global and per-task buckets before a
+    /// limit is set, so that setting one later takes effect on transfers already running.
+    public static let unlimitedRate = 1 << 50
+
+    /// Whether the bucket limits nothing now (its rate is ``unlimitedRate`` or more).
+    public var isUnlimited: Bool { bytesPerSecond >= Self.unlimitedRate }
 
     /// Creates a bucket refilling at `bytesPerSecond`, holding at most a quarter second of tokens
     /// (so a limited transfer never bursts far above its rate).
     public init(bytesPerSecond: Int) {
         let rate = Double(max(1, bytesPerSecond))
         state = LockedValue(State(rate: rate, tokens: rate / 4, last: monotonicSeconds()))
+        currentRate = Atomic(max(1, bytesPerSecond))
     }
 
     /// The current rate in bytes per second.
-    public var bytesPerSecond: Int { state.withLock { Int($0.rate) } }
+    public var bytesPerSecond: Int { currentRate.load(ordering: .relaxed) }
 
     /// Changes the rate; takes effect for the next bytes accounted.
     public func setRate(bytesPerSecond: Int) {
         state.withLock { $0.rate = Double(max(1, bytesPerSecond)) }
+        currentRate.store(max(1, bytesPerSecond), ordering: .relaxed)
     }
 
     /// Accounts for `bytes` just received and returns how many seconds the caller should pause so the
     /// average stays at the rate (0 when under the rate).
     public func delay(afterConsuming bytes: Int) -> Double {
-        state.withLock { state in
+        if isUnlimited { return 0 }
+        return state.withLock { state in
             let now = monotonicSeconds()
             let burst = state.rate / 4
             state.tokens = min(burst, state.tokens + (now - state.last) * state.rate)

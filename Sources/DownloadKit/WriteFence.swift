@@ -121,6 +121,12 @@ public final class WriteFence: Sendable {
         return [working.partial, working.resumeInfo]
     }
 
+    /// Whether a fence guards `path`: its writes must each be admitted, so its body is never spliced by
+    /// the kernel past the fence (issue #19).
+    static func guards(_ path: String) -> Bool {
+        installed.load(ordering: .acquiring) > 0 && fences.withLock({ $0[path] }) != nil
+    }
+
     /// Whether `path` (a partial or resume info) may be written now: true unless a fence guards it and
     /// refuses.
     static func admits(_ path: String, _ kind: Operation = .write) -> Bool {

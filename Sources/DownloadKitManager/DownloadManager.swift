@@ -67,7 +67,7 @@ public actor DownloadManager {
     public static let connectionsMetadataKey = "downloadkit.connections"
 
     /// A rate that never limits (a bucket always exists so a limit can be set while running).
-    static let unlimitedRate = 1 << 50
+    static let unlimitedRate = TokenBucket.unlimitedRate
 
     /// The state directory.
     public nonisolated let stateDirectory: String

@@ -133,7 +133,7 @@ public actor FleetWorker {
 
     /// A rate that never limits: every download gets a limiter, so its body always passes through the
     /// fenced writes (never `splice`, see ``WriteFence``).
-    static let unlimitedRate = 1 << 50
+    static let unlimitedRate = TokenBucket.unlimitedRate
 
     /// A worker on `store`; nothing runs until ``run()``.
     /// - Throws: when the HTTP client cannot be made from `configuration.download.client` (TLS settings).

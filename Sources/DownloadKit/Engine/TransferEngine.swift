@@ -331,9 +331,14 @@ final class TransferEngine {
                         if let md5Text = head.headers.first(name: "Content-MD5"), let md5 = try? ContentMD5(parsing: md5Text) {
                             partDigest = (DKDigest(.md5), md5.digest)
                         }
-                        // Nothing needs to see the bytes (no digest, no Content-MD5, no rate limit): let the
-                        // kernel move them from the socket to the file (plain HTTP, Content-Length bodies).
-                        if self.digest == nil, partDigest == nil, self.rateLimiters.isEmpty {
+                        // Nothing needs to see the bytes (no digest, no Content-MD5, no rate limit, no write
+                        // fence): let the kernel move them from the socket to the file (plain HTTP,
+                        // Content-Length bodies). A manager's buckets are there but unlimited until a limit is
+                        // set; one set mid-body still holds on average (spliced bytes are accounted too,
+                        // a pipe's worth at a time) and the next exchange reads through the buffer.
+                        if self.digest == nil, partDigest == nil, self.rateLimiters.allSatisfy(\.isUnlimited),
+                            !WriteFence.guards(self.tempPath)
+                        {
                             return .spliceToFile(fileDescriptor: file.fd, offset: self.machine.resource.offset)
                         }
                         return .stream
@@ -364,7 +369,9 @@ final class TransferEngine {
     }
 
     private func receiveBufferSize(_ client: DKHTTPClient) -> Int {
-        guard let rate = rateLimiters.map(\.bytesPerSecond).min() else { return client.configuration.receiveBufferSize }
+        guard let rate = rateLimiters.filter({ !$0.isUnlimited }).map(\.bytesPerSecond).min() else {
+            return client.configuration.receiveBufferSize
+        }
         // Smaller reads keep a limited transfer smooth instead of bursting a whole buffer then sleeping.
         return min(client.configuration.receiveBufferSize, max(64 << 10, rate / 8))
     }
