@@ -233,6 +233,8 @@ extension ScenarioContext {
 
             // First run: SIGKILL once the partial file holds half the bytes.
             let before = try nginx.accessLog().count
+            var logOffset = Int(fileSize(nginx.prefix + "/logs/access.log"))
+            var sentSoFar: Int64 = 0
             let first = try measureKilling(
                 invocation.executable, invocation.arguments, stdoutPath: logBase + "-1.out",
                 stderrPath: logBase + "-1.err", timeout: 120
@@ -240,8 +242,8 @@ extension ScenarioContext {
                 // A segmented partial is sparse (its length says nothing): count what nginx has sent in
                 // completed range requests instead.
                 if connections > 1 {
-                    let sent = (try? nginx.accessLog()).map { bodyBytes(Array($0.dropFirst(before))) } ?? 0
-                    return sent >= bytes / 2
+                    sentSoFar += (try? nginx.newAccessLogEntries(after: &logOffset)).map(bodyBytes) ?? 0
+                    return sentSoFar >= bytes / 2
                 }
                 return fileSize(partial) >= bytes / 2
             }

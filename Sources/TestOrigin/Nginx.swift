@@ -230,6 +230,23 @@ public final class NginxServer: @unchecked Sendable {
         return try text.split(separator: "\n").map { try Self.parseAccessLogLine(String($0)) }
     }
 
+    /// The access-log entries completed since byte `offset` of the log, advancing `offset` past them: a
+    /// watcher that polls every few milliseconds reads only what is new (the whole log of a long bench
+    /// run takes longer to parse than a fast download takes to finish).
+    public func newAccessLogEntries(after offset: inout Int) throws -> [NginxAccessLogEntry] {
+        let path = prefix + "/logs/access.log"
+        guard let handle = FileHandle(forReadingAtPath: path) else { return [] }
+        defer { try? handle.close() }
+        try handle.seek(toOffset: UInt64(offset))
+        let data = handle.readDataToEndOfFile()
+        guard let end = data.lastIndex(of: UInt8(ascii: "\n")) else { return [] }
+        let complete = data[data.startIndex...end]
+        offset += complete.count
+        return try String(decoding: complete, as: UTF8.self).split(separator: "\n").map {
+            try Self.parseAccessLogLine(String($0))
+        }
+    }
+
     /// The access log once it holds at least `count` entries, or as it is after `timeout` seconds.
     public func accessLog(waitingFor count: Int, timeout: Double = 5) throws -> [NginxAccessLogEntry] {
         let deadline = Date().addingTimeInterval(timeout)
