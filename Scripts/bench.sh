@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Runs the loopback benchmark (downloadkit-bench) in release mode.
-#   Scripts/bench.sh                 # default: 1 GiB, 3 runs per client (< 5 minutes on 2 cores)
+#   Scripts/bench.sh                 # default: every scenario, 1 GiB, 3 runs per client (~7 minutes on 2 cores)
 #   Scripts/bench.sh --quick         # 64 MiB smoke run (< 1 minute); --runs 1 is accepted
 #   Scripts/bench.sh --full          # also peak RSS at 8 GiB (needs ~10 GiB free under the output dir)
 #   Scripts/bench.sh --scenarios http-file,rss --runs 5 --output /tmp/bench
 #   Scripts/bench.sh --scenarios segmented,small-files,resume,queue,allocations --quick --runs 1
-#   Scripts/bench.sh --scenarios concurrency   # opt-in, not in the default set: 1, 16, 128 and 1,024 transfers
-#                                              # of 1 MiB at 256 KiB/s each (~40 s a round, ~2.5 min with 3 runs)
+#   Scripts/bench.sh --scenarios concurrency   # alone: 1, 16, 128 and 1,024 transfers of 1 MiB at 256 KiB/s
+#                                              # each (~40 s a round, ~2.5 min with 3 runs)
 #   Scripts/bench.sh --scenarios concurrency --concurrency-levels 1,16 --runs 1
 # Results: bench-results/results.md, results.json, chart.svg (or under --output). The last table of the
 # report, "Targets (issue #18)", judges every target of issue #18 on this run's medians: met, not met,

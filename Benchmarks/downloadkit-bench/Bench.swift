@@ -21,8 +21,8 @@ struct RunCommand: ParsableCommand {
         abstract: "Run the benchmark scenarios and write results.md, results.json and chart.svg.",
         discussion: """
             Scenarios: \(ScenarioName.allCases.map(\.rawValue).joined(separator: ", ")).
-            Default: every scenario but concurrency (opt-in: --scenarios concurrency), 1 GiB file, 3 runs per
-            client, under 5 minutes on 2 cores. --quick: 64 MiB (CI smoke, under a minute). --full: also peak
+            Default: every scenario, 1 GiB file, 3 runs per client, about 7 minutes on 2 cores (concurrency
+            alone about 2.5). --quick: 64 MiB (CI smoke, under a minute). --full: also peak
             RSS at 8 GiB. The last table, "Targets (issue #18)", judges each target on this run's medians.
             """)
 
