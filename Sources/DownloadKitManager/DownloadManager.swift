@@ -290,7 +290,7 @@ public actor DownloadManager {
                 actions += requeueIfFileGone(existing)
                 continue
             }
-            let id = UUID().uuidString.lowercased()
+            let id = TaskIdentifier.make()
             let destination = DestinationColumns.absolute(
                 request.destination ?? .directory(
                     configuration.defaultDownloadDirectory ?? stateDirectory + "/Downloads",

@@ -326,7 +326,7 @@ public final class PostgresTaskStore: TaskStoring {
                 var path: String?
                 if case .file(let file) = destination { path = file }
                 let task = ManagedTask(
-                    id: UUID().uuidString.lowercased(), originalURL: request.url, currentURL: request.url,
+                    id: TaskIdentifier.make(), originalURL: request.url, currentURL: request.url,
                     fileID: request.fileID, destination: destination, path: path, state: .waiting, bytesReceived: 0,
                     totalBytes: nil, priority: request.priority, queueOrder: 0, group: request.group,
                     checksum: request.checksum, headers: request.headers, metadata: request.metadata,

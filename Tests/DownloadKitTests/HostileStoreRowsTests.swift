@@ -237,3 +237,18 @@ struct HostileStoreRowsTests {
 
 /// The suite's SplitMix64 (SegmentScheduleTests) as a generator for `randomElement(using:)`.
 extension SplitMix: RandomNumberGenerator {}
+
+/// Task identifiers come from getrandom, not Foundation's /dev/urandom per call: still RFC 9562 version 4.
+@Suite struct TaskIdentifierTests {
+    @Test func identifiersAreLowerCaseVersion4UUIDsAndDistinct() {
+        let ids = (0..<1_000).map { _ in TaskIdentifier.make() }
+        #expect(Set(ids).count == ids.count)
+        for id in ids.prefix(50) {
+            let characters = Array(id)
+            #expect(id.count == 36 && id == id.lowercased(), "\(id)")
+            #expect(UUID(uuidString: id) != nil, "\(id)")
+            #expect(characters[14] == "4", "\(id)")
+            #expect("89ab".contains(characters[19]), "\(id)")
+        }
+    }
+}
