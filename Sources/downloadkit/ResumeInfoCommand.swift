@@ -8,9 +8,10 @@ struct ResumeInfoCommand: ParsableCommand {
         commandName: "resume-info",
         abstract: "Show the resume info of a partial download.",
         discussion: """
-            PATH may be the destination path of a partial download (its NAME.dkresume is read), a
-            DownloadKit resume-info plist, or an Apple NSURLSession resumeData plist (XML or binary,
-            info versions 1, 2 and 4).
+            PATH may be the destination path of a partial download (its NAME.dkresume is read, else
+            the record its NAME.dkpart carries until the first checkpoint), a DownloadKit resume-info
+            plist, a .dkpart, or an Apple NSURLSession resumeData plist (XML or binary, info versions 1,
+            2 and 4).
             """
     )
 
@@ -21,17 +22,26 @@ struct ResumeInfoCommand: ParsableCommand {
     var json = false
 
     func run() throws {
-        let candidates = [path + ".dkresume", path]
-        guard let file = candidates.first(where: { FileManager.default.fileExists(atPath: $0) && !isDirectory($0) })
-        else {
-            FileHandle.standardError.write(Data("error: no resume info at \(path) or \(path).dkresume\n".utf8))
-            throw ExitCode(Exit.fileSystem)
-        }
+        let file: String
         let info: ResumeInfo
-        do {
-            info = try ResumeInfo.read(from: file)
-        } catch {
-            FileHandle.standardError.write(Data("error: \(file) is not usable resume info: \(error)\n".utf8))
+        let candidates = [path + ".dkresume", path].filter { FileManager.default.fileExists(atPath: $0) && !isDirectory($0) }
+        if let plist = candidates.first, !plist.hasSuffix(".dkpart") {
+            file = plist
+            do {
+                info = try ResumeInfo.read(from: plist)
+            } catch {
+                FileHandle.standardError.write(Data("error: \(plist) is not usable resume info: \(error)\n".utf8))
+                throw ExitCode(Exit.fileSystem)
+            }
+        } else if let partial = [path + ".dkpart", path].first(where: { ResumeInfo.stored(onPartial: $0) != nil }),
+            let stored = ResumeInfo.stored(onPartial: partial)
+        {
+            // A download killed before its first checkpoint: its record is on the partial itself.
+            file = partial + " (its user.downloadkit.resume attribute)"
+            info = stored
+        } else {
+            FileHandle.standardError.write(
+                Data("error: no resume info at \(path), \(path).dkresume or on \(path).dkpart\n".utf8))
             throw ExitCode(Exit.fileSystem)
         }
         let tempSize = (try? FileManager.default.attributesOfItem(atPath: info.tempFilePath)[.size] as? Int64) ?? nil

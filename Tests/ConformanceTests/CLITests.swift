@@ -244,6 +244,39 @@ struct CLITests {
         #expect(origin.connectionCount <= 6)
     }
 
+    /// Killed before its first checkpoint (a stall right after 1 MiB: no write, so no checkpoint), a
+    /// download leaves no `.dkresume`, only the record on its partial: `resume-info` shows it and the
+    /// rerun resumes from it (issue #18 moved the first record onto the partial).
+    @Test func aDownloadKilledBeforeItsFirstCheckpointShowsAndResumesFromThePartialsRecord() async throws {
+        let mib: Int64 = 1 << 20
+        let origin = try FaultOrigin()
+        origin.serve("/early.bin", .resource(Resource(size: 4 * mib, seed: 37, faults: [.stallAfter(bytes: mib, seconds: 120, times: 1)])))
+        let dir = try ScratchDirectory()
+        let executable = try #require(Self.executable)
+        let arguments = ["get", origin.url("/early.bin"), "-o", dir.file("early.bin"), "--progress", "none"]
+        let child = try ChildProcess(executable, arguments, outputPath: dir.path + "/../early-\(UUID().uuidString).log")
+        _ = try await offloaded {
+            for _ in 0..<6000 where dir.size("early.bin.dkpart") != mib { usleep(10_000) }
+        }
+        kill(child.pid, SIGKILL)
+        _ = try await offloaded { child.waitForExit(timeout: 10) }
+        #expect(dir.size("early.bin.dkpart") == mib)
+        #expect(dir.contents == ["early.bin.dkpart"], "no .dkresume before the first checkpoint")
+
+        let shown = try await run(["resume-info", dir.file("early.bin")], in: dir)
+        #expect(shown.exitCode == 0, "\(shown.output)")
+        #expect(shown.output.contains("user.downloadkit.resume"), "\(shown.output)")
+        #expect(shown.output.contains(origin.url("/early.bin")), "\(shown.output)")
+        #expect(shown.output.contains("(1048576 bytes on disk)"), "\(shown.output)")
+
+        origin.serve("/early.bin", .resource(Resource(size: 4 * mib, seed: 37)))
+        let rerun = try await run(arguments, in: dir)
+        #expect(rerun.exitCode == 0, "\(rerun.output)")
+        #expect(fileMatchesPattern(dir.file("early.bin"), size: 4 * mib, seed: 37))
+        #expect(origin.requests("/early.bin").last?.header("Range") == "bytes=\(mib)-")
+        #expect(dir.contents == ["early.bin"])
+    }
+
     @Test func resumeInfoPrintsThePartialDownload() async throws {
         let origin = try FaultOrigin()
         origin.serve("/p.bin", .resource(Resource(size: 4 << 20, seed: 36, faults: [.closeAfter(bytes: 1 << 20, times: 1)])))

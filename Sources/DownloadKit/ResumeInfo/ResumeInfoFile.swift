@@ -78,10 +78,13 @@ extension ResumeInfo {
         return bytes.withUnsafeBytes { dk_fsetxattr(descriptor, Self.partialAttribute, $0.baseAddress, $0.count) } == 0
     }
 
-    /// The record stored on the partial file at `path` by ``store(onPartial:path:)``, or nil when there is
-    /// no such file or attribute, or its value does not decode (it is read like any record: every field
-    /// validated, so a planted value is a typed failure, never trusted).
-    static func stored(onPartial path: String) -> ResumeInfo? {
+    /// The record a download keeps on its partial file (`NAME.dkpart`) until its first checkpoint writes
+    /// `NAME.dkresume`: what a process killed before that checkpoint leaves (docs/RESUME-INFO.md).
+    ///
+    /// - Parameter path: The partial file.
+    /// - Returns: The record, or nil when there is no such file or attribute, or its value does not decode
+    ///   (it is decoded like any record, every field validated: a planted value is never trusted).
+    public static func stored(onPartial path: String) -> ResumeInfo? {
         let size = dk_lgetxattr(path, partialAttribute, nil, 0)
         guard size > 0, size <= maxFileBytes else { return nil }
         var bytes = [UInt8](repeating: 0, count: size)
