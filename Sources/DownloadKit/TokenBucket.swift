@@ -7,14 +7,13 @@ import Synchronization
 /// that long themselves: nothing ever spins.
 public final class TokenBucket: Sendable {
     private struct State {
-        var rate: Double
         var tokens: Double
         var last: Double
     }
 
     private let state: LockedValue<State>
-    /// The rate, readable without the lock: an unlimited bucket (shared by every transfer of a manager)
-    /// is never locked per read.
+    /// The rate, read without the lock: an unlimited bucket (shared by every transfer of a manager) is
+    /// never locked per read.
     private let currentRate: Atomic<Int>
 
     /// The rate of a bucket that limits nothing yet: a manager's global and per-task buckets before a
@@ -27,9 +26,9 @@ public final class TokenBucket: Sendable {
     /// Creates a bucket refilling at `bytesPerSecond`, holding at most a quarter second of tokens
     /// (so a limited transfer never bursts far above its rate).
     public init(bytesPerSecond: Int) {
-        let rate = Double(max(1, bytesPerSecond))
-        state = LockedValue(State(rate: rate, tokens: rate / 4, last: monotonicSeconds()))
-        currentRate = Atomic(max(1, bytesPerSecond))
+        let rate = max(1, bytesPerSecond)
+        state = LockedValue(State(tokens: Double(rate) / 4, last: monotonicSeconds()))
+        currentRate = Atomic(rate)
     }
 
     /// The current rate in bytes per second.
@@ -37,21 +36,21 @@ public final class TokenBucket: Sendable {
 
     /// Changes the rate; takes effect for the next bytes accounted.
     public func setRate(bytesPerSecond: Int) {
-        state.withLock { $0.rate = Double(max(1, bytesPerSecond)) }
         currentRate.store(max(1, bytesPerSecond), ordering: .relaxed)
     }
 
     /// Accounts for `bytes` just received and returns how many seconds the caller should pause so the
     /// average stays at the rate (0 when under the rate).
     public func delay(afterConsuming bytes: Int) -> Double {
-        if isUnlimited { return 0 }
+        let bytesPerSecond = self.bytesPerSecond
+        if bytesPerSecond >= Self.unlimitedRate { return 0 }
+        let rate = Double(bytesPerSecond)
         return state.withLock { state in
             let now = monotonicSeconds()
-            let burst = state.rate / 4
-            state.tokens = min(burst, state.tokens + (now - state.last) * state.rate)
+            state.tokens = min(rate / 4, state.tokens + (now - state.last) * rate)
             state.last = now
             state.tokens -= Double(bytes)
-            return state.tokens >= 0 ? 0 : -state.tokens / state.rate
+            return state.tokens >= 0 ? 0 : -state.tokens / rate
         }
     }
 }

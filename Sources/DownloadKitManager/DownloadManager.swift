@@ -66,9 +66,6 @@ public actor DownloadManager {
     /// the configuration's `download.connections` (the daemon stores per-task connections this way).
     public static let connectionsMetadataKey = "downloadkit.connections"
 
-    /// A rate that never limits (a bucket always exists so a limit can be set while running).
-    static let unlimitedRate = TokenBucket.unlimitedRate
-
     /// The state directory.
     public nonisolated let stateDirectory: String
     /// The settings the manager was created with (limits changed later are read from the manager).
@@ -143,7 +140,7 @@ public actor DownloadManager {
             throw DownloadManagerError(.storage, "cannot open the manager in \(stateDirectory): \(error)")
         }
         globalRateLimit = configuration.globalRateLimit
-        globalLimiter = TokenBucket(bytesPerSecond: configuration.globalRateLimit ?? Self.unlimitedRate)
+        globalLimiter = TokenBucket(bytesPerSecond: configuration.globalRateLimit ?? TokenBucket.unlimitedRate)
         scheduler = Scheduler(
             maxConcurrent: configuration.maxConcurrentDownloads,
             network: networkMonitor?.currentStatus ?? NetworkStatus(isReachable: true, isMetered: false),
@@ -434,7 +431,7 @@ public actor DownloadManager {
     /// Sets the limit for all transfers together (nil: unlimited), effective at once.
     public func setGlobalRateLimit(_ bytesPerSecond: Int?) {
         globalRateLimit = bytesPerSecond
-        globalLimiter.setRate(bytesPerSecond: bytesPerSecond ?? Self.unlimitedRate)
+        globalLimiter.setRate(bytesPerSecond: bytesPerSecond ?? TokenBucket.unlimitedRate)
     }
 
     /// The global limit now.
@@ -446,7 +443,7 @@ public actor DownloadManager {
         var task = try existing(taskID)
         task.rateLimit = bytesPerSecond
         store(task)
-        active[taskID]?.limiter.setRate(bytesPerSecond: bytesPerSecond ?? Self.unlimitedRate)
+        active[taskID]?.limiter.setRate(bytesPerSecond: bytesPerSecond ?? TokenBucket.unlimitedRate)
         try await commit()
     }
 
@@ -585,7 +582,7 @@ public actor DownloadManager {
         guard var task = tasks[id] else { return }
         let run = nextRun
         nextRun += 1
-        let limiter = TokenBucket(bytesPerSecond: task.rateLimit ?? Self.unlimitedRate)
+        let limiter = TokenBucket(bytesPerSecond: task.rateLimit ?? TokenBucket.unlimitedRate)
         var downloadConfiguration = configuration.download
         downloadConfiguration.rateLimit = nil
         downloadConfiguration.sharedRateLimiters += [globalLimiter, limiter]

@@ -131,17 +131,13 @@ public actor FleetWorker {
     private var eventHandler: (@Sendable (Event) -> Void)?
     private var logger: Logger { configuration.logger }
 
-    /// A rate that never limits: every download gets a limiter, so its body always passes through the
-    /// fenced writes (never `splice`, see ``WriteFence``).
-    static let unlimitedRate = TokenBucket.unlimitedRate
-
     /// A worker on `store`; nothing runs until ``run()``.
     /// - Throws: when the HTTP client cannot be made from `configuration.download.client` (TLS settings).
     public init(store: PostgresTaskStore, configuration: Configuration) throws {
         self.store = store
         self.configuration = configuration
         client = try DKHTTPClient(configuration: configuration.download.client, logger: configuration.logger)
-        globalLimiter = TokenBucket(bytesPerSecond: configuration.globalRateLimit ?? Self.unlimitedRate)
+        globalLimiter = TokenBucket(bytesPerSecond: configuration.globalRateLimit ?? TokenBucket.unlimitedRate)
     }
 
     /// A closure called with every event, on the worker (keep it quick).
@@ -195,14 +191,14 @@ public actor FleetWorker {
         let task = lease.task
         let store = self.store
         let workerID = configuration.workerID
-        let fence = WriteFence(until: deadline) { _ in
-            // Asked on the engine's thread before each checkpoint and the final rename: the database must
-            // still name this worker the holder of this epoch.
-            Self.blockingAnswer(seconds: 10) { try await store.holds(lease, worker: workerID) }
-        }
         if let refusal = DestinationColumns(task.destination).refusal {
             Task { await self.failedToStart(lease, DownloadError(.fileSystem, refusal.message)) }
             return
+        }
+        let fence = WriteFence(until: deadline) { _ in
+            // Asked on the engine's thread before each checkpoint and the final rename: the database must
+            // still name this worker the holder of this epoch (and its partial is never spliced past it).
+            Self.blockingAnswer(seconds: 10) { try await store.holds(lease, worker: workerID) }
         }
         do {
             try WriteFence.install(fence, destination: task.destination, url: task.originalURL)
@@ -226,7 +222,7 @@ public actor FleetWorker {
         var download = configuration.download
         download.rateLimit = nil
         download.sharedRateLimiters += [
-            globalLimiter, TokenBucket(bytesPerSecond: task.rateLimit ?? Self.unlimitedRate),
+            globalLimiter, TokenBucket(bytesPerSecond: task.rateLimit ?? TokenBucket.unlimitedRate),
         ]
         if let connections = task.metadata[DownloadManager.connectionsMetadataKey].flatMap(Int.init), connections > 0 {
             download.connections = connections

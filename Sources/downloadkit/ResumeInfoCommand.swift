@@ -33,8 +33,8 @@ struct ResumeInfoCommand: ParsableCommand {
                 FileHandle.standardError.write(Data("error: \(plist) is not usable resume info: \(error)\n".utf8))
                 throw ExitCode(Exit.fileSystem)
             }
-        } else if let partial = [path + ".dkpart", path].first(where: { ResumeInfo.stored(onPartial: $0) != nil }),
-            let stored = ResumeInfo.stored(onPartial: partial)
+        } else if let (partial, stored) = [path + ".dkpart", path].lazy
+            .compactMap({ partial in ResumeInfo.stored(onPartial: partial).map { (partial, $0) } }).first
         {
             // A download killed before its first checkpoint: its record is on the partial itself.
             file = partial + " (its user.downloadkit.resume attribute)"

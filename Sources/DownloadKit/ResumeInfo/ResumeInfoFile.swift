@@ -109,10 +109,8 @@ extension ResumeInfo {
     /// (a `String` per name, per call) cost a quarter of a small file's CPU and tens of MiB of transient heap
     /// at 1,024 transfers (issues #18, #23; docs/BENCHMARKS.md).
     public static func removeStaleTemporaryFiles(for path: String) {
-        let slash = path.utf8.lastIndex(of: UInt8(ascii: "/"))
-        let directory = slash.map { $0 == path.utf8.startIndex ? "/" : String(path[..<$0]) } ?? "."
-        let prefix = Array((slash.map { String(path[path.utf8.index(after: $0)...]) } ?? path).utf8) + Array(".tmp-".utf8)
-        guard let handle = opendir(directory) else { return }
+        let prefix = Array((FileSystem.lastComponent(of: path) + ".tmp-").utf8)
+        guard let handle = opendir(FileSystem.directory(of: path)) else { return }
         defer { closedir(handle) }
         let ownPID = getpid()
         while let entry = readdir(handle) {
