@@ -14,16 +14,19 @@ import TestOrigin
 struct PartialRecordTests {
     static let mib: Int64 = 1 << 20
 
-    /// Starts a download that stalls after 1 MiB, with no checkpoint for a minute, and returns it once
-    /// the partial holds that MiB: the state a `kill -9` at that moment leaves.
+    /// Starts a download that stalls after 1 MiB, with no checkpoint and no idle timeout before the test
+    /// ends (the origin's shutdown ends the stall), and returns it once the partial holds that MiB: the
+    /// state a `kill -9` at that moment leaves.
     func stalledBeforeTheFirstCheckpoint(_ origin: FaultOrigin, _ dir: ScratchDirectory, seed: UInt64) async throws -> Download {
-        origin.serve("/r", .resource(Resource(size: 4 * Self.mib, seed: seed, faults: [.stallAfter(bytes: Self.mib, seconds: 60, times: 1)])))
-        let download = Download(
-            DownloadRequest(url: origin.url("/r"), destination: .file(dir.file("f"))),
-            configuration: testConfiguration(checkpointInterval: .seconds(60)))
+        origin.serve("/r", .resource(Resource(size: 4 * Self.mib, seed: seed, faults: [.stallAfter(bytes: Self.mib, seconds: 600, times: 1)])))
+        // Nothing the download does on a clock may end the stall: this task's polls can wait behind other
+        // tests for tens of seconds under a sanitizer (stop 28's CI saw an idle timeout retry, finish the
+        // file and rename the partial away before the first poll ran).
+        var configuration = testConfiguration(checkpointInterval: .seconds(600))
+        configuration.client.idleTimeout = .seconds(600)
+        let download = Download(DownloadRequest(url: origin.url("/r"), destination: .file(dir.file("f"))), configuration: configuration)
         download.start()
-        // No deadline but the suite's time limit: under a sanitizer with the whole suite beside it a MiB
-        // can take long. A download that ends instead fails the test with its outcome.
+        // No deadline but the suite's time limit. A download that ends instead fails the test with its outcome.
         while dir.size("f.dkpart") != Self.mib {
             if [.completed, .failed, .cancelled, .paused].contains(download.state) {
                 Issue.record("the download ended before its first MiB: \(String(describing: try? await download.result()))")

@@ -8,7 +8,7 @@ import TestOrigin
 
 /// README.md's library examples, run as written against the local origin (only the URLs, paths and
 /// the checksum differ), so the README cannot drift from the API.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct ReadmeExamplesTests {
     @Test func singleDownloadExampleRunsAsDocumented() async throws {
         let origin = try FaultOrigin()
