@@ -140,15 +140,23 @@ public final class Connection {
     /// On TLS connections, several records are decrypted per call while they are already available
     /// and at least 16 KiB of space remains, so large buffers come back well filled. Give TLS
     /// connections at least 16 KiB. Wraps `recv(2)` or `SSL_read`; `EINTR` is retried.
+    ///
+    /// On plain connections, a caller that knows how many bytes the message still owes passes them as
+    /// `remaining`: while a fast stream owes plenty, the wait uses a receive low-water mark
+    /// (`SO_RCVLOWAT`) so the reader wakes for a large batch instead of every segment, without ever
+    /// holding back bytes a slow sender already delivered (the rule: ``ReceiveLowWater``).
     /// - Parameters:
     ///   - buffer: Where to put the bytes; must not be empty.
     ///   - deadline: When to give up waiting.
+    ///   - remaining: The bytes the message being read still owes, or `nil` when unknown.
     /// - Returns: The number of bytes read (> 0), or 0 at an orderly end of stream (TCP FIN; for TLS,
     ///   the peer's `close_notify`).
     /// - Throws: `.tlsUncleanShutdown` when a TLS peer closed TCP without `close_notify` (the caller
     ///   decides whether the HTTP framing proved the body complete), `.readTimeout`,
     ///   `.connectionReset`, `.cancelled`, `.tlsFailed`, `.systemCall`.
-    public func read(into buffer: UnsafeMutableRawBufferPointer, deadline: Deadline) throws(TransportError) -> Int {
+    public func read(
+        into buffer: UnsafeMutableRawBufferPointer, deadline: Deadline, remaining: Int64? = nil
+    ) throws(TransportError) -> Int {
         try checkOpen("read")
         precondition(buffer.count > 0, "read(into:) needs a non-empty buffer")
         if let tls { return try tls.read(into: buffer, deadline: deadline) }
@@ -158,13 +166,54 @@ public final class Connection {
                 if control.isCancelled { throw cancelledError("recv") }
                 return 0
             case .processed(let count):
+                lowWater.read(count, now: Deadline.now().uptimeNanoseconds)
                 return count
             case .wouldBlock:
+                let mark = lowWater.mark(remaining: remaining, bufferCapacity: buffer.count)
+                setReceiveMark(mark)
+                if mark > 1 {
+                    if control.isCancelled { throw cancelledError("recv") }
+                    let patience = Deadline(uptimeNanoseconds: Deadline.now().uptimeNanoseconds + ReceiveLowWater.patienceNanoseconds)
+                    switch Socket.poll(fileDescriptor, for: .readable, deadline: min(deadline, patience)) {
+                    case .success(.some):
+                        continue
+                    case .success(.none):
+                        // Slow: read what is there now, and wait for any byte from here on.
+                        lowWater.markedWaitTimedOut(now: Deadline.now().uptimeNanoseconds)
+                        setReceiveMark(1)
+                        continue
+                    case .failure(let error):
+                        throw TransportError(
+                            .systemCall, errno: error.rawValue, operation: "poll",
+                            detail: "waiting for the socket failed: \(error)")
+                    }
+                }
                 try wait(for: .readable, deadline: deadline, timeout: .readTimeout, operation: "recv")
             case .failed(let error):
                 throw ioError(error, operation: "recv")
             }
         }
+    }
+
+    /// The receive low-water rule's state for this connection's stream.
+    private var lowWater = ReceiveLowWater()
+    /// The socket's `SO_RCVLOWAT` as last set (1, the kernel's default, until changed).
+    private var receiveMark = 1
+
+    /// Sets `SO_RCVLOWAT` when it differs from what the socket has. A refusal leaves the mark as it was
+    /// (the wait is then merely woken more often).
+    private func setReceiveMark(_ value: Int) {
+        guard value != receiveMark else { return }
+        var mark = Int32(value)
+        if setsockopt(fileDescriptor, SOL_SOCKET, SO_RCVLOWAT, &mark, socklen_t(MemoryLayout<Int32>.size)) == 0 {
+            receiveMark = value
+        }
+    }
+
+    /// Puts the socket back to waking for any byte, at the end of a message: an idle kept-alive
+    /// connection's stale check (``hasPendingInputOrEOF``) must see a single stray byte.
+    func endOfMessage() {
+        if !isClosed { setReceiveMark(1) }
     }
 
     /// Writes all of `bytes`, waiting whenever the socket buffer is full.

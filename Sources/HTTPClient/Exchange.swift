@@ -555,7 +555,8 @@ public final class DKHTTPClient: Sendable {
                     responseHead == nil
                     ? UnsafeMutableRawBufferPointer(rebasing: storage[..<min(storage.count, Self.headReadSize)]) : storage
                 count = try connection.read(
-                    into: window, deadline: responseHead == nil ? min(idleDeadline, headDeadline) : idleDeadline)
+                    into: window, deadline: responseHead == nil ? min(idleDeadline, headDeadline) : idleDeadline,
+                    remaining: responseHead == nil ? nil : parser.remainingFixedBodyBytes)
             } catch {
                 if responseHead == nil, error.code == .readTimeout, headDeadline.hasPassed {
                     throw TransportError(
@@ -643,6 +644,7 @@ public final class DKHTTPClient: Sendable {
         guard let finalHead = responseHead else {
             throw WireError(.missingResponseHead, "the response ended without a status line and header section")
         }
+        if reusable { connection.endOfMessage() }
         pool.release(lease, reusable: reusable)
         return ExchangeSummary(
             head: finalHead, bodyBytes: bodyBytes, connectionReused: lease.isReused,
