@@ -159,61 +159,40 @@ public final class Connection {
     ) throws(TransportError) -> Int {
         try checkOpen("read")
         precondition(buffer.count > 0, "read(into:) needs a non-empty buffer")
-        if let tls { return try tls.read(into: buffer, deadline: deadline) }
+        if let tls { return try tls.read(into: buffer, deadline: deadline, remaining: remaining) }
         while true {
             switch Socket.receive(fileDescriptor, into: buffer) {
             case .processed(0):
                 if control.isCancelled { throw cancelledError("recv") }
                 return 0
             case .processed(let count):
-                lowWater.read(count, now: Deadline.now().uptimeNanoseconds)
+                readableWait.read(count)
                 return count
             case .wouldBlock:
-                let mark = lowWater.mark(remaining: remaining, bufferCapacity: buffer.count)
-                setReceiveMark(mark)
-                if mark > 1 {
-                    if control.isCancelled { throw cancelledError("recv") }
-                    let patience = Deadline(uptimeNanoseconds: Deadline.now().uptimeNanoseconds + ReceiveLowWater.patienceNanoseconds)
-                    switch Socket.poll(fileDescriptor, for: .readable, deadline: min(deadline, patience)) {
-                    case .success(.some):
-                        continue
-                    case .success(.none):
-                        // Slow: read what is there now, and wait for any byte from here on.
-                        lowWater.markedWaitTimedOut(now: Deadline.now().uptimeNanoseconds)
-                        setReceiveMark(1)
-                        continue
-                    case .failure(let error):
-                        throw TransportError(
-                            .systemCall, errno: error.rawValue, operation: "poll",
-                            detail: "waiting for the socket failed: \(error)")
-                    }
+                if control.isCancelled { throw cancelledError("recv") }
+                switch readableWait.wait(fileDescriptor, remaining: remaining, bufferCapacity: buffer.count, deadline: deadline) {
+                case .success(true):
+                    continue
+                case .success(false):
+                    throw TransportError(.readTimeout, operation: "poll", detail: "no data arrived from \(remoteAddress) before the deadline")
+                case .failure(let error):
+                    throw TransportError(
+                        .systemCall, errno: error.rawValue, operation: "poll", detail: "waiting for the socket failed: \(error)")
                 }
-                try wait(for: .readable, deadline: deadline, timeout: .readTimeout, operation: "recv")
             case .failed(let error):
                 throw ioError(error, operation: "recv")
             }
         }
     }
 
-    /// The receive low-water rule's state for this connection's stream.
-    private var lowWater = ReceiveLowWater()
-    /// The socket's `SO_RCVLOWAT` as last set (1, the kernel's default, until changed).
-    private var receiveMark = 1
-
-    /// Sets `SO_RCVLOWAT` when it differs from what the socket has. A refusal leaves the mark as it was
-    /// (the wait is then merely woken more often).
-    private func setReceiveMark(_ value: Int) {
-        guard value != receiveMark else { return }
-        var mark = Int32(value)
-        if setsockopt(fileDescriptor, SOL_SOCKET, SO_RCVLOWAT, &mark, socklen_t(MemoryLayout<Int32>.size)) == 0 {
-            receiveMark = value
-        }
-    }
+    /// The receive low-water mark of this plain connection's socket (TLS sessions keep their own).
+    private var readableWait = MarkedReadableWait()
 
     /// Puts the socket back to waking for any byte, at the end of a message: an idle kept-alive
     /// connection's stale check (``hasPendingInputOrEOF``) must see a single stray byte.
     func endOfMessage() {
-        if !isClosed { setReceiveMark(1) }
+        guard !isClosed else { return }
+        if let tls { tls.endOfMessage() } else { readableWait.endOfMessage(fileDescriptor) }
     }
 
     /// Writes all of `bytes`, waiting whenever the socket buffer is full.

@@ -1,3 +1,5 @@
+import Glibc
+
 /// When a plain connection's reader should be woken: the rule behind its `SO_RCVLOWAT`, as a value.
 ///
 /// Without a mark, `poll(2)` wakes the reader for every segment that lands, and on loopback or a fast
@@ -17,8 +19,8 @@
 ///   one patient wait and then reads exactly as without a mark, and its progress, idle timeout and
 ///   low-speed window see bytes as soon as the kernel has them.
 ///
-/// One rule, one place: ``Connection/read(into:deadline:remaining:)`` asks it and performs the system
-/// calls; the exchange only says how much of the body is left.
+/// One rule, one place: ``MarkedReadableWait`` asks it and performs the system calls for plain
+/// connections and TLS sessions alike; the exchange only says how much of the body is left.
 struct ReceiveLowWater: Sendable, Equatable {
     /// The mark while a body streams fast: 256 KiB (64 KiB measured 0.24–0.28 s for the GiB above).
     static let fastMark = 256 << 10
@@ -63,6 +65,59 @@ struct ReceiveLowWater: Sendable, Equatable {
         } else {
             windowStart = current
             windowBytes = 0
+        }
+    }
+}
+
+/// A socket's `SO_RCVLOWAT` and the rule that picks it: the effects of ``ReceiveLowWater``, shared by
+/// plain connections (``Connection``) and TLS sessions (whose ciphertext waits use the same mark).
+struct MarkedReadableWait {
+    private var rule = ReceiveLowWater()
+    /// The socket's mark as last set (1, the kernel's default, until changed).
+    private(set) var currentMark = 1
+
+    /// Waits until `fd` is readable or `deadline` passes (false), with the mark the rule picks for a
+    /// body that still owes `remaining` bytes and a reader with `bufferCapacity` bytes of room. A marked
+    /// wait that runs out of patience drops the mark and goes on waiting for any byte (bytes that are
+    /// already there end it at once).
+    mutating func wait(
+        _ fd: Int32, remaining: Int64?, bufferCapacity: Int, deadline: Deadline
+    ) -> Result<Bool, DKErrno> {
+        let mark = rule.mark(remaining: remaining, bufferCapacity: bufferCapacity)
+        setMark(mark, on: fd)
+        if mark > 1 {
+            let patience = Deadline(uptimeNanoseconds: Deadline.now().uptimeNanoseconds + ReceiveLowWater.patienceNanoseconds)
+            switch Socket.poll(fd, for: .readable, deadline: min(deadline, patience)) {
+            case .success(.some):
+                return .success(true)
+            case .success(.none):
+                rule.markedWaitTimedOut(now: Deadline.now().uptimeNanoseconds)
+                setMark(1, on: fd)
+            case .failure(let error):
+                return .failure(error)
+            }
+        }
+        return Socket.poll(fd, for: .readable, deadline: deadline).map { $0 != nil }
+    }
+
+    /// A read returned `count` bytes.
+    mutating func read(_ count: Int) {
+        rule.read(count, now: Deadline.now().uptimeNanoseconds)
+    }
+
+    /// Back to waking for any byte (the end of a message: an idle kept-alive connection's stale check
+    /// must see a single stray byte).
+    mutating func endOfMessage(_ fd: Int32) {
+        setMark(1, on: fd)
+    }
+
+    /// Sets `SO_RCVLOWAT` when it differs from what the socket has. A refusal leaves the mark as it was
+    /// (the wait is then merely woken more often).
+    private mutating func setMark(_ value: Int, on fd: Int32) {
+        guard value != currentMark else { return }
+        var mark = Int32(value)
+        if setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &mark, socklen_t(MemoryLayout<Int32>.size)) == 0 {
+            currentMark = value
         }
     }
 }

@@ -145,7 +145,7 @@ final class TLSSession {
     /// - Returns: The byte count (> 0), or 0 after the peer's `close_notify`.
     /// - Throws: `.tlsUncleanShutdown` on EOF without `close_notify`, `.readTimeout`,
     ///   `.connectionReset`, `.tlsFailed`, or `.cancelled`.
-    func read(into buffer: UnsafeMutableRawBufferPointer, deadline: Deadline) throws(TransportError) -> Int {
+    func read(into buffer: UnsafeMutableRawBufferPointer, deadline: Deadline, remaining: Int64? = nil) throws(TransportError) -> Int {
         if let pendingError { throw pendingError }
         if receivedCloseNotify { return 0 }
         guard let base = buffer.baseAddress, buffer.count > 0 else {
@@ -157,13 +157,14 @@ final class TLSSession {
             switch perform({ SSL_read(ssl, base + total, space) }) {
             case .done(let count):
                 total += Int(count)
+                readableWait.read(Int(count))
                 // Stop when another whole record might not fit; otherwise keep draining what is
                 // already buffered, so callers get large chunks.
                 if buffer.count - total < Self.maximumRecordSize { return total }
             case .wantRead:
                 // No complete record buffered and the socket would block: return what we have.
                 if total > 0 { return total }
-                try wait(for: .readable, deadline: deadline, timeout: .readTimeout, phase: .read)
+                try waitForRecords(deadline: deadline, remaining: remaining, bufferCapacity: buffer.count)
             case .wantWrite:
                 if total > 0 { return total }
                 try wait(for: .writable, deadline: deadline, timeout: .readTimeout, phase: .read)
@@ -334,6 +335,29 @@ final class TLSSession {
         default:
             hasFailed = true
             return .failed(.protocolError("SSL_get_error returned \(error): \(OpenSSLErrors.drain())"))
+        }
+    }
+
+    /// The receive low-water mark of the socket while a body's ciphertext streams (``ReceiveLowWater``).
+    private var readableWait = MarkedReadableWait()
+
+    /// Back to waking for any byte at the end of a message.
+    func endOfMessage() {
+        readableWait.endOfMessage(fd)
+    }
+
+    /// Waits for ciphertext while reading a body, with the receive low-water mark when the body still
+    /// owes plenty.
+    private func waitForRecords(deadline: Deadline, remaining: Int64?, bufferCapacity: Int) throws(TransportError) {
+        if control.isCancelled { throw cancelled(.read) }
+        switch readableWait.wait(fd, remaining: remaining, bufferCapacity: bufferCapacity, deadline: deadline) {
+        case .success(true):
+            return
+        case .success(false):
+            throw TransportError(.readTimeout, operation: "poll", detail: "no data arrived from \(serverName) before the deadline")
+        case .failure(let error):
+            throw TransportError(
+                .systemCall, errno: error.rawValue, operation: "poll", detail: "waiting for the socket failed: \(error)")
         }
     }
 

@@ -203,6 +203,27 @@ final class OpenSSLServer {
         #expect(error.isTransient)
     }
 
+    /// The receive low-water mark on TLS (ReceiveLowWaterTests has the plain case): a read that owes
+    /// 64 MiB, of which the peer has sent one short record and then nothing, returns that record's
+    /// bytes after the mark's patience instead of timing out with the ciphertext still in the kernel.
+    @Test func aMarkedTLSReadReturnsWhatASlowSenderSent() throws {
+        let server = try OpenSSLServer(certificate: certificates.valid, extraArguments: ["-rev"])
+        defer { server.stop() }
+        let connection = try Connection.connect(
+            host: "127.0.0.1", port: server.port, tls: try trustingTestCA(), serverName: "localhost",
+            deadline: .after(seconds: 10))
+        defer { connection.close() }
+        try connection.writeText("stressed\n", deadline: .after(seconds: 10))
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { buffer.deallocate() }
+        var text = ""
+        while !text.contains("desserts") {
+            let count = try connection.read(into: buffer, deadline: .after(seconds: 20), remaining: 64 << 20)
+            text += String(decoding: buffer.prefix(count), as: UTF8.self)
+        }
+        #expect(text.contains("desserts"))
+    }
+
     @Test func cancelWakesBlockedTLSRead() throws {
         let server = try OpenSSLServer(certificate: certificates.valid)
         defer { server.stop() }
