@@ -170,15 +170,8 @@ public final class Connection {
                 return count
             case .wouldBlock:
                 if control.isCancelled { throw cancelledError("recv") }
-                switch readableWait.wait(fileDescriptor, remaining: remaining, bufferCapacity: buffer.count, deadline: deadline) {
-                case .success(true):
-                    continue
-                case .success(false):
-                    throw TransportError(.readTimeout, operation: "poll", detail: "no data arrived from \(remoteAddress) before the deadline")
-                case .failure(let error):
-                    throw TransportError(
-                        .systemCall, errno: error.rawValue, operation: "poll", detail: "waiting for the socket failed: \(error)")
-                }
+                try readableWait.waitUntilReadable(
+                    fileDescriptor, remaining: remaining, bufferCapacity: buffer.count, deadline: deadline, peer: remoteAddress)
             case .failed(let error):
                 throw ioError(error, operation: "recv")
             }

@@ -100,6 +100,22 @@ struct MarkedReadableWait {
         return Socket.poll(fd, for: .readable, deadline: deadline).map { $0 != nil }
     }
 
+    /// ``wait(_:remaining:bufferCapacity:deadline:)`` for a reader: throws `.readTimeout` naming `peer`
+    /// when the deadline passes, `.systemCall` when `poll` fails.
+    mutating func waitUntilReadable(
+        _ fd: Int32, remaining: Int64?, bufferCapacity: Int, deadline: Deadline, peer: String
+    ) throws(TransportError) {
+        switch wait(fd, remaining: remaining, bufferCapacity: bufferCapacity, deadline: deadline) {
+        case .success(true):
+            return
+        case .success(false):
+            throw TransportError(.readTimeout, operation: "poll", detail: "no data arrived from \(peer) before the deadline")
+        case .failure(let error):
+            throw TransportError(
+                .systemCall, errno: error.rawValue, operation: "poll", detail: "waiting for the socket failed: \(error)")
+        }
+    }
+
     /// A read returned `count` bytes.
     mutating func read(_ count: Int) {
         rule.read(count, now: Deadline.now().uptimeNanoseconds)

@@ -350,15 +350,7 @@ final class TLSSession {
     /// owes plenty.
     private func waitForRecords(deadline: Deadline, remaining: Int64?, bufferCapacity: Int) throws(TransportError) {
         if control.isCancelled { throw cancelled(.read) }
-        switch readableWait.wait(fd, remaining: remaining, bufferCapacity: bufferCapacity, deadline: deadline) {
-        case .success(true):
-            return
-        case .success(false):
-            throw TransportError(.readTimeout, operation: "poll", detail: "no data arrived from \(serverName) before the deadline")
-        case .failure(let error):
-            throw TransportError(
-                .systemCall, errno: error.rawValue, operation: "poll", detail: "waiting for the socket failed: \(error)")
-        }
+        try readableWait.waitUntilReadable(fd, remaining: remaining, bufferCapacity: bufferCapacity, deadline: deadline, peer: serverName)
     }
 
     /// Waits for the socket, throwing the phase's timeout code when the deadline passes.

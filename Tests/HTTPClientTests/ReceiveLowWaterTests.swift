@@ -61,14 +61,19 @@ import TestOrigin
         #expect(rule.isEnabled)
     }
 
+    /// A plain connection to a loopback listener and the listener's end of it (the caller closes it).
+    static func connectedPair() throws -> (Connection, Int32) {
+        let listener = try #require(LoopbackListener())
+        let connection = try Connection.connect(
+            host: "127.0.0.1", port: listener.port, tls: nil, serverName: nil, deadline: .after(seconds: 5))
+        return (connection, try listener.accept())
+    }
+
     /// A body that owes 64 MiB, of which the sender has sent 1,000 bytes and then nothing: the read
     /// returns those bytes (after the patience), not a timeout at the deadline with the bytes still in
     /// the kernel.
     @Test func aMarkedReadReturnsWhatASlowSenderSent() throws {
-        let listener = try #require(LoopbackListener())
-        let connection = try Connection.connect(
-            host: "127.0.0.1", port: listener.port, tls: nil, serverName: nil, deadline: .after(seconds: 5))
-        let server = try listener.accept()
+        let (connection, server) = try Self.connectedPair()
         defer { close(server) }
         let sender = Thread {
             Thread.sleep(forTimeInterval: 0.05)
@@ -84,10 +89,7 @@ import TestOrigin
     /// After a batch read under the mark, the end of the message puts the socket back to waking for any
     /// byte: a stray byte on the idle kept-alive connection is seen by the pool's stale check.
     @Test func theEndOfAMessageLetsTheStaleCheckSeeAStrayByte() throws {
-        let listener = try #require(LoopbackListener())
-        let connection = try Connection.connect(
-            host: "127.0.0.1", port: listener.port, tls: nil, serverName: nil, deadline: .after(seconds: 5))
-        let server = try listener.accept()
+        let (connection, server) = try Self.connectedPair()
         defer { close(server) }
         let sender = Thread {
             Thread.sleep(forTimeInterval: 0.02)
