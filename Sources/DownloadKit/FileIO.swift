@@ -142,6 +142,23 @@ final class FileHandleFD {
 
 /// Path and directory helpers for the engine.
 package enum FileSystem {
+    /// Whether `directory` holds an entry whose name ends in `suffix`: one `readdir`, each name compared
+    /// in place. `true` when the directory cannot be read (the caller then looks at each path itself).
+    package static func containsName(endingWith suffix: String, in directory: String) -> Bool {
+        guard let handle = opendir(directory) else { return errno != ENOENT }
+        defer { closedir(handle) }
+        let wanted = Array(suffix.utf8)
+        while let entry = readdir(handle) {
+            let matches = withUnsafeBytes(of: &entry.pointee.d_name) { name -> Bool in
+                let length = name.firstIndex(of: 0) ?? name.count
+                guard length >= wanted.count else { return false }
+                return name[(length - wanted.count)..<length].elementsEqual(wanted)
+            }
+            if matches { return true }
+        }
+        return false
+    }
+
     package static func exists(_ path: String) -> Bool {
         var st = stat()
         return stat(path, &st) == 0

@@ -22,15 +22,22 @@ package struct WorkingFiles: Hashable, Sendable {
     /// The segment journal beside the partial.
     package var journal: String { SegmentJournal.path(forTempFile: partial) }
 
+    /// The directory the working files of `destination` go into, without deriving their names.
+    package static func directory(of destination: DownloadDestination, workingDirectory: String?) -> String {
+        switch destination {
+        case .file(let path): workingDirectory ?? FileSystem.directory(of: path)
+        case .directory(let folder, _): workingDirectory ?? folder
+        }
+    }
+
     /// The working files of `destination`, for the request whose original URL is `url`.
     package init(destination: DownloadDestination, workingDirectory: String?, url: HTTPURL) {
+        directory = Self.directory(of: destination, workingDirectory: workingDirectory)
         let stem: String
         switch destination {
         case .file(let path):
-            directory = workingDirectory ?? FileSystem.directory(of: path)
             stem = FileSystem.lastComponent(of: path)
-        case .directory(let folder, _):
-            directory = workingDirectory ?? folder
+        case .directory:
             stem = "dk-" + DKDigest.hex(DKDigest.hash(.md5, Array(url.withoutUserinfo.absoluteString.utf8)))
         }
         partial = FileSystem.join(directory, stem + ".dkpart")

@@ -771,12 +771,23 @@ public actor DownloadManager {
         } catch {
             throw DownloadManagerError(.storage, "cannot read the tasks in \(store.location): \(error)")
         }
+        // One readdir per directory the tasks download into: a directory without any partial spares each
+        // of its tasks the working-file names (an MD5 of the URL) and a stat — 10,000 queued tasks that never
+        // started restore without either (issue #18).
+        var holdsPartials: [String: Bool] = [:]
+        func mayHavePartial(_ task: ManagedTask) -> Bool {
+            let directory = WorkingFiles.directory(of: task.destination, workingDirectory: nil)
+            if let known = holdsPartials[directory] { return known }
+            let found = FileSystem.containsName(endingWith: ".dkpart", in: directory)
+            holdsPartials[directory] = found
+            return found
+        }
         for loaded in loadedTasks {
             var task = loaded
             if task.state == .waiting || task.state == .running {
                 let stored = task
                 // The durable bytes on disk are the truth after a crash (the row lags by a few seconds).
-                if let size = partialPaths(task).first.flatMap(Self.fileSize) { task.bytesReceived = size }
+                if mayHavePartial(task), let size = partialPaths(task).first.flatMap(Self.fileSize) { task.bytesReceived = size }
                 if task.state == .running, let finished = finishedBeforeTheRowWasUpdated(task) {
                     task.markCompleted(finished)
                     recoveredCompletions.append(TaskCompletion(task: task, result: .success(finished)))

@@ -19,4 +19,20 @@ import TestOrigin
         #expect(!FileManager.default.fileExists(atPath: cwd + "/.dkpart"))
         #expect(!FileManager.default.fileExists(atPath: cwd + "/.dkresume"))
     }
+
+    /// The restore's one-readdir check (FileSystem.containsName): a name ending in the suffix, a name that
+    /// is the suffix, none, and a missing directory (nothing in it).
+    @Test func aDirectoryIsAskedOnceWhetherItHoldsAName() throws {
+        let dir = try ScratchDirectory()
+        try Data().write(to: URL(fileURLWithPath: dir.file("a.txt")))
+        #expect(!FileSystem.containsName(endingWith: ".dkpart", in: dir.path))
+        try Data().write(to: URL(fileURLWithPath: dir.file("x.dkpart.old")))
+        #expect(!FileSystem.containsName(endingWith: ".dkpart", in: dir.path))
+        try Data().write(to: URL(fileURLWithPath: dir.file(".dkpart")))
+        #expect(FileSystem.containsName(endingWith: ".dkpart", in: dir.path))
+        try FileManager.default.removeItem(atPath: dir.file(".dkpart"))
+        try Data().write(to: URL(fileURLWithPath: dir.file("dk-0123.dkpart")))
+        #expect(FileSystem.containsName(endingWith: ".dkpart", in: dir.path))
+        #expect(!FileSystem.containsName(endingWith: ".dkpart", in: dir.file("missing")))
+    }
 }

@@ -205,6 +205,32 @@ struct ManagerTests {
         await reopened.close()
     }
 
+    @Test("restore takes a waiting task's progress from its partial, in a directory with partials or not")
+    func restoreReadsPartialSizes() async throws {
+        let scratch = try ScratchDirectory()
+        let offline = ManualNetworkMonitor(NetworkStatus(isReachable: false, isMetered: false))
+        let state = scratch.file("state")
+        try FileManager.default.createDirectory(atPath: scratch.file("with"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: scratch.file("without"), withIntermediateDirectories: true)
+        let manager = try await DownloadManager(stateDirectory: state, configuration: managerConfiguration(), networkMonitor: offline)
+        let byName = try await manager.enqueue(url: "http://127.0.0.1:9/named", destination: .file(scratch.file("with/named.bin")))
+        let byURL = try await manager.enqueue(url: "http://127.0.0.1:9/byurl", destination: .directory(scratch.file("with"), naming: .fromResponse))
+        let untouched = try await manager.enqueue(url: "http://127.0.0.1:9/other", destination: .directory(scratch.file("without"), naming: .fromResponse))
+        await manager.close()
+        // What a run killed before its row caught up leaves: partials with bytes, the rows at 0.
+        let named = WorkingFiles(destination: .file(scratch.file("with/named.bin")), workingDirectory: nil, url: try HTTPURL("http://127.0.0.1:9/named"))
+        let hashed = WorkingFiles(destination: .directory(scratch.file("with"), naming: .fromResponse), workingDirectory: nil, url: try HTTPURL("http://127.0.0.1:9/byurl"))
+        try Data(count: 1234).write(to: URL(fileURLWithPath: named.partial))
+        try Data(count: 5678).write(to: URL(fileURLWithPath: hashed.partial))
+        try Data(count: 9).write(to: URL(fileURLWithPath: scratch.file("without/unrelated.txt")))
+
+        let reopened = try await DownloadManager(stateDirectory: state, configuration: managerConfiguration(), networkMonitor: offline)
+        #expect(await reopened.task(byName)?.bytesReceived == 1234)
+        #expect(await reopened.task(byURL)?.bytesReceived == 5678)
+        #expect(await reopened.task(untouched)?.bytesReceived == 0)
+        await reopened.close()
+    }
+
     @Test("network policy: unmetered-only tasks wait on a metered network; everything waits while it is down")
     func networkPolicy() async throws {
         let origin = try FaultOrigin()
