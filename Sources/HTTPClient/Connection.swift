@@ -141,10 +141,10 @@ public final class Connection {
     /// and at least 16 KiB of space remains, so large buffers come back well filled. Give TLS
     /// connections at least 16 KiB. Wraps `recv(2)` or `SSL_read`; `EINTR` is retried.
     ///
-    /// On plain connections, a caller that knows how many bytes the message still owes passes them as
-    /// `remaining`: while a fast stream owes plenty, the wait uses a receive low-water mark
-    /// (`SO_RCVLOWAT`) so the reader wakes for a large batch instead of every segment, without ever
-    /// holding back bytes a slow sender already delivered (the rule: ``ReceiveLowWater``).
+    /// A caller that knows how many bytes the message still owes passes them as `remaining`: while a
+    /// fast stream owes plenty, the wait (for bytes, or on TLS for ciphertext) uses a receive low-water
+    /// mark (`SO_RCVLOWAT`) so the reader wakes for a large batch instead of every segment, without
+    /// ever holding back bytes a slow sender already delivered (the rule: ``ReceiveLowWater``).
     /// - Parameters:
     ///   - buffer: Where to put the bytes; must not be empty.
     ///   - deadline: When to give up waiting.

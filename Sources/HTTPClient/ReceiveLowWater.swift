@@ -1,12 +1,13 @@
 import Glibc
 
-/// When a plain connection's reader should be woken: the rule behind its `SO_RCVLOWAT`, as a value.
+/// When a connection's reader should be woken (for bytes, or on TLS for ciphertext): the rule behind
+/// its `SO_RCVLOWAT`, as a value.
 ///
 /// Without a mark, `poll(2)` wakes the reader for every segment that lands, and on loopback or a fast
 /// LAN a body then arrives in thousands of small reads (one GiB from nginx: 6,000–15,000 wake-ups;
 /// curl's are of the same order). With a mark of 256 KiB the kernel wakes the reader once that much is
-/// queued: 1 GiB in ~250 wake-ups, 0.14–0.24 s instead of 0.36–0.45 s and about half the CPU
-/// (docs/BENCHMARKS.md, "HTTP → /dev/null").
+/// queued: 1 GiB in ~250 wake-ups, 0.14–0.23 s instead of 0.36–0.45 s and about half the CPU
+/// (docs/BENCHMARKS.md, "To /dev/null: wake-ups, not copies").
 ///
 /// A mark must never hold back bytes a slow sender has already delivered, so it is used only
 ///
