@@ -95,6 +95,12 @@ public actor DownloadManager {
     private var taskCompletionHandlers: [String: @Sendable (TaskCompletion) -> Void] = [:]
     /// Completions recovered by ``restore()``, held for the first completion handler.
     private var recoveredCompletions: [TaskCompletion] = []
+    /// Completions whose row is being committed before `.finished` is emitted (the actor may run other
+    /// work meanwhile, including another task's completion).
+    private var completionsBeingAnnounced = 0
+    /// The scheduler said "all finished" while a completion was still being announced: `.allFinished`
+    /// waits for that `.finished` (``emitAllFinishedIfDue()``). Cleared when a task starts.
+    private var allFinishedHeldBack = false
     private var globalRateLimit: Int?
     private var networkWatcher: Task<Void, Never>?
     private var flusher: Task<Void, Never>?
@@ -573,7 +579,8 @@ public actor DownloadManager {
                 stopTransfer(id)
                 setState(id, .waiting)
             case .allFinished:
-                emit(.allFinished)
+                allFinishedHeldBack = true
+                emitAllFinishedIfDue()
             }
         }
     }
@@ -597,6 +604,7 @@ public actor DownloadManager {
             checksum: task.checksum, replacementURL: task.currentURL == task.originalURL ? nil : task.currentURL)
         let download = Download(request, configuration: downloadConfiguration, client: client)
         active[id] = ActiveTransfer(run: run, download: download, limiter: limiter)
+        allFinishedHeldBack = false
         task.state = .running
         task.error = nil
         store(task)
@@ -740,14 +748,27 @@ public actor DownloadManager {
     /// `actions` are the scheduler's answer to the task's end, applied first: the task and the scheduler
     /// agree that it ended before the commit suspends this actor, so a call that runs meanwhile (the task
     /// enqueued again because its file was deleted) finds it ended and schedules it anew. `.allFinished`
-    /// is held back until after `.finished`, and emitted only if still true then.
+    /// is held back until after `.finished` — this task's and that of every other completion still being
+    /// committed (two tasks ending together: the last one's commit may return first) — and emitted only if
+    /// still true then.
     private func announceCompletion(_ task: ManagedTask, _ result: DownloadResult, after actions: [Scheduler.Action]) async {
         apply(actions.filter { $0 != .allFinished })
+        if actions.contains(.allFinished) { allFinishedHeldBack = true }
+        completionsBeingAnnounced += 1
         await commitLogging()
+        completionsBeingAnnounced -= 1
         if tasks[task.id]?.state == .completed { emit(.stateChanged(taskID: task.id, state: .completed)) }
         emit(.finished(taskID: task.id, path: result.path))
         notifyCompletion(TaskCompletion(task: task, result: .success(result)))
-        if actions.contains(.allFinished) && scheduler.isIdle { emit(.allFinished) }
+        emitAllFinishedIfDue()
+    }
+
+    /// Emits `.allFinished` when the scheduler said so, it is still idle, and no completion is still
+    /// waiting to announce its `.finished`.
+    private func emitAllFinishedIfDue() {
+        guard allFinishedHeldBack, completionsBeingAnnounced == 0, scheduler.isIdle else { return }
+        allFinishedHeldBack = false
+        emit(.allFinished)
     }
 
     private func notifyCompletion(_ completion: TaskCompletion) {
