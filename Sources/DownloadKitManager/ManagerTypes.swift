@@ -143,7 +143,7 @@ public enum ManagerEvent: Sendable {
     /// A task failed.
     case failed(taskID: String, DownloadError)
     /// Nothing runs or waits any more, after a task ended; paused and failed tasks do not count
-    /// (`kDownloadAllTaskFinishedNoti`).
+    /// (`kDownloadAllTaskFinishedNoti`). Sent after the `.finished` of every task that ended before it.
     case allFinished
     /// A task was removed.
     case removed(taskID: String)
