@@ -10,7 +10,7 @@
 # 4. kills and reruns real `downloadkit get` processes at random moments against nginx (Scripts/chaos.sh,
 #    CHAOS_SECONDS, default 40 s of trials, single and segmented);
 # 5. runs the engine, manager and HTTP client suites under ThreadSanitizer, and the whole suite (but
-#    MemoryBoundTests, whose RSS bound ASan inflates by design) under AddressSanitizer +
+#    MemoryBoundTests, whose RSS bound ASan inflates by design), one test target at a time, under AddressSanitizer +
 #    UndefinedBehaviorSanitizer (C targets, trap mode; one build). Both sanitizer runs gate;
 # 6. runs the segmented suites 3 times pinned to one CPU beside two busy loops
 #    (Scripts/stress-segments.sh; longer: `bash Scripts/stress-segments.sh 50 --asan`).
