@@ -202,7 +202,7 @@ public final class Connection {
             case .processed(let count):
                 offset += count
             case .wouldBlock:
-                try wait(for: .writable, deadline: deadline, timeout: .writeTimeout, operation: "send")
+                try waitUntilWritable(deadline: deadline)
             case .failed(let error):
                 throw ioError(error, operation: "send")
             }
@@ -285,16 +285,14 @@ public final class Connection {
         }
     }
 
-    private func wait(
-        for events: Socket.Events, deadline: Deadline, timeout: TransportError.Code, operation: String
-    ) throws(TransportError) {
-        if control.isCancelled { throw cancelledError(operation) }
-        switch Socket.poll(fileDescriptor, for: events, deadline: deadline) {
+    /// Waits until the socket takes more bytes (reads wait through ``MarkedReadableWait``).
+    private func waitUntilWritable(deadline: Deadline) throws(TransportError) {
+        if control.isCancelled { throw cancelledError("send") }
+        switch Socket.poll(fileDescriptor, for: .writable, deadline: deadline) {
         case .success(.some):
             return
         case .success(.none):
-            let what = timeout == .readTimeout ? "no data arrived from" : "no progress writing to"
-            throw TransportError(timeout, operation: "poll", detail: "\(what) \(remoteAddress) before the deadline")
+            throw TransportError(.writeTimeout, operation: "poll", detail: "no progress writing to \(remoteAddress) before the deadline")
         case .failure(let error):
             throw TransportError(
                 .systemCall, errno: error.rawValue, operation: "poll", detail: "waiting for the socket failed: \(error)"

@@ -77,39 +77,31 @@ struct MarkedReadableWait {
     /// The socket's mark as last set (1, the kernel's default, until changed).
     private(set) var currentMark = 1
 
-    /// Waits until `fd` is readable or `deadline` passes (false), with the mark the rule picks for a
-    /// body that still owes `remaining` bytes and a reader with `bufferCapacity` bytes of room. A marked
-    /// wait that runs out of patience drops the mark and goes on waiting for any byte (bytes that are
-    /// already there end it at once).
-    mutating func wait(
-        _ fd: Int32, remaining: Int64?, bufferCapacity: Int, deadline: Deadline
-    ) -> Result<Bool, DKErrno> {
-        let mark = rule.mark(remaining: remaining, bufferCapacity: bufferCapacity)
-        setMark(mark, on: fd)
-        if mark > 1 {
-            let patience = Deadline(uptimeNanoseconds: Deadline.now().uptimeNanoseconds + ReceiveLowWater.patienceNanoseconds)
-            switch Socket.poll(fd, for: .readable, deadline: min(deadline, patience)) {
-            case .success(.some):
-                return .success(true)
-            case .success(.none):
-                rule.markedWaitTimedOut(now: Deadline.now().uptimeNanoseconds)
-                setMark(1, on: fd)
-            case .failure(let error):
-                return .failure(error)
-            }
-        }
-        return Socket.poll(fd, for: .readable, deadline: deadline).map { $0 != nil }
-    }
-
-    /// ``wait(_:remaining:bufferCapacity:deadline:)`` for a reader: throws `.readTimeout` naming `peer`
-    /// when the deadline passes, `.systemCall` when `poll` fails.
+    /// Waits until `fd` is readable, with the mark the rule picks for a body that still owes `remaining`
+    /// bytes and a reader with `bufferCapacity` bytes of room. A marked wait that runs out of patience
+    /// drops the mark and goes on waiting for any byte (bytes already there end it at once).
+    /// - Throws: `.readTimeout` naming `peer` when `deadline` passes, `.systemCall` when `poll` fails.
     mutating func waitUntilReadable(
         _ fd: Int32, remaining: Int64?, bufferCapacity: Int, deadline: Deadline, peer: String
     ) throws(TransportError) {
-        switch wait(fd, remaining: remaining, bufferCapacity: bufferCapacity, deadline: deadline) {
-        case .success(true):
+        let mark = rule.mark(remaining: remaining, bufferCapacity: bufferCapacity)
+        setMark(mark, on: fd)
+        var result: Result<Int16?, DKErrno>
+        if mark > 1 {
+            let patience = Deadline(uptimeNanoseconds: Deadline.now().uptimeNanoseconds + ReceiveLowWater.patienceNanoseconds)
+            result = Socket.poll(fd, for: .readable, deadline: min(deadline, patience))
+            if case .success(nil) = result {
+                rule.markedWaitTimedOut(now: Deadline.now().uptimeNanoseconds)
+                setMark(1, on: fd)
+                result = Socket.poll(fd, for: .readable, deadline: deadline)
+            }
+        } else {
+            result = Socket.poll(fd, for: .readable, deadline: deadline)
+        }
+        switch result {
+        case .success(.some):
             return
-        case .success(false):
+        case .success(.none):
             throw TransportError(.readTimeout, operation: "poll", detail: "no data arrived from \(peer) before the deadline")
         case .failure(let error):
             throw TransportError(
