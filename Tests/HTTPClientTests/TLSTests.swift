@@ -82,6 +82,13 @@ final class OpenSSLServer {
         return try TLSContext(configuration: configuration)
     }
 
+    /// A connection to `server` as "localhost", trusting the test CA (10 s to connect and handshake).
+    func connectTrustingTestCA(to server: OpenSSLServer) throws -> Connection {
+        try Connection.connect(
+            host: "127.0.0.1", port: server.port, tls: try trustingTestCA(), serverName: "localhost",
+            deadline: .after(seconds: 10))
+    }
+
     /// Connects to `server` and returns the error, or nil when the handshake succeeded.
     func handshakeError(
         _ server: OpenSSLServer, context: TLSContext, host: String = "127.0.0.1", serverName: String? = "localhost"
@@ -96,9 +103,7 @@ final class OpenSSLServer {
     @Test func validCertificateHandshakesReportsALPNAndRoundTripsBytes() throws {
         let server = try OpenSSLServer(certificate: certificates.valid)
         defer { server.stop() }
-        let connection = try Connection.connect(
-            host: "127.0.0.1", port: server.port, tls: try trustingTestCA(), serverName: "localhost",
-            deadline: .after(seconds: 10))
+        let connection = try connectTrustingTestCA(to: server)
         defer { connection.close() }
         #expect(connection.isTLS)
         #expect(connection.negotiatedALPN == "http/1.1")
@@ -155,9 +160,7 @@ final class OpenSSLServer {
     @Test func sessionTicketsDoNotCountAsPendingInput() throws {
         let server = try OpenSSLServer(certificate: certificates.valid)
         defer { server.stop() }
-        let connection = try Connection.connect(
-            host: "127.0.0.1", port: server.port, tls: try trustingTestCA(), serverName: "localhost",
-            deadline: .after(seconds: 10))
+        let connection = try connectTrustingTestCA(to: server)
         defer { connection.close() }
         // TLS 1.3 servers send NewSessionTicket right after the handshake: the socket becomes
         // readable although no application data arrived.
@@ -170,9 +173,7 @@ final class OpenSSLServer {
 
     @Test func peerVanishingWithoutCloseNotifyIsUncleanShutdown() throws {
         let server = try OpenSSLServer(certificate: certificates.valid)
-        let connection = try Connection.connect(
-            host: "127.0.0.1", port: server.port, tls: try trustingTestCA(), serverName: "localhost",
-            deadline: .after(seconds: 10))
+        let connection = try connectTrustingTestCA(to: server)
         defer { connection.close() }
         server.stop()  // the process dies; the kernel closes TCP without any TLS alert
         let error = transportError { _ = try connection.readText(deadline: .after(seconds: 10)) }
@@ -186,9 +187,7 @@ final class OpenSSLServer {
 
     @Test func tlsWriteToVanishedPeerThrowsInsteadOfRaisingSIGPIPE() throws {
         let server = try OpenSSLServer(certificate: certificates.valid)
-        let connection = try Connection.connect(
-            host: "127.0.0.1", port: server.port, tls: try trustingTestCA(), serverName: "localhost",
-            deadline: .after(seconds: 10))
+        let connection = try connectTrustingTestCA(to: server)
         defer { connection.close() }
         server.stop()
         // The first write draws a RST; later ones fail with EPIPE, which OpenSSL's own socket BIO
@@ -209,9 +208,7 @@ final class OpenSSLServer {
     @Test func aMarkedTLSReadReturnsWhatASlowSenderSent() throws {
         let server = try OpenSSLServer(certificate: certificates.valid, extraArguments: ["-rev"])
         defer { server.stop() }
-        let connection = try Connection.connect(
-            host: "127.0.0.1", port: server.port, tls: try trustingTestCA(), serverName: "localhost",
-            deadline: .after(seconds: 10))
+        let connection = try connectTrustingTestCA(to: server)
         defer { connection.close() }
         try connection.writeText("stressed\n", deadline: .after(seconds: 10))
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
@@ -227,9 +224,7 @@ final class OpenSSLServer {
     @Test func cancelWakesBlockedTLSRead() throws {
         let server = try OpenSSLServer(certificate: certificates.valid)
         defer { server.stop() }
-        let connection = try Connection.connect(
-            host: "127.0.0.1", port: server.port, tls: try trustingTestCA(), serverName: "localhost",
-            deadline: .after(seconds: 10))
+        let connection = try connectTrustingTestCA(to: server)
         defer { connection.close() }
         let canceller = connection.canceller
         DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) { canceller.cancel() }
@@ -303,9 +298,7 @@ final class OpenSSLServer {
     @Test func minimumVersionIsRespected() throws {
         let server = try OpenSSLServer(certificate: certificates.valid, extraArguments: ["-tls1_2"])
         defer { server.stop() }
-        let connection = try Connection.connect(
-            host: "127.0.0.1", port: server.port, tls: try trustingTestCA(), serverName: "localhost",
-            deadline: .after(seconds: 10))
+        let connection = try connectTrustingTestCA(to: server)
         #expect(connection.tlsVersion == "TLSv1.2")
         connection.close()
         let error = try #require(
