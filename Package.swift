@@ -75,6 +75,8 @@ let package = Package(
                 "DownloadKit", "HTTPClient", "HTTPWire",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // SQLite's C API for the task store's row writes (TaskRecord.write(update:replace:in:)).
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ]
         ),
         // aria2-compatible JSON-RPC over a DownloadManager (HTTP POST + WebSocket at /jsonrpc). The only

@@ -2,6 +2,7 @@ import Dispatch
 import DownloadKit
 import Foundation
 import GRDB
+import GRDBSQLite
 
 /// The manager's task table in SQLite (GRDB, WAL journal, versioned migrations): the default ``TaskStoring``.
 ///
@@ -76,7 +77,7 @@ public final class TaskStore: TaskStoring {
 
     /// Every stored task.
     func loadAll() throws -> [TaskRecord] {
-        try database.read { db in try TaskRecord.fetchAll(db) }
+        try database.read { db in try TaskRecord.fetchAll(db, sql: TaskRecord.selectSQL) }
     }
 
     /// The store's own thread: every write of a running manager happens here, in the order it was handed
@@ -88,8 +89,9 @@ public final class TaskStore: TaskStoring {
     func write(_ records: [TaskRecord], deleting deletions: [String] = []) throws {
         guard !records.isEmpty || !deletions.isEmpty else { return }
         try database.write { db in
-            let upsert = try db.cachedStatement(sql: TaskRecord.upsertSQL)
-            for record in records { try upsert.execute(arguments: StatementArguments(record.columnValues)) }
+            let update = try db.cachedStatement(sql: TaskRecord.updateSQL)
+            let replace = try db.cachedStatement(sql: TaskRecord.replaceSQL)
+            for record in records { try record.write(update: update, replace: replace, in: db) }
             if !deletions.isEmpty { _ = try TaskRecord.deleteAll(db, keys: deletions) }
         }
     }
@@ -156,7 +158,7 @@ public final class TaskStore: TaskStoring {
 
 /// One row of the `task` table. Rows are read and written column by column (no `Codable`): restoring
 /// 10,000 tasks must take well under a second.
-struct TaskRecord: FetchableRecord, PersistableRecord, Sendable {
+struct TaskRecord: FetchableRecord, TableRecord, Sendable {
     static let databaseTableName = "task"
 
     var id: String
@@ -194,36 +196,37 @@ struct TaskRecord: FetchableRecord, PersistableRecord, Sendable {
     /// Reads a row column by column. A NULL, missing or unconvertible value in a required column (a
     /// damaged or hand-edited database) throws GRDB's decoding error instead of trapping — `row["…"]`
     /// traps — and the manager reports it as `DownloadManagerError` `.storage` naming the file.
+    /// Columns are read by position from ``selectSQL`` (a name lookup per column was a fifth of a
+    /// 10,000-task restore); a table without one of the columns fails that statement instead.
     init(row: Row) throws {
-        id = try row.decode(forColumn: "id")
-        originalURL = try row.decode(forColumn: "originalURL")
-        currentURL = try row.decode(forColumn: "currentURL")
-        fileID = try row.decode(forColumn: "fileID")
-        destinationKind = try row.decode(forColumn: "destinationKind")
-        destinationPath = try row.decode(forColumn: "destinationPath")
-        namingRule = try row.decode(forColumn: "namingRule")
-        namingFileID = try row.decode(forColumn: "namingFileID")
-        finalPath = try row.decode(forColumn: "finalPath")
-        state = try row.decode(forColumn: "state")
-        bytesReceived = try row.decode(forColumn: "bytesReceived")
-        totalBytes = try row.decode(forColumn: "totalBytes")
-        priority = try row.decode(forColumn: "priority")
-        queueOrder = try row.decode(forColumn: "queueOrder")
-        groupName = try row.decode(forColumn: "groupName")
-        checksum = try row.decode(forColumn: "checksum")
-        headers = StringDictionaryJSON.decode(try row.decode(String?.self, forColumn: "headers"))
-        metadata = StringDictionaryJSON.decode(try row.decode(String?.self, forColumn: "metadata"))
-        requiresUnmeteredNetwork = try row.decode(forColumn: "requiresUnmeteredNetwork")
-        rateLimit = try row.decode(forColumn: "rateLimit")
-        errorCode = try row.decode(forColumn: "errorCode")
-        errorMessage = try row.decode(forColumn: "errorMessage")
-        createdAt = try row.decode(forColumn: "createdAt")
-        updatedAt = try row.decode(forColumn: "updatedAt")
-        finishedAt = try row.decode(forColumn: "finishedAt")
+        id = try row.decode(atIndex: 0)
+        originalURL = try row.decode(atIndex: 1)
+        currentURL = try row.decode(atIndex: 2)
+        fileID = try row.decode(atIndex: 3)
+        destinationKind = try row.decode(atIndex: 4)
+        destinationPath = try row.decode(atIndex: 5)
+        namingRule = try row.decode(atIndex: 6)
+        namingFileID = try row.decode(atIndex: 7)
+        finalPath = try row.decode(atIndex: 8)
+        state = try row.decode(atIndex: 9)
+        bytesReceived = try row.decode(atIndex: 10)
+        totalBytes = try row.decode(atIndex: 11)
+        priority = try row.decode(atIndex: 12)
+        queueOrder = try row.decode(atIndex: 13)
+        groupName = try row.decode(atIndex: 14)
+        checksum = try row.decode(atIndex: 15)
+        headers = StringDictionaryJSON.decode(try row.decode(String?.self, atIndex: 16))
+        metadata = StringDictionaryJSON.decode(try row.decode(String?.self, atIndex: 17))
+        requiresUnmeteredNetwork = try row.decode(atIndex: 18)
+        rateLimit = try row.decode(atIndex: 19)
+        errorCode = try row.decode(atIndex: 20)
+        errorMessage = try row.decode(atIndex: 21)
+        createdAt = try row.decode(atIndex: 22)
+        updatedAt = try row.decode(atIndex: 23)
+        finishedAt = try row.decode(atIndex: 24)
     }
 
-    /// The columns in the order of ``columnValues``: one list for the record's encoding and the store's
-    /// prepared write.
+    /// The columns in the order of ``init(row:)``'s indexes and of the write statements' parameters.
     static let columnNames = [
         "id", "originalURL", "currentURL", "fileID", "destinationKind", "destinationPath", "namingRule", "namingFileID",
         "finalPath", "state", "bytesReceived", "totalBytes", "priority", "queueOrder", "groupName", "checksum", "headers",
@@ -231,24 +234,81 @@ struct TaskRecord: FetchableRecord, PersistableRecord, Sendable {
         "finishedAt",
     ]
 
-    /// The row's values, in the order of ``columnNames``.
-    var columnValues: [(any DatabaseValueConvertible)?] {
-        [
-            id, originalURL, currentURL, fileID, destinationKind, destinationPath, namingRule, namingFileID, finalPath,
-            state, bytesReceived, totalBytes, priority, queueOrder, groupName, checksum,
-            StringDictionaryJSON.encode(headers), StringDictionaryJSON.encode(metadata), requiresUnmeteredNetwork,
-            rateLimit, errorCode, errorMessage, createdAt, updatedAt, finishedAt,
-        ]
+    /// Every column of the table, in ``columnNames``' order.
+    static let selectSQL = "SELECT \(columnNames.joined(separator: ", ")) FROM task"
+
+    /// The columns the table's indexes hold (the primary key `id` aside; see the v1 migration).
+    static let indexedColumns: Set = ["originalURL", "fileID", "groupName"]
+
+    /// `INSERT OR REPLACE` of a whole row: parameter ?N is column N of ``columnNames``.
+    static let replaceSQL =
+        "INSERT OR REPLACE INTO task (\(columnNames.joined(separator: ", "))) VALUES (\(columnNames.indices.map { "?\($0 + 1)" }.joined(separator: ", ")))"
+
+    /// The same row written in place when it exists with the same indexed columns, with the same
+    /// parameters: no index changes. SQLite's REPLACE deletes and reinserts the row in the table and in
+    /// all four of its indexes; almost every write (progress, a state change, a restore pausing 10,000
+    /// tasks) changes none of the indexed columns.
+    static let updateSQL: String = {
+        func parameter(_ column: String) -> String { "?\(columnNames.firstIndex(of: column)! + 1)" }
+        let assignments = columnNames.filter { $0 != "id" && !indexedColumns.contains($0) }
+            .map { "\($0) = \(parameter($0))" }
+        let unchanged = indexedColumns.sorted().map { "\($0) IS \(parameter($0))" }
+        return "UPDATE task SET \(assignments.joined(separator: ", ")) WHERE id = \(parameter("id")) AND "
+            + unchanged.joined(separator: " AND ")
+    }()
+
+    /// Writes the row: ``updateSQL`` in place, or ``replaceSQL`` when that changed no row (a new task, or
+    /// an indexed column changed). Both statements are prepared once per connection by the caller.
+    ///
+    /// SQLite's own binding calls, not GRDB's `StatementArguments`: boxing 25 values per row as
+    /// `DatabaseValueConvertible` existentials was two thirds of writing 10,000 rows (issue #18's restore).
+    func write(update: Statement, replace: Statement, in db: Database) throws {
+        try run(update, sql: Self.updateSQL, in: db)
+        if sqlite3_changes(db.sqliteConnection) == 0 { try run(replace, sql: Self.replaceSQL, in: db) }
     }
 
-    /// `INSERT OR REPLACE` of a whole row, prepared once per connection: GRDB's record insert builds a
-    /// persistence container and its statement per row, which cost 25 µs a row (a restore that pauses
-    /// 10,000 tasks writes them all; issue #18's 300 ms).
-    static let upsertSQL =
-        "INSERT OR REPLACE INTO task (\(columnNames.joined(separator: ", "))) VALUES (\(columnNames.map { _ in "?" }.joined(separator: ", ")))"
-
-    func encode(to container: inout PersistenceContainer) {
-        for (name, value) in zip(Self.columnNames, columnValues) { container[name] = value }
+    /// Binds the row's columns as parameters 1…25 of `prepared` and steps it once.
+    private func run(_ prepared: Statement, sql: String, in db: Database) throws {
+        let statement = prepared.sqliteStatement
+        var binder = ColumnBinder(statement: statement)
+        binder.bind(id)
+        binder.bind(originalURL)
+        binder.bind(currentURL)
+        binder.bind(fileID)
+        binder.bind(destinationKind)
+        binder.bind(destinationPath)
+        binder.bind(namingRule)
+        binder.bind(namingFileID)
+        binder.bind(finalPath)
+        binder.bind(state)
+        binder.bind(bytesReceived)
+        binder.bind(totalBytes)
+        binder.bind(Int64(priority))
+        binder.bind(queueOrder)
+        binder.bind(groupName)
+        binder.bind(checksum)
+        binder.bind(StringDictionaryJSON.encode(headers))
+        binder.bind(StringDictionaryJSON.encode(metadata))
+        binder.bind(Int64(requiresUnmeteredNetwork ? 1 : 0))
+        binder.bind(rateLimit.map(Int64.init))
+        binder.bind(errorCode)
+        binder.bind(errorMessage)
+        binder.bind(createdAt)
+        binder.bind(updatedAt)
+        binder.bind(finishedAt)
+        assert(binder.next == Int32(Self.columnNames.count) + 1, "every column bound once")
+        defer {
+            sqlite3_reset(statement)
+            sqlite3_clear_bindings(statement)
+        }
+        var failure = binder.failure
+        if failure == SQLITE_OK {
+            failure = sqlite3_step(statement)
+            if failure == SQLITE_DONE { return }
+        }
+        throw DatabaseError(
+            resultCode: ResultCode(rawValue: failure), message: String(cString: sqlite3_errmsg(db.sqliteConnection)),
+            sql: sql)
     }
 
     init(_ task: ManagedTask) {
@@ -297,6 +357,50 @@ struct TaskRecord: FetchableRecord, PersistableRecord, Sendable {
             error: refusal ?? errorCode.map { ManagedTaskError(code: $0, message: errorMessage ?? "") },
             createdAt: Date(timeIntervalSince1970: createdAt), updatedAt: Date(timeIntervalSince1970: updatedAt),
             finishedAt: finishedAt.map(Date.init(timeIntervalSince1970:)))
+    }
+}
+
+/// Binds values to a prepared statement's parameters 1, 2, 3… in turn; the first failing call's result
+/// code is kept.
+struct ColumnBinder {
+    let statement: SQLiteStatement
+    private(set) var next: Int32 = 1
+    private(set) var failure = SQLITE_OK
+
+    init(statement: SQLiteStatement) { self.statement = statement }
+
+    /// SQLite copies the bytes (`SQLITE_TRANSIENT`): the string's storage is only borrowed for the call.
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+    private static let empty: StaticString = ""
+
+    private mutating func record(_ result: Int32) {
+        if failure == SQLITE_OK && result != SQLITE_OK { failure = result }
+        next += 1
+    }
+
+    mutating func bind(_ value: String?) {
+        guard var value else { return record(sqlite3_bind_null(statement, next)) }
+        let (statement, index) = (statement, next)
+        let result = value.withUTF8 { bytes in
+            // An empty buffer may have no address, and a NULL pointer would bind SQL NULL.
+            bytes.isEmpty
+                ? sqlite3_bind_text(
+                    statement, index, UnsafeRawPointer(Self.empty.utf8Start).assumingMemoryBound(to: CChar.self), 0, nil)
+                : sqlite3_bind_text(
+                    statement, index, UnsafeRawPointer(bytes.baseAddress!).assumingMemoryBound(to: CChar.self),
+                    Int32(bytes.count), Self.transient)
+        }
+        record(result)
+    }
+
+    mutating func bind(_ value: Int64?) {
+        guard let value else { return record(sqlite3_bind_null(statement, next)) }
+        record(sqlite3_bind_int64(statement, next, value))
+    }
+
+    mutating func bind(_ value: Double?) {
+        guard let value else { return record(sqlite3_bind_null(statement, next)) }
+        record(sqlite3_bind_double(statement, next, value))
     }
 }
 
