@@ -669,14 +669,17 @@ final class TransferEngine {
         }
         // The partial was private (0600) while incomplete; the finished file gets the usual 0644.
         _ = fchmod(file.fd, 0o644)
-        ResumeInfo.removeStored(fromPartial: file.fd)
         // Validators and the URL go on the inode before the rename, so the finished file carries them
         // from its first instant: a manager that dies between this rename and its task row's update
-        // recognises the file as this task's on restart instead of downloading it again.
+        // recognises the file as this task's on restart instead of downloading it again. They are set
+        // before the partial's record is removed: the record (about 1 KB) does not fit inside an ext4
+        // inode, and removing it first freed its external xattr block only for the validators to
+        // allocate another (a block freed and allocated per small file).
         FinishedFileValidators.record(
             entityTag: resource.entityTagText, lastModified: resource.lastModified,
             url: machine.originalURL.withoutUserinfo.absoluteString,
             fd: file.fd)
+        ResumeInfo.removeStored(fromPartial: file.fd)
         let destination = try placeFinalFile()
         // Whether this unlink survives a power loss does not matter: a resume-info file without its
         // temp file only makes a rerun download again.
