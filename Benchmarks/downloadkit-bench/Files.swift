@@ -65,7 +65,11 @@ func writePatternFile(path: String, bytes: Int64, seed: UInt64) throws {
     guard rename(temporary, path) == 0 else { throw BenchError("rename \(temporary): \(errnoText())") }
 }
 
-/// Reads the file once so the origin serves it from the page cache in every run.
+/// Reads the file so the origin serves it from the page cache. Called before every measured run, not
+/// once per bench: on the project's VM free memory goes back to the host (virtio-balloon, DAMON reclaim),
+/// and a 1 GiB file warmed at the start had lost scattered pages minutes later. nginx's single worker
+/// then blocks on each disk read with every connection waiting behind it: 16 capped connections measured
+/// 88–92 % of N × cap with 2–6 MB of the file evicted and 95–98 % with all of it cached (2026-11-26).
 func warmPageCache(path: String) throws {
     let fd = open(path, O_RDONLY | O_CLOEXEC)
     guard fd >= 0 else { throw BenchError("open \(path): \(errnoText())") }

@@ -247,6 +247,7 @@ struct ScenarioContext {
                 url: url, sink: scenario.sink, destination: destination, caFile: caFile, seed: BenchRunner.seed)
         let cleanup = [destination] + invocation.leftovers
         for file in cleanup { unlink(file) }
+        try warmPageCache(path: cacheDirectory + path)
 
         let logBase = logDirectory + "/\(scenario.rawValue)-\(name)-\(testCase.bytes)-\(run)"
         let requestsBefore = try nginx.accessLog().count

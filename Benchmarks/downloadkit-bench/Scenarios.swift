@@ -113,6 +113,9 @@ extension ScenarioContext {
                 for file in cleanup { unlink(file) }
                 syncFileSystem()
             }
+            // nginx's one worker blocks the other connections while it reads an evicted page from disk;
+            // this VM hands cold page cache back to the host between runs (see warmPageCache).
+            try warmPageCache(path: cacheDirectory + "/" + BenchRunner.fileName(bytes: bytes))
             let logBase = logDirectory + "/segmented-\(client.kind.rawValue)-\(connections)-\(run)"
             let before = try limited.accessLog().count
             let measurement = try measure(

@@ -102,10 +102,9 @@ public final class Download: Sendable {
         let request = self.request
         let configuration = self.configuration
         let client = self.client
-        let name = "dk-\(id)"
-        let thread = Thread {
-            // Foundation's `Thread.name` does not reach the kernel on Linux; ps, top and /proc show this.
-            _ = dk_set_current_thread_name(name)
+        // On a transfer thread of its own (reused: TransferThreads), which carries `dk-<id>` in the kernel
+        // (ps, top and /proc show it; Foundation's `Thread.name` does not reach the kernel on Linux).
+        TransferThreads.shared.run(name: "dk-\(id)") {
             let outcome: Result<DownloadResult, DownloadError>
             do throws(DownloadError) {
                 if let kept = try Download.existingFileOutcome(request, configuration: configuration, client: client) {
@@ -121,9 +120,6 @@ public final class Download: Sendable {
             }
             control.finish(outcome)
         }
-        thread.name = name
-        thread.stackSize = 1 << 20
-        thread.start()
     }
 
     /// Waits for the end.

@@ -93,13 +93,10 @@ struct SegmentCoordinator {
                 lowSpeedLimit: configuration.lowSpeedLimit, lowSpeedTime: configuration.lowSpeedTime.asSeconds,
                 bufferSize: bufferSize, rateLimiters: rateLimiters, cancellation: tokens[index], control: control)
             group.enter()
-            let thread = Thread {
+            TransferThreads.shared.run(name: "dk-segment-\(index)") {
                 worker.run()
                 group.leave()
             }
-            thread.name = "DownloadKit segment \(index)"
-            thread.stackSize = 1 << 20
-            thread.start()
         }
 
         let interval = min(configuration.checkpointInterval.asSeconds, 1)
