@@ -237,7 +237,9 @@ struct TaskRecord: FetchableRecord, TableRecord, Sendable {
     /// Every column of the table, in ``columnNames``' order.
     static let selectSQL = "SELECT \(columnNames.joined(separator: ", ")) FROM task"
 
-    /// The columns the table's indexes hold (the primary key `id` aside; see the v1 migration).
+    /// The columns the table's indexes hold (the primary key `id` aside; see the v1 migration). Only a
+    /// cost: SQLite maintains every index whose columns an `UPDATE` sets, so a column missing here (an
+    /// index added by a later migration) still stays right, its index just updated in place.
     static let indexedColumns: Set = ["originalURL", "fileID", "groupName"]
 
     /// `INSERT OR REPLACE` of a whole row: parameter ?N is column N of ``columnNames``.
