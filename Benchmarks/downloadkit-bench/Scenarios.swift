@@ -164,15 +164,22 @@ extension ScenarioContext {
             row.files = count
             rows.append(row)
         }
+        // Each run downloads into a directory of its own and nothing is deleted until every run is over:
+        // on a no-journal ext4 the kernel skips each inode freed in the last 30 s when it allocates one
+        // (reading its inode-table block), so deleting 1,000 files before the next client creates 1,000
+        // made every run pay for the previous one's churn, more run after run (docs/BENCHMARKS.md,
+        // "Small files").
+        let runsDirectory = downloadDirectory + "/small-files"
+        try? FileManager.default.removeItem(atPath: runsDirectory)
+        defer {
+            try? FileManager.default.removeItem(atPath: runsDirectory)
+            syncFileSystem()
+        }
         rows = alternate(.smallFiles, rows: rows) { index, run in
             let client = plan[index]
-            let directory = downloadDirectory + "/small-files-\(client.kind.rawValue)"
-            try? FileManager.default.removeItem(atPath: directory)
+            let directory = runsDirectory + "/\(client.kind.rawValue)-\(run)"
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            defer {
-                try? FileManager.default.removeItem(atPath: directory)
-                syncFileSystem()
-            }
+            defer { syncFileSystem() }
             let invocation = try client.manyInvocation(
                 urls: urls, listPath: listPath, directory: directory, configDirectory: downloadDirectory)
             let logBase = logDirectory + "/small-files-\(client.kind.rawValue)-\(run)"

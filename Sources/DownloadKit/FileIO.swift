@@ -201,12 +201,16 @@ package enum FileSystem {
     /// Makes a rename or unlink in `directory` durable: the one directory `fsync` of the file layer (the
     /// engine's renames, the resume info's atomic writes, new parent directories). Some file systems cannot
     /// sync a directory (`EINVAL`, `ENOTSUP`); the rename is then as durable as they allow.
+    /// Concurrent callers for one directory share syncs (``DirectorySync``): each returns after a sync
+    /// that began after it was called.
     static func syncDirectory(_ directory: String) throws(FileSystemError) {
-        let fd = retryingOnEINTR({ open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) })
-        if fd < 0 { throw FileSystemError("open", path: directory, errno: errno) }
-        defer { close(fd) }
-        if retryingOnEINTR({ fsync(fd) }) != 0 && errno != EINVAL && errno != ENOTSUP {
-            throw FileSystemError("fsync", path: directory, errno: errno)
+        try DirectorySync.shared.sync(directory) { () throws(FileSystemError) in
+            let fd = retryingOnEINTR({ open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) })
+            if fd < 0 { throw FileSystemError("open", path: directory, errno: errno) }
+            defer { close(fd) }
+            if retryingOnEINTR({ fsync(fd) }) != 0 && errno != EINVAL && errno != ENOTSUP {
+                throw FileSystemError("fsync", path: directory, errno: errno)
+            }
         }
     }
 

@@ -272,6 +272,34 @@ import TestOrigin
     }
 }
 
+/// The field checks every record passes on the way in and out: an ASCII fast path in front of the
+/// Unicode property lookups must decide exactly as they do.
+@Suite struct ResumeInfoFieldCheckTests {
+    static func urlPasses(_ url: String) -> Bool { (try? ResumeInfo.checkHTTPURL(url, key: .downloadURL)) != nil }
+    static func textPasses(_ text: String) -> Bool { (try? ResumeInfo.checkText(text, key: .entityTag)) != nil }
+
+    @Test func urls() {
+        for good in ["http://x", "HTTP://x", "hTtPs://x/a?b=c#d", "https://[::1]:8443/", "http://h/\u{E9}t\u{E9}"] {
+            #expect(Self.urlPasses(good), "\(good)")
+        }
+        for bad in [
+            "http://", "https://", "ftp://x", "http:/x", "httpx://x", "", "http://a b", "http://a\tb", "http://a\nb",
+            "http://a\u{3000}b", "http://a\u{A0}b", "http://a\u{0}b", "\u{130}ttp://x",
+        ] {
+            #expect(!Self.urlPasses(bad), "\(bad.debugDescription)")
+        }
+    }
+
+    @Test func text() {
+        for good in ["\"abc\"", "W/\"x\"", "a\tb", "", "\u{E9}\u{1F600}", "Thu, 26 Nov 2026 07:25:55 GMT", "~"] {
+            #expect(Self.textPasses(good), "\(good.debugDescription)")
+        }
+        for bad in ["a\u{0}b", "a\nb", "a\rb", "\u{7F}", "a\u{85}b", "a\u{9F}", "\u{1B}[0m"] {
+            #expect(!Self.textPasses(bad), "\(bad.debugDescription)")
+        }
+    }
+}
+
 @Suite struct ResumeInfoStaleTemporaryFileTests {
     @Test func temporaryFilesOfDeadWritersAreRemovedAndLiveOnesKept() throws {
         let dir = try ScratchDirectory()
