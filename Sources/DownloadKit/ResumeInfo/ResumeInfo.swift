@@ -424,8 +424,9 @@ public struct ResumeInfo: Sendable, Hashable {
         func hasScheme(_ scheme: StaticString) -> Bool {
             let prefix = UnsafeBufferPointer(start: scheme.utf8Start, count: scheme.utf8CodeUnitCount)
             guard bytes.count > prefix.count else { return false }
-            // ASCII case folding: `| 0x20` lowers letters and leaves ':' and '/' as they are.
-            return zip(bytes, prefix).allSatisfy { $0 | 0x20 == $1 | 0x20 }
+            // ASCII case folding of A–Z only: a blanket `| 0x20` would also map control bytes onto ':'
+            // and '/' (0x1A, 0x0F) and so lean on checkText having refused them first.
+            return zip(bytes, prefix).allSatisfy { ($0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0) == $1 }
         }
         guard hasScheme("http://") || hasScheme("https://") else {
             throw ResumeInfoError.invalid(key.rawValue, "not an http or https URL")
