@@ -265,12 +265,14 @@ struct TaskRecord: FetchableRecord, TableRecord, Sendable {
     /// SQLite's own binding calls, not GRDB's `StatementArguments`: boxing 25 values per row as
     /// `DatabaseValueConvertible` existentials was two thirds of writing 10,000 rows (issue #18's restore).
     func write(update: Statement, replace: Statement, in db: Database) throws {
-        try run(update, sql: Self.updateSQL, in: db)
-        if sqlite3_changes(db.sqliteConnection) == 0 { try run(replace, sql: Self.replaceSQL, in: db) }
+        // The JSON columns are encoded once, whichever statements run.
+        let json = (headers: StringDictionaryJSON.encode(headers), metadata: StringDictionaryJSON.encode(metadata))
+        try run(update, sql: Self.updateSQL, json: json, in: db)
+        if sqlite3_changes(db.sqliteConnection) == 0 { try run(replace, sql: Self.replaceSQL, json: json, in: db) }
     }
 
     /// Binds the row's columns as parameters 1…25 of `prepared` and steps it once.
-    private func run(_ prepared: Statement, sql: String, in db: Database) throws {
+    private func run(_ prepared: Statement, sql: String, json: (headers: String, metadata: String), in db: Database) throws {
         let statement = prepared.sqliteStatement
         var binder = ColumnBinder(statement: statement)
         binder.bind(id)
@@ -289,8 +291,8 @@ struct TaskRecord: FetchableRecord, TableRecord, Sendable {
         binder.bind(queueOrder)
         binder.bind(groupName)
         binder.bind(checksum)
-        binder.bind(StringDictionaryJSON.encode(headers))
-        binder.bind(StringDictionaryJSON.encode(metadata))
+        binder.bind(json.headers)
+        binder.bind(json.metadata)
         binder.bind(Int64(requiresUnmeteredNetwork ? 1 : 0))
         binder.bind(rateLimit.map(Int64.init))
         binder.bind(errorCode)
