@@ -98,6 +98,10 @@ public actor DownloadManager {
     /// Completions whose row is being committed before `.finished` is emitted (the actor may run other
     /// work meanwhile, including another task's completion).
     private var completionsBeingAnnounced = 0
+    /// ``close()`` waiting for the completions being announced: a task whose `result()` already returned
+    /// (its row says completed) still gets its `.finished` and its completion handler before the event
+    /// streams end.
+    private var announcementsDrained: [CheckedContinuation<Void, Never>] = []
     /// The scheduler said "all finished" while a completion was still being announced: `.allFinished`
     /// waits for that `.finished` (``emitAllFinishedIfDue()``). Cleared when a task starts.
     private var allFinishedHeldBack = false
@@ -480,7 +484,8 @@ public actor DownloadManager {
     }
 
     /// Stops every transfer (keeping its bytes and its state, so a new manager resumes it), writes
-    /// everything, and ends the event streams. The manager refuses further changes.
+    /// everything, announces every completion still being committed (its `.finished` and completion
+    /// handler), and ends the event streams. The manager refuses further changes.
     public func close() async {
         guard !isClosed else { return }
         isClosed = true
@@ -492,6 +497,9 @@ public actor DownloadManager {
         progressDirty = []
         await commitLogging()
         await store.drain()
+        while completionsBeingAnnounced > 0 {
+            await withCheckedContinuation { announcementsDrained.append($0) }
+        }
         broadcaster.finish()
     }
 
@@ -761,6 +769,11 @@ public actor DownloadManager {
         emit(.finished(taskID: task.id, path: result.path))
         notifyCompletion(TaskCompletion(task: task, result: .success(result)))
         emitAllFinishedIfDue()
+        if completionsBeingAnnounced == 0 {
+            let waiting = announcementsDrained
+            announcementsDrained = []
+            for waiter in waiting { waiter.resume() }
+        }
     }
 
     /// Emits `.allFinished` when the scheduler said so, it is still idle, and no completion is still
