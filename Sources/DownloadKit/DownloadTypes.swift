@@ -157,6 +157,11 @@ public struct DownloadConfiguration: Sendable {
     /// How many times the URL provider may be asked per download. Default 3.
     public var maxURLRefreshes: Int
     /// Reserve disk space for the remaining bytes up front (fallocate, size unchanged). Default true.
+    ///
+    /// Only when at least 1 MiB remains: a smaller body is allocated in one piece by the file system's
+    /// delayed allocation when it is synced, and reserving it first only leaves unwritten extents for that
+    /// sync to convert (a cost per file among thousands of small ones). Free space is checked for every
+    /// body either way: one that cannot fit fails with `insufficientSpace` before a byte is written.
     public var preallocates: Bool
     /// Connections for one file (segmented download). Default 1. With more, the download probes
     /// with `Range: bytes=0-0` and splits only when the server honours ranges and reports a length;

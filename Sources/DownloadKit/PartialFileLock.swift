@@ -15,7 +15,8 @@ enum PartialFileLock {
     /// a holder that finished in between renamed the locked file into place, and writing through a
     /// descriptor opened before that rename would truncate the finished file. Then the open is retried
     /// (bounded) on the new path entry.
-    static func openLocked(_ path: String, destination: String) throws -> FileHandleFD {
+    /// - Returns: The locked handle and the file's length when the lock was taken (from the same `fstat`).
+    static func openLocked(_ path: String, destination: String) throws -> (handle: FileHandleFD, size: Int64) {
         for _ in 0..<8 {
             let handle = try FileHandleFD.openForUpdate(path)
             while flock(handle.fd, LOCK_EX | LOCK_NB) != 0 {
@@ -34,7 +35,7 @@ enum PartialFileLock {
                 throw DownloadError(.fileSystem, FileSystemError("fstat", path: path, errno: errno).description)
             }
             if lstat(path, &named) == 0, named.st_dev == open.st_dev, named.st_ino == open.st_ino {
-                return handle
+                return (handle, Int64(open.st_size))
             }
             // The path now names another file (the previous holder renamed ours away): try again.
         }

@@ -159,6 +159,7 @@ final class TransferEngine {
             }
         }
 
+        let destinationDirectory: String
         switch request.destination {
         case .file(let path):
             // No file name is decided from a response: the caller chose this one. A path that names no file
@@ -168,16 +169,18 @@ final class TransferEngine {
                 throw DownloadError(.fileSystem, "the destination \"\(path)\" names no file")
             }
             destinationPath = path
-            try FileSystem.createDirectories(FileSystem.directory(of: path))
+            destinationDirectory = FileSystem.directory(of: path)
         case .directory(let directory, _):
-            try FileSystem.createDirectories(directory)
+            destinationDirectory = directory
         }
+        try FileSystem.createDirectories(destinationDirectory)
         let working = WorkingFiles(
             destination: request.destination, workingDirectory: request.workingDirectory, url: machine.originalURL)
         workingDirectory = working.directory
         tempPath = working.partial
         infoPath = working.resumeInfo
-        try FileSystem.createDirectories(workingDirectory)
+        // Usually the same directory (the working files sit beside the destination): one stat, not two.
+        if workingDirectory != destinationDirectory { try FileSystem.createDirectories(workingDirectory) }
 
         recordFileMayExist = FileSystem.exists(infoPath)
         if resumeInfo == nil {
@@ -206,9 +209,9 @@ final class TransferEngine {
             }
         }
 
-        let handle = try PartialFileLock.openLocked(tempPath, destination: destinationPath ?? FileSystem.directory(of: tempPath))
+        let (handle, size) = try PartialFileLock.openLocked(
+            tempPath, destination: destinationPath ?? FileSystem.directory(of: tempPath))
         file = handle
-        let size = try handle.size()
         // Under the lock no other live process writes this download's records: stale temporary ones are
         // swept now, and only when a writer can have died here (it leaves its partial or its record).
         if size > 0 || recordFileMayExist { ResumeInfo.removeStaleTemporaryFiles(for: infoPath) }
@@ -389,6 +392,10 @@ final class TransferEngine {
     }
 
 
+    /// Bodies whose remaining bytes are fewer than this are not preallocated (see
+    /// ``DownloadConfiguration/preallocates``).
+    static let smallestPreallocation: Int64 = 1 << 20
+
     /// Checks free space (statvfs `f_bavail`) for the remaining bytes and reserves it when possible.
     private func reserveSpace() throws {
         guard let total = machine.resource.totalLength, let file else { return }
@@ -399,7 +406,7 @@ final class TransferEngine {
                 .insufficientSpace,
                 "not enough space in \(workingDirectory): \(remaining) bytes needed, \(available) available")
         }
-        if configuration.preallocates {
+        if configuration.preallocates, remaining >= Self.smallestPreallocation {
             do {
                 try file.reserve(offset: machine.resource.offset, length: remaining)
             } catch {
