@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/ioctl.h>
 #include <sys/xattr.h>
 #include <linux/falloc.h>
 #include <unistd.h>
@@ -20,6 +21,11 @@ int dk_splice_pipe(int fds[2], int size) {
     int capacity = fcntl(fds[1], F_SETPIPE_SZ, size);
     if (capacity < 0) capacity = fcntl(fds[1], F_GETPIPE_SZ);
     return capacity < 0 ? 65536 : capacity;
+}
+
+int dk_pipe_pending(int fd) {
+    int pending = 0;
+    return ioctl(fd, FIONREAD, &pending) == 0 ? pending : -1;
 }
 
 unsigned int dk_splice_flags_nonblocking(void) { return SPLICE_F_MOVE | SPLICE_F_NONBLOCK; }

@@ -108,8 +108,8 @@ public final class CancellationToken: Sendable {
 /// Not `Sendable`: it belongs to the thread that runs the exchanges.
 public final class ReceiveBuffer {
     let storage: UnsafeMutableRawBufferPointer
-    /// The pipe used to splice bodies into files, created on first use and kept (empty) between uses.
-    private var pipe: (read: Int32, write: Int32, capacity: Int)?
+    /// The pipe used to splice bodies into files, taken on first use and kept (empty) between uses.
+    private var pipe: SplicePipePool.Pipe?
 
     /// Allocates `capacity` bytes (at least 64 KiB, so one TLS record always fits).
     public init(capacity: Int = 1 << 20) {
@@ -121,18 +121,25 @@ public final class ReceiveBuffer {
 
     deinit {
         storage.deallocate()
-        discardPipe()
+        // Kept pipes are empty (a failure with bytes in it discards it): the next transfer may take it.
+        if let pipe { SplicePipePool.shared.giveBack(pipe) }
     }
 
-    /// The splice pipe, sized like the buffer (best effort).
-    func splicePipe() throws(TransportError) -> (read: Int32, write: Int32, capacity: Int) {
+    /// The splice pipe, sized like the buffer (best effort): an empty one an earlier transfer gave back,
+    /// else a new one.
+    func splicePipe() throws(TransportError) -> SplicePipePool.Pipe {
         if let pipe { return pipe }
+        let requested = min(storage.count, 1 << 20)
+        if let kept = SplicePipePool.shared.take(requested: requested) {
+            pipe = kept
+            return kept
+        }
         var fds: [Int32] = [-1, -1]
-        let capacity = dk_splice_pipe(&fds, Int32(min(storage.count, 1 << 20)))
+        let capacity = dk_splice_pipe(&fds, Int32(requested))
         guard capacity > 0 else {
             throw TransportError(.systemCall, errno: errno, operation: "pipe2", detail: "could not create a splice pipe")
         }
-        let created = (read: fds[0], write: fds[1], capacity: Int(capacity))
+        let created = (read: fds[0], write: fds[1], capacity: Int(capacity), requested: requested)
         pipe = created
         return created
     }
@@ -145,6 +152,49 @@ public final class ReceiveBuffer {
         }
         pipe = nil
     }
+}
+
+/// Empty splice pipes that ended transfers gave back, for the next ones: a pipe per transfer cost
+/// `pipe2`, `F_SETPIPE_SZ` and two `close` calls per file — visible among thousands of small files
+/// (issue #18). At most ``capacity`` are kept (two descriptors each); only pipes known to be empty come
+/// back (``ReceiveBuffer/discardPipe()`` closes one a failure may have left bytes in).
+final class SplicePipePool: Sendable {
+    /// A pipe: its two ends, the capacity the kernel granted and the one that was asked for.
+    typealias Pipe = (read: Int32, write: Int32, capacity: Int, requested: Int)
+
+    static let shared = SplicePipePool(capacity: 16)
+
+    let capacity: Int
+    private let kept = LockedValue<[Pipe]>([])
+
+    init(capacity: Int) {
+        self.capacity = capacity
+    }
+
+    /// A kept pipe asked for with the same size, if any.
+    func take(requested: Int) -> Pipe? {
+        kept.withLock { pipes in
+            guard let index = pipes.lastIndex(where: { $0.requested == requested }) else { return nil }
+            return pipes.remove(at: index)
+        }
+    }
+
+    /// Keeps an empty pipe for a later transfer, or closes it when enough are kept. Emptiness is checked
+    /// here too (`FIONREAD`), so no path that forgot to discard a pipe can hand one body's bytes to another.
+    func giveBack(_ pipe: Pipe) {
+        let keptIt = dk_pipe_pending(pipe.read) == 0 && kept.withLock { pipes in
+            guard pipes.count < capacity else { return false }
+            pipes.append(pipe)
+            return true
+        }
+        if !keptIt {
+            close(pipe.read)
+            close(pipe.write)
+        }
+    }
+
+    /// How many pipes are kept now (tests).
+    var keptCount: Int { kept.withLock { $0.count } }
 }
 
 /// An HTTP/1.1 client: a connection pool plus the request/response exchange.

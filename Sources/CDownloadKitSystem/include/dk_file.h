@@ -16,6 +16,9 @@ ssize_t dk_splice(int fd_in, off_t *offset_in, int fd_out, off_t *offset_out, si
 /// capacity (`F_SETPIPE_SZ`, best effort). Returns the capacity in bytes, or -1 with errno set.
 int dk_splice_pipe(int fds[2], int size);
 
+/// The bytes waiting in a pipe (`FIONREAD` on its read end), or -1 with errno set.
+int dk_pipe_pending(int fd);
+
 /// `SPLICE_F_MOVE | SPLICE_F_NONBLOCK`, for reading a socket into a pipe.
 unsigned int dk_splice_flags_nonblocking(void);
 
