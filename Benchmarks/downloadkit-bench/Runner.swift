@@ -68,6 +68,7 @@ struct BenchRunner {
             nginxExecutable: nginxPath, cacheDirectory: cacheDirectory, downloadDirectory: downloadDirectory,
             logDirectory: logDirectory)
         var scenarios: [ScenarioResult] = []
+        defer { removeSmallFileRuns() }
         for name in settings.scenarios {
             scenarios.append(try context.run(name))
         }
@@ -110,6 +111,17 @@ struct BenchRunner {
                 missingPeers: missing),
             notes: notes,
             loadAverageAtEnd: MachineInfo.loadAverage())
+    }
+
+    /// Deletes the small-files scenario's downloads (`small-files` and earlier benches' `small-files-stale-*`)
+    /// once every scenario has run: deleting thousands of inodes slows every file creation after it on this
+    /// machine's file system for minutes (``ScenarioContext/runSmallFiles()``).
+    private func removeSmallFileRuns() {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: downloadDirectory)) ?? []
+        for name in entries where name == "small-files" || name.hasPrefix("small-files-stale-") {
+            try? FileManager.default.removeItem(atPath: downloadDirectory + "/" + name)
+        }
+        syncFileSystem()
     }
 
     /// `count` files of 64 KiB in `<cache>/small-<count>/`, file i with the pattern of seed `seed + i`

@@ -164,16 +164,16 @@ extension ScenarioContext {
             row.files = count
             rows.append(row)
         }
-        // Each run downloads into a directory of its own and nothing is deleted until every run is over:
-        // on a no-journal ext4 the kernel skips each inode freed in the last 30 s when it allocates one
-        // (reading its inode-table block), so deleting 1,000 files before the next client creates 1,000
-        // made every run pay for the previous one's churn, more run after run (docs/BENCHMARKS.md,
-        // "Small files").
+        // Each run downloads into a directory of its own and nothing is deleted before the bench ends
+        // (``BenchRunner/removeSmallFileRuns()``): on a no-journal ext4 the kernel skips each inode freed in
+        // the last minute (six while its inode-table block is dirty) when it allocates one, reading that
+        // inode's table block for each, so deleting thousands of files before a client creates 1,000 made
+        // every run pay for the churn — clients and runs alike, more run after run (docs/BENCHMARKS.md,
+        // "Small files"). A previous bench's runs in this output directory are moved aside, not deleted.
         let runsDirectory = downloadDirectory + "/small-files"
-        try? FileManager.default.removeItem(atPath: runsDirectory)
-        defer {
-            try? FileManager.default.removeItem(atPath: runsDirectory)
-            syncFileSystem()
+        if FileManager.default.fileExists(atPath: runsDirectory) {
+            try FileManager.default.moveItem(
+                atPath: runsDirectory, toPath: runsDirectory + "-stale-\(Int(Date().timeIntervalSince1970))")
         }
         rows = alternate(.smallFiles, rows: rows) { index, run in
             let client = plan[index]

@@ -1,0 +1,87 @@
+// The durable floor for the small-files scenario (docs/BENCHMARKS.md, "Small files"): what any client
+// that makes each 64 KiB file durable pays on this machine's file system, with no network and no
+// parsing — create `NAME.part`, write 64 KiB, fdatasync, rename to NAME, fsync the directory — on
+// THREADS threads. MODE 1 only creates and writes each file under its final name (what curl does).
+//
+//   cc -O2 -pthread -o /tmp/durable-floor Scripts/durable-floor.c
+//   mkdir /tmp/floor-1 && /tmp/durable-floor /tmp/floor-1 1000 16 [MODE]
+//
+// Use a fresh directory each time and delete nothing in between (the ext4 note in docs/BENCHMARKS.md).
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *directory;
+static int total, mode, next_index;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static char body[65536];
+
+static void fail(const char *what, const char *path) {
+    perror(what);
+    fprintf(stderr, "  (%s)\n", path);
+    exit(1);
+}
+
+static void *work(void *unused) {
+    (void)unused;
+    char partial[4096], final[4096];
+    int dfd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) fail("open directory", directory);
+    for (;;) {
+        pthread_mutex_lock(&lock);
+        int i = next_index++;
+        pthread_mutex_unlock(&lock);
+        if (i >= total) break;
+        snprintf(partial, sizeof partial, "%s/f-%04d.bin.part", directory, i);
+        snprintf(final, sizeof final, "%s/f-%04d.bin", directory, i);
+        const char *path = mode ? final : partial;
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0) fail("open", path);
+        if (write(fd, body, sizeof body) != (ssize_t)sizeof body) fail("write", path);
+        if (mode == 0) {
+            if (fdatasync(fd) != 0) fail("fdatasync", path);
+            close(fd);
+            if (rename(partial, final) != 0) fail("rename", partial);
+            if (fsync(dfd) != 0) fail("fsync", directory);
+        } else {
+            close(fd);
+        }
+    }
+    close(dfd);
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4) {
+        fprintf(stderr, "usage: %s DIRECTORY FILES THREADS [MODE: 0 durable (default), 1 plain]\n", argv[0]);
+        return 2;
+    }
+    directory = argv[1];
+    total = atoi(argv[2]);
+    int threads = atoi(argv[3]);
+    mode = argc > 4 ? atoi(argv[4]) : 0;
+    if (total < 1 || threads < 1 || threads > 256) {
+        fprintf(stderr, "FILES must be at least 1 and THREADS 1 to 256\n");
+        return 2;
+    }
+    memset(body, 7, sizeof body);
+    struct timespec start, end;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    pthread_t workers[256];
+    for (int i = 0; i < threads; i++) pthread_create(&workers[i], NULL, work, NULL);
+    for (int i = 0; i < threads; i++) pthread_join(workers[i], NULL);
+    clock_gettime(CLOCK_MONOTONIC, &end);
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    double wall = (double)(end.tv_sec - start.tv_sec) + (double)(end.tv_nsec - start.tv_nsec) / 1e9;
+    double cpu = (double)usage.ru_utime.tv_sec + (double)usage.ru_utime.tv_usec / 1e6 + (double)usage.ru_stime.tv_sec
+        + (double)usage.ru_stime.tv_usec / 1e6;
+    printf("%s: %.0f files/s, %.3f CPU-ms a file\n", mode ? "plain" : "durable", total / wall, cpu * 1000 / total);
+    return 0;
+}
