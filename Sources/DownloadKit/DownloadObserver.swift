@@ -61,8 +61,11 @@ struct DownloadObserver: Sendable {
                 value.active = true
                 firstStart = true
                 let span = startSpan("download", context: context, ofKind: .client)
-                span.attributes[DownloadMetrics.SpanAttribute.url] = redactedURL(url)
-                span.attributes[DownloadMetrics.SpanAttribute.id] = id
+                // Without a tracer (the no-op span) the redacted URL is not built for nobody.
+                if span.isRecording {
+                    span.attributes[DownloadMetrics.SpanAttribute.url] = redactedURL(url)
+                    span.attributes[DownloadMetrics.SpanAttribute.id] = id
+                }
                 value.span = span
             }
             var firstByte: Double?

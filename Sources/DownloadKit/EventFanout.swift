@@ -141,7 +141,13 @@ package final class EventFanout<Event: Sendable>: Sendable {
                 }
             }
             if state.backlog != nil { enqueue(&state.backlog!) }
-            for id in state.subscribers.keys { enqueue(&state.subscribers[id]!) }
+            // By index, in place: iterating `keys` keeps a reference to the dictionary's storage, so the
+            // first write through `[id]!` copied the dictionary (every event, every subscriber's entry).
+            var index = state.subscribers.startIndex
+            while index != state.subscribers.endIndex {
+                enqueue(&state.subscribers.values[index])
+                state.subscribers.formIndex(after: &index)
+            }
             return woken
         }
         for (waiter, event) in woken { waiter.resume(returning: event) }
@@ -152,17 +158,15 @@ package final class EventFanout<Event: Sendable>: Sendable {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Event?, Never>) in
                 let ready: Event?? = state.withLock { state in
-                    guard var subscriber = state.subscribers[id] else { return .some(nil) }
-                    if let event = subscriber.popFirst() {
-                        state.subscribers[id] = subscriber
-                        return .some(event)
-                    }
-                    if subscriber.ended {
+                    // Mutated in place (`[id]!`): with a copy taken out and written back, the dictionary still
+                    // held the queue's buffer, so a compaction in `popFirst` copied the whole queue.
+                    guard state.subscribers[id] != nil else { return .some(nil) }
+                    if let event = state.subscribers[id]!.popFirst() { return .some(event) }
+                    if state.subscribers[id]!.ended {
                         state.subscribers[id] = nil
                         return .some(nil)
                     }
-                    subscriber.waiter = continuation
-                    state.subscribers[id] = subscriber
+                    state.subscribers[id]!.waiter = continuation
                     return .none
                 }
                 if let ready { continuation.resume(returning: ready) }

@@ -473,7 +473,7 @@ public struct ResumeInfo: Sendable, Hashable {
     static func checkTempFileName(_ name: String) throws(ResumeInfoError) {
         let key = ResumeInfoKey.tempFileName.rawValue
         guard !name.isEmpty, name != ".", name != "..", name.utf8.count <= FileNaming.maxNameBytes,
-            !name.contains("/"), !name.utf8.contains(0)
+            !name.utf8.contains(UInt8(ascii: "/")), !name.utf8.contains(0)  // bytes: no Foundation search per record
         else {
             throw ResumeInfoError.invalid(key, "temp file name must be one path component (no '/', not '.' or '..', ≤ 255 bytes)")
         }
