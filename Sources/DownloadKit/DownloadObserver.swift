@@ -61,7 +61,7 @@ struct DownloadObserver: Sendable {
                 value.active = true
                 firstStart = true
                 let span = startSpan("download", context: context, ofKind: .client)
-                // Without a tracer (the no-op span) the redacted URL is not built for nobody.
+                // Without a tracer (a no-op span records nothing) the redacted URL is not built at all.
                 if span.isRecording {
                     span.attributes[DownloadMetrics.SpanAttribute.url] = redactedURL(url)
                     span.attributes[DownloadMetrics.SpanAttribute.id] = id
