@@ -118,7 +118,8 @@ struct BenchRunner {
     /// machine's file system for minutes (``ScenarioContext/runSmallFiles()``).
     private func removeSmallFileRuns() {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: downloadDirectory)) ?? []
-        for name in entries where name == "small-files" || name.hasPrefix("small-files-stale-") {
+        for name in entries
+        where name == ScenarioContext.smallFileRunsName || name.hasPrefix(ScenarioContext.staleSmallFileRunsPrefix) {
             try? FileManager.default.removeItem(atPath: downloadDirectory + "/" + name)
         }
         syncFileSystem()

@@ -149,6 +149,11 @@ extension ScenarioContext {
     static let smallFileBytes: Int64 = 64 << 10
     static func smallFileName(_ index: Int) -> String { String(format: "f-%04d.bin", index) }
 
+    /// Where the small-files scenario's runs download (under the download directory), and the prefix of an
+    /// earlier bench's runs moved aside; ``BenchRunner/removeSmallFileRuns()`` deletes both at the end.
+    static let smallFileRunsName = "small-files"
+    static let staleSmallFileRunsPrefix = smallFileRunsName + "-stale-"
+
     func runSmallFiles() throws -> ScenarioResult {
         let count = settings.mode.smallFileCount
         let urls = (0..<count).map { nginx.httpURL("/small-\(count)/" + Self.smallFileName($0)) }
@@ -170,10 +175,11 @@ extension ScenarioContext {
         // inode's table block for each, so deleting thousands of files before a client creates 1,000 made
         // every run pay for the churn — clients and runs alike, more run after run (docs/BENCHMARKS.md,
         // "Small files"). A previous bench's runs in this output directory are moved aside, not deleted.
-        let runsDirectory = downloadDirectory + "/small-files"
+        let runsDirectory = downloadDirectory + "/" + Self.smallFileRunsName
         if FileManager.default.fileExists(atPath: runsDirectory) {
             try FileManager.default.moveItem(
-                atPath: runsDirectory, toPath: runsDirectory + "-stale-\(Int(Date().timeIntervalSince1970))")
+                atPath: runsDirectory,
+                toPath: downloadDirectory + "/" + Self.staleSmallFileRunsPrefix + "\(Int(Date().timeIntervalSince1970))")
         }
         rows = alternate(.smallFiles, rows: rows) { index, run in
             let client = plan[index]
