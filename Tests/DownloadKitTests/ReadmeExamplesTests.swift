@@ -56,12 +56,15 @@ struct ReadmeExamplesTests {
         download.start()
         for _ in 0..<3000 where download.progress.bytesReceived == 0 { try await Task.sleep(for: .milliseconds(20)) }
         try #require(download.progress.bytesReceived > 0)
-        origin.serve("/disk.iso", .resource(Resource(size: size, seed: 83)))
         var resumed: DownloadResult?
 
         let work = Task { try await download.result() }
         work.cancel()                                           // bytes kept on disk
-        if case .failure(let error as DownloadError) = await work.result, let data = error.resumeData {
+        let outcome = await work.result
+        // The origin is healed only once the first download has stopped: healed before the cancellation
+        // lands, a low-speed retry in between (30 s of stall, reached on a starved machine) could finish it.
+        origin.serve("/disk.iso", .resource(Resource(size: size, seed: 83)))
+        if case .failure(let error as DownloadError) = outcome, let data = error.resumeData {
             let again = try Download(resumingWith: data)        // URL, destination and checksum from the plist
             again.start()
             resumed = try await again.result()
