@@ -23,19 +23,27 @@
 # Set DOWNLOADKIT_QUICK_TESTS=1 to stop after step 2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash Scripts/install-deps.sh
-swift build --build-tests
-swift test --skip-build
-bash Scripts/check-products.sh
-bash Scripts/check-security-citations.sh
+# Each step says how long it took (stderr), so that a slow run shows where its time went.
+timed() {
+    local started=$SECONDS
+    "$@"
+    echo "test.sh: $((SECONDS - started)) s for: $*" >&2
+}
+timed bash Scripts/install-deps.sh
+timed swift build --build-tests
+timed swift test --skip-build
+timed bash Scripts/check-products.sh
+timed bash Scripts/check-security-citations.sh
 # A program importing DownloadKit beside AsyncHTTPClient, NIO, NIOSSL, swift-http-types, swift-crypto and
 # swift-system, using their type names unqualified, must compile (issue #16; its own package, so
 # DownloadKit's dependents never build AsyncHTTPClient because of it).
-(cd Tests/EcosystemCheck && swift build)
+timed swift build --package-path Tests/EcosystemCheck
 if [ "${DOWNLOADKIT_QUICK_TESTS:-0}" = 1 ]; then exit 0; fi
-FUZZ_SEED="${FUZZ_SEED:-1}" FUZZ_RUNS="${FUZZ_RUNS:-200000}" bash Scripts/fuzz.sh "${FUZZ_SECONDS:-120}"
-DOWNLOADKIT="$(swift build --show-bin-path)/downloadkit" bash Scripts/chaos.sh "${CHAOS_SECONDS:-40}"
-DOWNLOADKIT="$(swift build --show-bin-path)/downloadkit" bash Scripts/soak.sh "${SOAK_MINUTES:-1}" 150
-bash Scripts/sanitizers.sh tsan
-bash Scripts/sanitizers.sh asan
-bash Scripts/stress-segments.sh 3 --filter 'SegmentedTests|SegmentDefectTests|SegmentKillTests'
+timed env FUZZ_SEED="${FUZZ_SEED:-1}" FUZZ_RUNS="${FUZZ_RUNS:-200000}" bash Scripts/fuzz.sh "${FUZZ_SECONDS:-120}"
+DOWNLOADKIT="$(swift build --show-bin-path)/downloadkit"
+timed env DOWNLOADKIT="$DOWNLOADKIT" bash Scripts/chaos.sh "${CHAOS_SECONDS:-40}"
+timed env DOWNLOADKIT="$DOWNLOADKIT" bash Scripts/soak.sh "${SOAK_MINUTES:-1}" 150
+timed bash Scripts/sanitizers.sh tsan
+timed bash Scripts/sanitizers.sh asan
+timed bash Scripts/stress-segments.sh 3 --filter 'SegmentedTests|SegmentDefectTests|SegmentKillTests'
+echo "test.sh: $SECONDS s in all" >&2
