@@ -2,7 +2,8 @@
 # The project's test command (README "The two commands"; .ci/run calls exactly this).
 #
 # 1. installs what the tests need when missing (nginx, openssl CLI, libssl-dev, curl, aria2c, aria2p, postgresql);
-# 2. builds and runs the whole suite (unit, nginx conformance, fault origin, CLI end to end), then checks
+# 2. builds and runs the whole suite (unit, nginx conformance, fault origin, CLI end to end; a descriptor
+#    closed twice in the test process fails it, Tests/Support/closecheck), then checks
 #    that the shipped executables carry no test harness (Scripts/check-products.sh);
 # 3. runs every libFuzzer target for 200,000 executions (FUZZ_RUNS; FUZZ_SECONDS, default 120 s, caps
 #    each; longer runs: `bash Scripts/fuzz.sh 600`) with a fixed seed (FUZZ_SEED, default 1) so that the gate
@@ -31,7 +32,20 @@ timed() {
 }
 timed bash Scripts/install-deps.sh
 timed swift build --build-tests
-timed swift test --skip-build
+# The suite runs with closecheck preloaded (Tests/Support/closecheck): a close(2) of a descriptor that is
+# not open, in the test process, is the visible half of a double close — whose other half closes
+# someone else's socket or file — and fails the run even when every test passed.
+mkdir -p .build
+compiler=$(command -v clang || command -v cc || command -v gcc) || { echo "test.sh: no C compiler (clang, cc, gcc)" >&2; exit 1; }
+"$compiler" -Wall -Wextra -shared -fPIC -O1 -o .build/closecheck.so Tests/Support/closecheck/closecheck.c -ldl
+rm -f .build/closecheck.log
+timed env LD_PRELOAD="$PWD/.build/closecheck.so${LD_PRELOAD:+:$LD_PRELOAD}" CLOSECHECK_LOG="$PWD/.build/closecheck.log" \
+    CLOSECHECK_PROCESS=DownloadKitPackageTests.xctest swift test --skip-build
+if [ -s .build/closecheck.log ]; then
+    echo "test.sh: descriptors closed twice (closecheck; symbolize with addr2line -f -C -e the .xctest):" >&2
+    cat .build/closecheck.log >&2
+    exit 1
+fi
 timed bash Scripts/check-products.sh
 timed bash Scripts/check-security-citations.sh
 # A program importing DownloadKit beside AsyncHTTPClient, NIO, NIOSSL, swift-http-types, swift-crypto and

@@ -31,12 +31,10 @@ public final class FaultOrigin: @unchecked Sendable {
         let listener = try LoopbackListener(port: 0, backlog: 128)
         state = OriginState(listener: listener)
         port = listener.port
-        do {
-            try state.startAccepting()
-        } catch {
-            listener.close()
-            throw error
-        }
+        // No close here when the accept thread cannot start: every stored property is set, so the
+        // throw still runs deinit, whose shutdown closes the listener (closing it twice could close a
+        // descriptor number another thread had just been given).
+        try state.startAccepting()
     }
 
     deinit {

@@ -36,24 +36,30 @@ final class RawHTTPConnection {
     private var buffer: [UInt8] = []
 
     init(port: Int) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw RawHTTPError.system("socket", errno) }
+        // The descriptor is stored only once connected. A class whose initializer throws after every
+        // stored property is set still runs its deinit: closing here and there closed the number twice,
+        // and the second close hit whatever socket another test had opened on it meanwhile (its next
+        // send failed with EBADF). Scripts/test.sh now runs the suite with Tests/Support/closecheck preloaded,
+        // which fails the run on any close of a descriptor that is not open.
+        let socketFD = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard socketFD >= 0 else { throw RawHTTPError.system("socket", errno) }
         var timeout = timeval(tv_sec: 5, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(socketFD, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port)).bigEndian
         address.sin_addr.s_addr = in_addr_t(0x7F00_0001).bigEndian
         let result = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                connect(socketFD, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
             }
         }
         guard result == 0 else {
             let code = errno
-            close(fd)
+            close(socketFD)
             throw RawHTTPError.system("connect", code)
         }
+        fd = socketFD
     }
 
     deinit { close(fd) }
