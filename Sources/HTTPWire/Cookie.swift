@@ -33,15 +33,20 @@ public struct Cookie: Sendable, Hashable {
     ) {
         self.name = name
         self.value = value
-        var domain = domain.lowercased()
-        if domain.hasPrefix(".") { domain.removeFirst() }
-        self.domain = domain
+        self.domain = Self.withoutLeadingDot(domain.lowercased())
         self.hostOnly = hostOnly
         self.path = path
         self.secure = secure
         self.httpOnly = httpOnly
         self.expires = expires
         self.creation = creation
+    }
+
+    /// The domain without one leading dot. By Unicode scalar, not by `Character`: a dot followed by a combining
+    /// mark is one grapheme cluster, so `hasPrefix(".")` would miss it and `removeFirst()` would drop the mark
+    /// too (found by fuzz-cookies: such a domain did not survive a cookie file round trip).
+    static func withoutLeadingDot(_ domain: String) -> String {
+        domain.utf8.first == UInt8(ascii: ".") ? String(domain.unicodeScalars.dropFirst()) : domain
     }
 
     /// Whether the cookie has expired at `now`.
@@ -123,8 +128,7 @@ public struct SetCookie: Sendable, Hashable {
                     maxAge = attributeValue.hasPrefix("-") ? -magnitude : magnitude
                 }
             case "domain":
-                var domain = attributeValue.lowercased()
-                if domain.hasPrefix(".") { domain.removeFirst() }
+                let domain = Cookie.withoutLeadingDot(attributeValue.lowercased())
                 self.domain = domain.isEmpty ? nil : domain
             case "path":
                 path = attributeValue.hasPrefix("/") && !attributeValue.utf8.contains(0x09) ? attributeValue : nil
@@ -373,7 +377,7 @@ public enum NetscapeCookieFile {
             cookies.append(
                 Cookie(
                     name: fields[5], value: fields[6], domain: domain,
-                    hostOnly: !includeSubdomains && !domain.hasPrefix("."), path: fields[2], secure: secure,
+                    hostOnly: !includeSubdomains && domain.utf8.first != UInt8(ascii: "."), path: fields[2], secure: secure,
                     httpOnly: httpOnly, expires: expires == 0 ? nil : expires, creation: Int64(lineNumber)))
         }
         return cookies

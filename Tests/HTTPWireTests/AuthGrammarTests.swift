@@ -221,6 +221,23 @@ import Testing
         #expect(again.map(\.expires) == cookies.map(\.expires))
     }
 
+    /// fuzz-cookies (Fuzz/corpus/cookies/combining-mark-domain): a domain whose first scalar is a combining mark
+    /// became ".\u{65A}8" in the written file — one grapheme cluster with the dot — and came back as a
+    /// different domain, because the leading dot was looked for by `Character`.
+    @Test func aDomainStartingWithACombiningMarkSurvivesAFileRoundTrip() throws {
+        let cookies = try NetscapeCookieFile.parse("\u{65A}8\tTRUE\t/\tFALSE\t2000000000\t=1\t\n")
+        #expect(cookies.map(\.domain) == ["\u{65A}8"])
+        #expect(cookies.map(\.hostOnly) == [false])
+        let written = NetscapeCookieFile.serialize(cookies)
+        #expect(written.contains("\n.\u{65A}8\tTRUE\t"))
+        let again = try NetscapeCookieFile.parse(written)
+        #expect(again.map(\.domain) == ["\u{65A}8"] && again.map(\.hostOnly) == [false])
+        // The same scalar rule for a Domain attribute and for the memberwise initialiser.
+        #expect(Cookie(name: "n", value: "v", domain: ".\u{301}a", hostOnly: false).domain == "\u{301}a")
+        let received = try SetCookie(parsing: "n=v; Domain=.\u{301}example.com")
+        #expect(received.domain == "\u{301}example.com")
+    }
+
     @Test(arguments: [
         "a\tTRUE\t/\tFALSE\t0", "a\tMAYBE\t/\tFALSE\t0\tn\tv", "a\tTRUE\t/\tFALSE\tsoon\tn\tv", "a\tTRUE\tp\tFALSE\t0\tn\tv",
         "\tTRUE\t/\tFALSE\t0\tn\tv", "a\tTRUE\t/\tFALSE\t0\tn\tv\u{1}x",
