@@ -1,7 +1,7 @@
 // libFuzzer harness for WWW-Authenticate challenges and Digest answers (HTTPWire.AuthChallenge,
 // DigestChallenge).
 //
-// Built by Scripts/fuzz.sh together with Fuzz/FuzzSupport.swift and Sources/HTTPWire/*.swift. The input is
+// Compiled by Scripts/fuzz.sh into the one fuzz binary with Sources/HTTPWire/*.swift. The input is
 // a WWW-Authenticate value. Properties: every scheme and parameter name is a non-empty token; a Digest
 // answer never carries a control byte (no header injection from a hostile server), and parsing the
 // answer gives back the server's realm, nonce and opaque exactly.
@@ -13,8 +13,8 @@ func isToken(_ text: String) -> Bool {
     }
 }
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
+/// One input (Fuzz/FuzzMain.swift calls it when the binary runs as `fuzz-challenges`).
+func fuzzChallenges(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     let text = String(decoding: UnsafeBufferPointer(start: data, count: size), as: UTF8.self)
     guard let challenges = try? AuthChallenge.parse(text) else { return 0 }
     for challenge in challenges {

@@ -1,7 +1,7 @@
 // libFuzzer harness for cookies: the Netscape cookie file format and Set-Cookie with RFC 6265's storage
 // rules (HTTPWire.NetscapeCookieFile, SetCookie, CookieStore).
 //
-// Built by Scripts/fuzz.sh together with Fuzz/FuzzSupport.swift and Sources/HTTPWire/*.swift. The first
+// Compiled by Scripts/fuzz.sh into the one fuzz binary with Sources/HTTPWire/*.swift. The first
 // byte picks the mode: even → the rest is a cookie file; odd → the rest is lines of Set-Cookie values
 // received from a fixed URL. Properties: a parsed file written back parses to the same cookies; every
 // cookie a server can set can be written to a file and read back; no cookie from one host is ever sent
@@ -51,8 +51,8 @@ func fuzzSetCookies(_ text: String) {
     check(reread.map(comparable) == store.cookies.map(comparable), "stored cookies round trip: \(written)")
 }
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
+/// One input (Fuzz/FuzzMain.swift calls it when the binary runs as `fuzz-cookies`).
+func fuzzCookies(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     guard size >= 1 else { return 0 }
     let text = String(decoding: UnsafeBufferPointer(start: data + 1, count: size - 1), as: UTF8.self)
     if data[0] % 2 == 0 { fuzzCookieFile(text) } else { fuzzSetCookies(text) }

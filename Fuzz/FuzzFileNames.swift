@@ -1,8 +1,8 @@
 // libFuzzer harness for hostile file names: Content-Disposition values and URL segments through
 // FileNaming.sanitizedFileName and FileNaming.fileName(forURL:…).
 //
-// Built by Scripts/fuzz.sh with Fuzz/FuzzSupport.swift, Sources/HTTPWire/*.swift and
-// Sources/DownloadKit/FileNaming.swift (which needs only Foundation) into one module.
+// Compiled by Scripts/fuzz.sh into the one fuzz binary with Sources/HTTPWire/*.swift and
+// Sources/DownloadKit/FileNaming.swift (which needs only Foundation).
 // Byte 0 picks the mode: even → the rest is a Content-Disposition field value, parsed by HTTPWire and
 // its preferred file name sanitised; odd → the rest is a raw proposed name (a URL segment, a file id).
 // Every name that comes out must be one harmless path component that the engine can keep across
@@ -41,8 +41,8 @@ func fuzzURLNaming(_ text: String) {
     checkSafeName(name, from: text)
 }
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
+/// One input (Fuzz/FuzzMain.swift calls it when the binary runs as `fuzz-filenames`).
+func fuzzFileNames(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     guard size >= 1 else { return 0 }
     let text = String(decoding: UnsafeBufferPointer(start: data + 1, count: size - 1), as: UTF8.self)
     if data[0] & 1 == 0 {

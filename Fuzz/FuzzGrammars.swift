@@ -1,7 +1,7 @@
 // libFuzzer harness for the HTTPWire header grammars and URL handling.
 //
-// Built by Scripts/fuzz.sh together with Fuzz/FuzzSupport.swift and Sources/HTTPWire/*.swift into one
-// module, so it needs no import. The first input byte picks the grammar; the rest is the text fed to it. Besides "never
+// Compiled by Scripts/fuzz.sh into the one fuzz binary with Sources/HTTPWire/*.swift (one module, so
+// it needs no import). The first input byte picks the grammar; the rest is the text fed to it. Besides "never
 // crash", each mode checks properties that must hold for every accepted input: serialising a parsed
 // value and parsing it again gives the same value, and nothing unsafe reaches a request line.
 
@@ -113,8 +113,8 @@ func fuzzListsAndEscapes(_ text: String) {
     _ = ContentDisposition.decodeExtendedValue(text)
 }
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
+/// One input (Fuzz/FuzzMain.swift calls it when the binary runs as `fuzz-grammars`).
+func fuzzGrammars(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     guard size >= 1 else { return 0 }
     let bytes = UnsafeBufferPointer(start: data + 1, count: size - 1)
     let text = String(decoding: bytes, as: UTF8.self)

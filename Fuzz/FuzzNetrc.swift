@@ -1,6 +1,6 @@
 // libFuzzer harness for the netrc tokenizer and parser (HTTPWire.NetrcFile).
 //
-// Built by Scripts/fuzz.sh together with Fuzz/FuzzSupport.swift and Sources/HTTPWire/*.swift. The input is
+// Compiled by Scripts/fuzz.sh into the one fuzz binary with Sources/HTTPWire/*.swift. The input is
 // the file's text. Besides "never crash": parsing is deterministic, machine names are lower-cased, and
 // writing the entries back with quoted tokens and parsing that gives the same entries.
 
@@ -32,8 +32,8 @@ func netrcText(_ entries: [NetrcFile.Entry]) -> String {
     return text
 }
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
+/// One input (Fuzz/FuzzMain.swift calls it when the binary runs as `fuzz-netrc`).
+func fuzzNetrc(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     let text = String(decoding: UnsafeBufferPointer(start: data, count: size), as: UTF8.self)
     guard let netrc = try? NetrcFile(parsing: text) else { return 0 }
     check((try? NetrcFile(parsing: text)) == netrc, "parsing is deterministic")

@@ -1,6 +1,6 @@
 // libFuzzer harness for ResponseParser and body framing (Content-Length, chunked, close-delimited).
 //
-// Built by Scripts/fuzz.sh with Fuzz/FuzzSupport.swift and Sources/HTTPWire/*.swift into one module.
+// Compiled by Scripts/fuzz.sh into the one fuzz binary with Sources/HTTPWire/*.swift.
 // Input layout: byte 0 holds flags (bit 0: the request was HEAD; bit 1: tight ParserLimits so limit
 // paths are reachable with short inputs), bytes 1–4 seed the split points, the rest is what the
 // server sent. The stream is fed three ways — all at once, byte by byte, and in pieces whose sizes
@@ -135,8 +135,8 @@ func parse(_ stream: [UInt8], pieces sizes: [Int], method: DKHTTPMethod, limits:
 let tightLimits = ParserLimits(
     maxHeadBytes: 200, maxHeaderCount: 6, maxChunkSizeDigits: 4, maxChunkLineBytes: 24, maxTrailerBytes: 40)
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
+/// One input (Fuzz/FuzzMain.swift calls it when the binary runs as `fuzz-parser`).
+func fuzzParser(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     guard size >= 5 else { return 0 }
     let flags = data[0]
     var seed: UInt64 = 0

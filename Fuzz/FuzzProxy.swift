@@ -1,8 +1,7 @@
 // libFuzzer harness for the proxy grammars in HTTPWire: the answer to CONNECT (HTTPConnectTunnel),
 // SOCKS5 replies, NO_PROXY lists and IP address text, and proxy URLs.
 //
-// Built by Scripts/fuzz.sh together with Fuzz/FuzzSupport.swift and Sources/HTTPWire/*.swift into one
-// module. The first input byte picks the mode (and, for the stream modes, seeds where the input is
+// Compiled by Scripts/fuzz.sh into the one fuzz binary (Fuzz/FuzzMain.swift) with Sources/HTTPWire/*.swift. The first input byte picks the mode (and, for the stream modes, seeds where the input is
 // split); the rest is the input. Besides "never crash": the same bytes give the same outcome however
 // they are split, a parsed SOCKS5 reply takes exactly its own bytes, and lists and URLs round-trip.
 
@@ -99,8 +98,8 @@ func fuzzProxyURL(_ text: String) {
     if let authorization = proxy.basicAuthorization { check(authorization.hasPrefix("Basic "), "Basic") }
 }
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
+/// One input (Fuzz/FuzzMain.swift calls it when the binary runs as `fuzz-proxy`).
+func fuzzProxy(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     guard size >= 1 else { return 0 }
     let bytes = Array(UnsafeBufferPointer(start: data + 1, count: size - 1))
     let text = String(decoding: bytes, as: UTF8.self)

@@ -1,5 +1,5 @@
 // libFuzzer harness for aria2 JSON-RPC request decoding (Sources/DownloadKitRPC/JSONRPC.swift and
-// JSONValue.swift, which need only Foundation), built by Scripts/fuzz.sh into one module with them.
+// JSONValue.swift, which need only Foundation), compiled by Scripts/fuzz.sh into the one fuzz binary.
 // The whole input is a request body. Properties: decoding never traps; bodies over the size limit and
 // nesting over the depth limit are refused before parsing; every decoded call's params re-serialise to
 // JSON that decodes to the same values (the serializer the responses use is faithful); every error
@@ -30,8 +30,8 @@ func checkCall(_ call: Result<RPCRequest, RPCFailure>) {
     }
 }
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
+/// One input (Fuzz/FuzzMain.swift calls it when the binary runs as `fuzz-rpcrequest`).
+func fuzzRPCRequest(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     let body = Data(bytes: data, count: size)
     let depth = RPCDecoder.nestingDepth(body)
     switch RPCDecoder.decode(body, limits: limits) {

@@ -1,8 +1,8 @@
 // libFuzzer harness for the resume-info decoder: DownloadKit plists (XML and binary), Apple
 // NSURLSession resume data (versions 1–4) and iOS 12+ NSKeyedArchiver archives.
 //
-// Built by Scripts/fuzz.sh with Fuzz/FuzzSupport.swift and Sources/DownloadKit/{ResumeInfo,
-// ResumeInfoError,AppleResumeData,KeyedArchive,FileNaming}.swift (Foundation only) into one module.
+// Compiled by Scripts/fuzz.sh into the one fuzz binary with Sources/DownloadKit/{ResumeInfo,
+// ResumeInfoError,AppleResumeData,KeyedArchive,FileNaming}.swift (Foundation only).
 // The whole input is the file. Properties:
 // - decoding never traps, whatever the bytes (typed ResumeInfoError instead);
 // - anything accepted re-encodes (binary and XML) without error — encode applies the same validation —
@@ -15,8 +15,8 @@ func wholeSeconds(_ date: Date) -> Date {
     Date(timeIntervalSinceReferenceDate: date.timeIntervalSinceReferenceDate.rounded(.down))
 }
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
+/// One input (Fuzz/FuzzMain.swift calls it when the binary runs as `fuzz-resumeinfo`).
+func fuzzResumeInfo(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     let input = Data(bytes: data, count: size)
     _ = try? AppleResumeData.decode(input)
     guard let info = try? ResumeInfo.decode(input) else { return 0 }

@@ -1,8 +1,8 @@
 // libFuzzer harness for the session socket protocol (downloadkitd, docs/DAEMON.md): framing and
 // message decoding.
 //
-// Built by Scripts/fuzz.sh together with Fuzz/FuzzSupport.swift and Sources/DownloadKitSession/
-// {Framing,SessionProtocol}.swift into one module. Input layout: byte 0 picks the split size used to
+// Compiled by Scripts/fuzz.sh into the one fuzz binary with Sources/DownloadKitSession/
+// {Framing,SessionProtocol}.swift. Input layout: byte 0 picks the split size used to
 // feed the rest to a FrameDecoder (1–64 bytes at a time, or all at once); the rest is a byte stream
 // as a client would send it. Properties: feeding the same stream in pieces or at once gives the same
 // frames and the same verdict; a declared length over the limit is refused before it is buffered; every
@@ -34,8 +34,8 @@ func frames(of bytes: [UInt8], split: Int) -> (frames: [[UInt8]], tooLarge: Int?
     return (frames, nil, decoder.bufferedBytes)
 }
 
-@_cdecl("LLVMFuzzerTestOneInput")
-public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
+/// One input (Fuzz/FuzzMain.swift calls it when the binary runs as `fuzz-sessionprotocol`).
+func fuzzSessionProtocol(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     guard size >= 1 else { return 0 }
     let stream = Array(UnsafeBufferPointer(start: data + 1, count: size - 1))
     let split = data[0] == 0 ? max(1, stream.count) : Int(data[0] % 64) + 1

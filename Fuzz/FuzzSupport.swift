@@ -1,5 +1,5 @@
-// Shared helpers for the libFuzzer targets in Fuzz/. Each target is compiled by Scripts/fuzz.sh as one
-// module from this file, its own Fuzz*.swift file and the library sources it exercises.
+// Shared helpers for the libFuzzer targets in Fuzz/. Scripts/fuzz.sh compiles every Fuzz*.swift file and
+// the library sources they exercise into one module and one binary (Fuzz/FuzzMain.swift picks the target).
 
 /// Traps (and so reports the input to libFuzzer) when a property does not hold. `fatalError` rather than
 /// `precondition`, whose message -O builds leave out.

@@ -3,7 +3,8 @@
 #
 #   Scripts/fuzz.sh [seconds] [target…]     (default 30 seconds each, all targets)
 #
-# Targets (each Fuzz/Fuzz<Name>.swift is one executable; see its header for the input layout):
+# Targets (each Fuzz/Fuzz<Name>.swift is one harness, see its header for the input layout; all are built into
+# one binary, Fuzz/bin/fuzz-all, which runs the target named by the link it is started through):
 #   parser      ResponseParser + body framing: all-at-once vs byte-by-byte vs split event logs
 #   grammars    every header grammar, URL parsing and Location resolution
 #   filenames   Content-Disposition / URL names through FileNaming.sanitizedFileName
@@ -25,7 +26,8 @@
 # FUZZ_RUNS=N stops each target after N executions (libFuzzer -runs), SECONDS staying the cap: CI sets
 # FUZZ_RUNS=200000 so that every target reaches 200,000 executions however fast it is (the slowest,
 # resumeinfo, needs about a minute), and the summary says when the cap came first.
-# FUZZ_JOBS=N builds and runs N targets at a time (default: one per core; only the speed depends on it).
+# FUZZ_JOBS=N runs N targets at a time, and gives the build N threads (default: one per core; only the
+# speed depends on it).
 # Prints executions, coverage and features per target; exits non-zero if any target crashed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -37,28 +39,17 @@ esac
 shift || true
 targets=("$@")
 targets_arg="$*"
-[ ${#targets[@]} -gt 0 ] || targets=(parser grammars filenames resumeinfo netrc cookies challenges sessionprotocol proxy rpcrequest)
 
-wire=(Sources/HTTPWire/*.swift)
+all_targets=(parser grammars filenames resumeinfo netrc cookies challenges sessionprotocol proxy rpcrequest)
+[ ${#targets[@]} -gt 0 ] || targets=("${all_targets[@]}")
 dk=Sources/DownloadKit
-sources_for() {
-    case "$1" in
-        parser) echo "${wire[*]} Fuzz/FuzzSupport.swift Fuzz/FuzzParser.swift" ;;
-        grammars) echo "${wire[*]} Fuzz/FuzzSupport.swift Fuzz/FuzzGrammars.swift" ;;
-        proxy) echo "${wire[*]} Fuzz/FuzzSupport.swift Fuzz/FuzzProxy.swift" ;;
-        filenames) echo "${wire[*]} $dk/FileNaming.swift Fuzz/FuzzSupport.swift Fuzz/FuzzFileNames.swift" ;;
-        resumeinfo) echo "$dk/ResumeInfo/ResumeInfo.swift $dk/ResumeInfo/ResumeInfoError.swift $dk/ResumeInfo/AppleResumeData.swift" \
-            "$dk/ResumeInfo/KeyedArchive.swift $dk/ResumeInfo/BinaryPropertyList.swift $dk/FileNaming.swift Fuzz/FuzzSupport.swift Fuzz/FuzzResumeInfo.swift" ;;
-        netrc) echo "${wire[*]} Fuzz/FuzzSupport.swift Fuzz/FuzzNetrc.swift" ;;
-        cookies) echo "${wire[*]} Fuzz/FuzzSupport.swift Fuzz/FuzzCookies.swift" ;;
-        challenges) echo "${wire[*]} Fuzz/FuzzSupport.swift Fuzz/FuzzChallenges.swift" ;;
-        sessionprotocol) echo "Sources/DownloadKitSession/Framing.swift Sources/DownloadKitSession/SessionProtocol.swift" \
-            "Fuzz/FuzzSupport.swift Fuzz/FuzzSessionProtocol.swift" ;;
-        rpcrequest) echo "Sources/DownloadKitRPC/JSONValue.swift Sources/DownloadKitRPC/JSONRPC.swift" \
-            "Fuzz/FuzzSupport.swift Fuzz/FuzzRPCRequest.swift" ;;
-        *) return 1 ;;
-    esac
-}
+# Every harness and every library source any of them exercises, compiled into one module and one binary
+# (Fuzz/FuzzMain.swift): HTTPWire for parser, grammars, proxy, filenames, netrc, cookies and challenges;
+# FileNaming for filenames and resumeinfo; the resume-info decoders; the session framing; the RPC decoder.
+sources=(Sources/HTTPWire/*.swift "$dk/FileNaming.swift" "$dk/ResumeInfo/ResumeInfo.swift" "$dk/ResumeInfo/ResumeInfoError.swift"
+    "$dk/ResumeInfo/AppleResumeData.swift" "$dk/ResumeInfo/KeyedArchive.swift" "$dk/ResumeInfo/BinaryPropertyList.swift"
+    Sources/DownloadKitSession/Framing.swift Sources/DownloadKitSession/SessionProtocol.swift
+    Sources/DownloadKitRPC/JSONValue.swift Sources/DownloadKitRPC/JSONRPC.swift Fuzz/Fuzz*.swift)
 max_len_for() {
     case "$1" in
         parser) echo 4096 ;;
@@ -87,16 +78,10 @@ export SWIFT_BACKTRACE=enable=no
 export LSAN_OPTIONS="suppressions=$PWD/Fuzz/lsan-suppressions.txt${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 
 for target in "${targets[@]}"; do
-    sources_for "$target" >/dev/null || { echo "unknown target: $target" >&2; exit 2; }
+    [[ " ${all_targets[*]} " == *" $target "* ]] || { echo "unknown target: $target" >&2; exit 2; }
 done
 mkdir -p Fuzz/bin Fuzz/corpus-work
 
-# Builds and runs go FUZZ_JOBS at a time (default: one per core). Each compile and each libFuzzer
-# process is single-threaded, and the targets share nothing (own binary, corpus, log and seed): what
-# runs beside a target changes only its speed, and every target reaches FUZZ_RUNS long before its cap
-# (the slowest, resumeinfo, in about 30 s). Coverage already varied a little from run to run one at a
-# time (parser: 2,932–2,981 features over three CI runs of the same seed). CI's fuzz step took 346 s one
-# at a time on 2 cores (about 200 s of compiles, 143 s of runs), 232 s two at a time.
 jobs_allowed="${FUZZ_JOBS:-$(nproc)}"
 case "$jobs_allowed" in '' | *[!0-9]* | 0) echo "FUZZ_JOBS must be a positive number" >&2; exit 2 ;; esac
 in_parallel() {
@@ -104,27 +89,17 @@ in_parallel() {
     "$@" &
 }
 
-# Writes Fuzz/bin/fuzz-<target>.status: 0 when it built.
-build_target() {
-    local target=$1 sources
-    sources=$(sources_for "$target")
-    echo "== building fuzz-$target"
-    # shellcheck disable=SC2086  # the source list is meant to split into file names
-    # ld.gold warns about every ASan check symbol it cannot export; those lines are noise.
-    swiftc -sanitize=fuzzer,address -parse-as-library -O $sources -o "Fuzz/bin/fuzz-$target" \
-        2> >(grep -v "Cannot export local symbol" >&2)
-    echo $? >"Fuzz/bin/fuzz-$target.status"
-}
-for target in "${targets[@]}"; do rm -f "Fuzz/bin/fuzz-$target.status"; in_parallel build_target "$target"; done
-wait
-for target in "${targets[@]}"; do
-    if [ "$(cat "Fuzz/bin/fuzz-$target.status" 2>/dev/null)" != 0 ]; then
-        echo "build of fuzz-$target failed" >&2
-        exit 1
-    fi
-done
+# One build for every target (about 40 s of one core; ten separate builds took about 240 s of CPU, most
+# of it compiling HTTPWire seven times); the whole module is optimised together, so LLVM's share of the
+# work runs on FUZZ_JOBS threads.
+echo "== building Fuzz/bin/fuzz-all"
+if ! swiftc -sanitize=fuzzer,address -parse-as-library -O -wmo -num-threads "$jobs_allowed" "${sources[@]}" \
+    -o Fuzz/bin/fuzz-all 2> >(grep -v "Cannot export local symbol" >&2); then
+    echo "build of Fuzz/bin/fuzz-all failed" >&2
+    exit 1
+fi
+for target in "${all_targets[@]}"; do ln -sfn fuzz-all "Fuzz/bin/fuzz-$target"; done
 
-# Writes Fuzz/corpus-work/<target>.status: libFuzzer's exit status.
 run_target() {
     local target=$1
     local work="Fuzz/corpus-work/$target"
