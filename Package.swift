@@ -34,6 +34,13 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.0.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.0.0"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        // Named only for EcosystemTests (issue #16: DownloadKit imported beside them compiles). All four are
+        // already in the graph through Hummingbird and postgres-nio; a test target's packages are never
+        // built for a package that depends on DownloadKit.
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-crypto", "3.12.0"..<"5.0.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.0"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.0"),
     ],
     targets: [
         // OpenSSL 3 from the system (apt: libssl-dev). Holds only the module map and shim header.
@@ -160,6 +167,20 @@ let package = Package(
         .testTarget(
             name: "DaemonTests",
             dependencies: ["DownloadKitSession", "DownloadKitDaemon", "DownloadKit", "DownloadKitManager", "TestOrigin"]),
+        // DownloadKit imported beside AsyncHTTPClient, NIO, NIOSSL, swift-http-types, swift-crypto and swift-system
+        // with their type names unqualified (issue #16), and both HTTP clients in one process.
+        .testTarget(
+            name: "EcosystemTests",
+            dependencies: [
+                "DownloadKit", "TestOrigin",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ]),
         // The fleet on a real PostgreSQL server the tests start themselves (docs/FLEET.md).
         .testTarget(
             name: "FleetTests",
