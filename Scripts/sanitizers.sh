@@ -16,6 +16,8 @@
 # .build-asan/sanitizers.log and .build-tsan/sanitizers.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# asan_build_flags, tsan_build_flags: the builds' one definition (shared with Scripts/stress-segments.sh).
+source Scripts/sanitizer-flags.sh
 
 which="${1:-all}"
 export SWIFT_BACKTRACE=enable=no
@@ -24,12 +26,8 @@ status=0
 run_asan() {
     mkdir -p .build-asan
     local log=.build-asan/sanitizers.log
-    # swiftc has no -sanitize=undefined on Linux (Swift code traps on overflow and bad unwraps by
-    # itself); the C targets (the OpenSSL and syscall shims, SQLite wrappers of dependencies) get UBSan
-    # in trap mode, which needs no runtime library: undefined behaviour stops the test process.
-    local ubsan_c=(-Xcc -fsanitize=undefined -Xcc -fsanitize-trap=undefined)
     echo "== ASan+UBSan: build"
-    if ! swift build --build-tests --sanitize=address "${ubsan_c[@]}" --scratch-path .build-asan >"$log" 2>&1; then
+    if ! swift build --build-tests "${asan_build_flags[@]}" >"$log" 2>&1; then
         tail -30 "$log"; echo "ASan build failed"; return 1
     fi
     local skip="${ASAN_SKIP-MemoryBoundTests}"
@@ -51,8 +49,7 @@ run_asan() {
         echo "== ASan+UBSan: test $filter${skip:+ (except $skip)}"
         ASAN_OPTIONS="detect_leaks=0:abort_on_error=0:${ASAN_OPTIONS:-}" \
             UBSAN_OPTIONS="print_stacktrace=1:${UBSAN_OPTIONS:-}" \
-            swift test --skip-build --sanitize=address "${ubsan_c[@]}" --scratch-path .build-asan \
-                --filter "$filter" "${skipping[@]}" >>"$log" 2>&1 || result=1
+            swift test --skip-build "${asan_build_flags[@]}" --filter "$filter" "${skipping[@]}" >>"$log" 2>&1 || result=1
     done
     grep -E "Test run with|ERROR: AddressSanitizer|SUMMARY: AddressSanitizer|runtime error:|✘" "$log" | tail -20
     if grep -q "ERROR: AddressSanitizer" "$log"; then result=1; fi
@@ -65,14 +62,14 @@ run_tsan() {
     mkdir -p .build-tsan
     local log=.build-tsan/sanitizers.log
     echo "== TSan: build"
-    if ! swift build --build-tests --sanitize=thread --scratch-path .build-tsan >"$log" 2>&1; then
+    if ! swift build --build-tests "${tsan_build_flags[@]}" >"$log" 2>&1; then
         tail -30 "$log"; echo "TSan build failed"; return 1
     fi
     local result=0
     for suite in DownloadKitTests HTTPClientTests DaemonTests; do
         echo "== TSan: test $suite"
         TSAN_OPTIONS="halt_on_error=0:second_deadlock_stack=1:${TSAN_OPTIONS:-}" \
-            swift test --skip-build --sanitize=thread --scratch-path .build-tsan --filter "$suite" >>"$log" 2>&1 \
+            swift test --skip-build "${tsan_build_flags[@]}" --filter "$suite" >>"$log" 2>&1 \
             || result=1
     done
     grep -E "Test run with|SUMMARY: ThreadSanitizer|✘" "$log" | tail -20

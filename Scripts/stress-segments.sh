@@ -24,8 +24,9 @@ done
 
 command -v taskset > /dev/null || { echo "stress-segments: taskset (util-linux) is required" >&2; exit 2; }
 if [ "$asan" = 1 ]; then
-    build=(swift build --build-tests --sanitize=address --scratch-path .build-asan)
-    test=(swift test --skip-build --sanitize=address --scratch-path .build-asan)
+    source Scripts/sanitizer-flags.sh  # the same ASan build as Scripts/sanitizers.sh, not a rebuild of it
+    build=(swift build --build-tests "${asan_build_flags[@]}")
+    test=(swift test --skip-build "${asan_build_flags[@]}")
     export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
 else
     build=(swift build --build-tests)
