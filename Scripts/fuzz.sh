@@ -82,6 +82,9 @@ for target in "${targets[@]}"; do
 done
 mkdir -p Fuzz/bin Fuzz/corpus-work
 
+# Runs go FUZZ_JOBS at a time (default: one per core). Each libFuzzer process is single-threaded and the
+# targets share nothing but the binary (own corpus, log and seed): what runs beside a target changes only
+# its speed, and every target reaches FUZZ_RUNS long before its cap (the slowest in about 30 s).
 jobs_allowed="${FUZZ_JOBS:-$(nproc)}"
 case "$jobs_allowed" in '' | *[!0-9]* | 0) echo "FUZZ_JOBS must be a positive number" >&2; exit 2 ;; esac
 in_parallel() {
@@ -100,6 +103,7 @@ if ! swiftc -sanitize=fuzzer,address -parse-as-library -O -wmo -num-threads "$jo
 fi
 for target in "${all_targets[@]}"; do ln -sfn fuzz-all "Fuzz/bin/fuzz-$target"; done
 
+# Writes Fuzz/corpus-work/<target>.status: libFuzzer's exit status.
 run_target() {
     local target=$1
     local work="Fuzz/corpus-work/$target"

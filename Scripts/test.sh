@@ -25,10 +25,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Each step says how long it took (stderr), so that a slow run shows where its time went.
+# It returns the step's status (a failed step is timed too): `timed STEP || status=$?` must see the failure,
+# and inside such a list `set -e` no longer stops at the step.
 timed() {
-    local started=$SECONDS
-    "$@"
+    local started=$SECONDS status=0
+    "$@" || status=$?
     echo "test.sh: $((SECONDS - started)) s for: $*" >&2
+    return "$status"
 }
 timed bash Scripts/install-deps.sh
 timed swift build --build-tests
