@@ -1,7 +1,8 @@
 // Issue #16: a program that imports DownloadKit beside AsyncHTTPClient, SwiftNIO, NIOSSL, swift-http-types,
 // swift-crypto and swift-system, and uses their type names unqualified, compiles — this file is that program.
-// If DownloadKit exported a type with one of these plain names, it would not ("ambiguous use" / "is
-// ambiguous for type lookup"); DownloadKit's own names (the `DK` prefix where a plain name was taken) sit
+// If DownloadKit exported a type with one of these plain names, it would not (an ambiguity error, or the
+// wrong type chosen and its members missing: adding `public struct HTTPHeaders` to DownloadKit gave "value
+// of type 'HTTPHeaders' has no member 'add'"); DownloadKit's own names (the `DK` prefix where a plain name was taken) sit
 // beside them. It used to be a package of its own (Tests/EcosystemCheck) with its own build of every
 // dependency (about 4 minutes of each CI run); the main package already builds all of these modules for
 // its test and daemon targets, so as a test target it costs one file. Dependents of DownloadKit still never
@@ -19,7 +20,8 @@ import TestOrigin
 import Testing
 
 @Suite struct EcosystemTests {
-    /// Every name here is used unqualified with all the modules above imported; nothing runs that matters.
+    /// Every name here is used unqualified with all the modules above imported (compiling is most of the test);
+    /// the two libraries' SHA-256 of the same bytes and the two header types' lookups must agree.
     @Test func ecosystemNamesAndDownloadKitNamesCoexist() throws {
         let ahcConfiguration = HTTPClient.Configuration()
         var nioHeaders = HTTPHeaders()
