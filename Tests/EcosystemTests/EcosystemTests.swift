@@ -2,8 +2,8 @@
 // swift-crypto and swift-system, and uses their type names unqualified, compiles — this file is that program.
 // If DownloadKit exported a type with one of these plain names, it would not (an ambiguity error, or the
 // wrong type chosen and its members missing: adding `public struct HTTPHeaders` to DownloadKit gave "value
-// of type 'HTTPHeaders' has no member 'add'"); DownloadKit's own names (the `DK` prefix where a plain name was taken) sit
-// beside them. It used to be a package of its own (Tests/EcosystemCheck) with its own build of every
+// of type 'HTTPHeaders' has no member 'add'"); DownloadKit's own names (the `DK` prefix where a plain name
+// was taken) sit beside them. It used to be a package of its own (Tests/EcosystemCheck) with its own build of every
 // dependency (about 4 minutes of each CI run); the main package already builds all of these modules for
 // its test and daemon targets, so as a test target it costs one file. Dependents of DownloadKit still never
 // build AsyncHTTPClient because of it: packages used only by a dependency's test targets are not built.
@@ -41,7 +41,7 @@ import Testing
         dkHeaders.add(name: "Accept", value: "*/*")
         _ = (request.url, configuration.retries, clientConfiguration.maxConnectionsPerOrigin)
         // The two libraries' SHA-256 of the same bytes agree (both are plain names no more).
-        #expect(DKDigest.hex(DKDigest.hash(.sha256, [1, 2, 3])) == digest.map { String(format: "%02x", $0) }.joined())
+        #expect(DKDigest.hash(.sha256, [1, 2, 3]) == Array(digest))
         #expect(dkHeaders.first(name: "accept") == nioHeaders.first(name: "accept"))
     }
 
@@ -51,8 +51,7 @@ import Testing
         let origin = try FaultOrigin()
         let size = 3 << 20
         origin.serve("/same", .resource(Resource(size: Int64(size), seed: 1_616)))
-        let expected = SHA256.hash(data: TestPattern.bytes(offset: 0, count: size, seed: 1_616))
-            .map { String(format: "%02x", $0) }.joined()
+        let expected = DKDigest.hex(Array(SHA256.hash(data: TestPattern.bytes(offset: 0, count: size, seed: 1_616))))
         let dir = try ScratchDirectory()
 
         let download = Download(DownloadRequest(
@@ -66,7 +65,7 @@ import Testing
         let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: origin.url("/same")), timeout: .seconds(30))
         #expect(response.status == .ok)
         let body = Array(try await response.body.collect(upTo: size + 1).readableBytesView)
-        #expect(SHA256.hash(data: body).map { String(format: "%02x", $0) }.joined() == expected)
+        #expect(DKDigest.hex(Array(SHA256.hash(data: body))) == expected)
         #expect(try [UInt8](Data(contentsOf: URL(fileURLWithPath: result.path))) == body)
     }
 }
