@@ -52,6 +52,8 @@ final class ConnectionPool: Sendable {
         var origins: [ConnectionKey: OriginState] = [:]
         /// The address family that last won Happy Eyeballs per dialled "host:port".
         var families: [String: AddressFamily] = [:]
+        /// Routes on which a request sent ahead went unanswered: nothing is pipelined on them again.
+        var refusesPipelining: Set<ConnectionKey> = []
         var nextConnectionID = 1
         var connectionsOpened = 0
     }
@@ -83,6 +85,20 @@ final class ConnectionPool: Sendable {
         condition.lock()
         defer { condition.unlock() }
         return state.origins[ConnectionKey(origin: origin, proxy: proxy)]?.idle.count ?? 0
+    }
+
+    /// Whether a request sent ahead on `origin` once went unanswered (see ``DKHTTPClient``'s series).
+    func refusesPipelining(_ origin: ConnectionKey) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return state.refusesPipelining.contains(origin)
+    }
+
+    /// Stops pipelining on `origin` for the pool's lifetime.
+    func recordPipeliningRefused(_ origin: ConnectionKey) {
+        condition.lock()
+        state.refusesPipelining.insert(origin)
+        condition.unlock()
     }
 
     /// The family that won the last connection to `hostAndPort`, tried first next time.

@@ -40,6 +40,13 @@ public struct DKHTTPClientConfiguration: Sendable, Hashable {
     /// Host names mapped to IP literals used instead of DNS (like curl's `--resolve`), for tests and
     /// pinned deployments; keys are lower-case host names. Default empty.
     public var addressOverrides: [String: [String]] = [:]
+    /// Whether ``DKHTTPClient/execute(series:cancellation:buffer:next:onHead:onBody:onEnd:)`` may send
+    /// the next request of a series while the current response is still arriving (HTTP/1.1
+    /// pipelining, RFC 9112 §9.3.2), so the next response follows without a round trip in between.
+    /// Never through a plain-HTTP forward proxy. A route where a request sent ahead went unanswered is
+    /// not pipelined again by this client. Default `true`; `false` sends each request after the
+    /// previous response has ended.
+    public var pipelining: Bool = true
 
     /// The receive buffer size for `connections` transfers (or segments) running at once: together the
     /// buffers stay within 64 MiB — 1 MiB each up to 64 connections, less beyond, and the 64 KiB floor from

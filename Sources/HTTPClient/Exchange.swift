@@ -57,8 +57,11 @@ public struct ExchangeSummary: Sendable, Hashable {
     public var connectionReused: Bool
     /// The pool's number for the connection, stable for the connection's lifetime.
     public var connectionID: Int
-    /// Whether the connection went back to the pool for reuse.
+    /// Whether the connection went back to the pool for reuse (or, in a series, carries the next request).
     public var connectionKeptAlive: Bool
+    /// Whether the request had been sent ahead, while the previous response on the connection was still
+    /// arriving (``DKHTTPClient/execute(series:cancellation:buffer:next:onHead:onBody:onEnd:)``).
+    public var wasSentAhead: Bool = false
 }
 
 /// Cancels an exchange in progress from any thread.
@@ -281,25 +284,12 @@ public final class DKHTTPClient: Sendable {
         let buffer = buffer ?? ReceiveBuffer(capacity: configuration.receiveBufferSize)
         let authenticator = configuration.authenticator
         let cookieJar = configuration.cookieJar
-        // Credentials the caller supplied itself (a header or URL userinfo) are never second-guessed.
-        let answersChallenges = authenticator != nil && !request.headers.contains(name: "Authorization")
-            && request.url.user == nil
+        let answersChallenges = answersChallenges(request)
         var challengeAnswered = false
         while true {
-            var sent = request
-            if let cookieJar, !request.headers.contains(name: "Cookie"),
-                let cookies = cookieJar.cookieHeader(for: request.url)
-            {
-                sent.headers.add(name: "Cookie", value: cookies)
-            }
-            if answersChallenges,
-                let authorization = authenticator?.preemptiveAuthorization(method: request.method, url: request.url)
-            {
-                sent.headers.add(name: "Authorization", value: authorization)
-            }
             var retryWithCredentials = false
             let summary = try executeOnce(
-                sent, cancellation: cancellation, buffer: buffer,
+                decorated(request, answersChallenges: answersChallenges), cancellation: cancellation, buffer: buffer,
                 onHead: { head in
                     cookieJar?.receive(head, from: request.url)
                     // One answered challenge per call: a second 401 goes to the caller.
@@ -319,6 +309,119 @@ public final class DKHTTPClient: Sendable {
         }
     }
 
+    /// Sends `first` and then, one after another on the same connection where it can, the requests
+    /// `next` returns, streaming each response through the same callbacks — a series of range
+    /// requests for one resource, for example, without a round trip between them.
+    ///
+    /// While a response body of known length arrives, `next` is asked after each delivery, with the
+    /// body bytes still owed, until it returns a request; that request is written on the connection at
+    /// once (HTTP/1.1 pipelining, RFC 9112 §9.3.2; at most one ahead), and its response is read when the
+    /// current one has ended. When nothing was sent ahead, `next` is asked once more with 0 after the
+    /// response; `nil` then ends the series. Nothing is sent ahead once a response head announced
+    /// `Connection: close` (a server may reset a connection that holds unread requests, losing the rest
+    /// of the response). A request sent ahead that the server closes the connection on, or never answers
+    /// within the idle timeout, is sent again on another connection, and that route — like one that
+    /// reset a connection while a request was sent ahead — gets nothing sent ahead by this client again
+    /// (``DKHTTPClientConfiguration/pipelining`` turns sending ahead off altogether). Requests are
+    /// pipelined only to the same origin and never through a plain-HTTP forward proxy; otherwise each is
+    /// sent after the previous response.
+    ///
+    /// Cookies and preemptive credentials are added to each request as
+    /// ``execute(_:cancellation:buffer:onHead:onBody:onSpliced:)`` adds them, but a `401` is passed to
+    /// `onHead` rather than answered. Bodies are streamed, never spliced. With
+    /// ``DKHTTPClientConfiguration/pipelining`` off, `next` is asked only with 0, after each response.
+    ///
+    /// - Parameters:
+    ///   - first: The first request. Every request of a series must be a `GET` or a `HEAD`, so that one
+    ///     sent ahead and left unanswered can be sent again.
+    ///   - cancellation: Cancels the series from another thread.
+    ///   - buffer: A receive buffer to reuse; one of `configuration.receiveBufferSize` is allocated if nil.
+    ///   - next: The request to send after the current one, or `nil` (not yet, or, when asked with 0
+    ///     after a response, the end of the series). A request it returns is always sent.
+    ///   - onHead: Called with each response's final head, in request order.
+    ///   - onBody: Called with each run of the current response's body bytes.
+    ///   - onEnd: Called when a response is complete, before the next one is read.
+    /// - Throws: `TransportError`, `WireError`, or whatever the callbacks throw; the connection is then
+    ///   closed, with any request sent ahead on it.
+    public func execute(
+        series first: DKHTTPRequest,
+        cancellation: CancellationToken? = nil,
+        buffer: ReceiveBuffer? = nil,
+        next: (_ owedBodyBytes: Int64) -> DKHTTPRequest?,
+        onHead: (ResponseHead) throws -> BodyDisposition,
+        onBody: (UnsafeRawBufferPointer) throws -> Void,
+        onEnd: (ExchangeSummary) throws -> Void
+    ) throws {
+        let buffer = buffer ?? ReceiveBuffer(capacity: configuration.receiveBufferSize)
+        let cookieJar = configuration.cookieJar
+        var request = first
+        // The connection on which the response to `request` comes next (it was sent ahead), if any.
+        var pipelined: ConnectionLease?
+        defer { if let pipelined { pool.release(pipelined, reusable: false) } }
+        while true {
+            precondition(
+                request.method == .GET || request.method == .HEAD, "a series sends only GET and HEAD requests")
+            let current = request
+            let proxy = proxies.proxy(for: current.url)
+            let route = ConnectionKey(origin: current.url.origin, proxy: proxy)
+            let sendsAhead = configuration.pipelining && !(proxy?.kind == .http && current.url.scheme == .http)
+            let head = try encodeHead(decorated(current, answersChallenges: answersChallenges(current)), proxy: proxy)
+            var following: DKHTTPRequest?
+            let lease = pipelined
+            pipelined = nil
+            let exchanged = try send(
+                head: head, request: current, proxy: proxy, pipelinedOn: lease, cancellation: cancellation,
+                buffer: buffer,
+                sendAhead: { owed in
+                    guard sendsAhead, following == nil, let candidate = next(owed) else { return nil }
+                    following = candidate
+                    // Another route, or one that once left a request sent ahead unanswered (perhaps in this
+                    // very series), waits for the end of this response.
+                    guard candidate.url.origin == current.url.origin, proxies.proxy(for: candidate.url) == proxy,
+                        !pool.refusesPipelining(route)
+                    else { return nil }
+                    precondition(
+                        candidate.method == .GET || candidate.method == .HEAD, "a series sends only GET and HEAD requests")
+                    return try encodeHead(
+                        decorated(candidate, answersChallenges: answersChallenges(candidate)), proxy: proxy)
+                },
+                onHead: { head in
+                    cookieJar?.receive(head, from: current.url)
+                    return try onHead(head)
+                }, onBody: onBody, onSpliced: { _ in })
+            pipelined = exchanged.pipelined
+            try onEnd(exchanged.summary)
+            if following == nil { following = next(0) }
+            guard let following else { return }
+            // Sent ahead on a connection that did not stay open (`pipelined` is nil): sent again, on another.
+            request = following
+        }
+    }
+
+    /// Whether a `401` to `request` may be answered (and credentials sent preemptively): only when an
+    /// authenticator is configured and the caller supplied no credentials itself (a header or URL
+    /// userinfo), which are never second-guessed.
+    private func answersChallenges(_ request: DKHTTPRequest) -> Bool {
+        configuration.authenticator != nil && !request.headers.contains(name: "Authorization") && request.url.user == nil
+    }
+
+    /// `request` with the jar's cookies and the authenticator's preemptive credentials added.
+    private func decorated(_ request: DKHTTPRequest, answersChallenges: Bool) -> DKHTTPRequest {
+        var sent = request
+        if let cookieJar = configuration.cookieJar, !request.headers.contains(name: "Cookie"),
+            let cookies = cookieJar.cookieHeader(for: request.url)
+        {
+            sent.headers.add(name: "Cookie", value: cookies)
+        }
+        if answersChallenges,
+            let authorization = configuration.authenticator?.preemptiveAuthorization(
+                method: request.method, url: request.url)
+        {
+            sent.headers.add(name: "Authorization", value: authorization)
+        }
+        return sent
+    }
+
     /// One exchange without authentication or cookies: connection reuse and the stale-connection retry.
     private func executeOnce(
         _ request: DKHTTPRequest,
@@ -329,13 +432,37 @@ public final class DKHTTPClient: Sendable {
         onSpliced: (Int) throws -> Void
     ) throws -> ExchangeSummary {
         let proxy = proxies.proxy(for: request.url)
-        let head = try encodeHead(request, proxy: proxy)
+        return try send(
+            head: try encodeHead(request, proxy: proxy), request: request, proxy: proxy, pipelinedOn: nil,
+            cancellation: cancellation, buffer: buffer, sendAhead: { _ in nil }, onHead: onHead, onBody: onBody,
+            onSpliced: onSpliced
+        ).summary
+    }
+
+    /// One response: to `head`, sent on a pooled or new connection, or — with `pipelinedOn` — to the
+    /// request already sent ahead on that connection. The rules of dead connections live here: a
+    /// request on a reused connection that the server had closed before answering is sent once more on
+    /// a fresh one; a request sent ahead that the server closed the connection on, or never answered,
+    /// is sent again on another connection, and a route that did so without announcing the close gets
+    /// nothing sent ahead again.
+    private func send(
+        head: [UInt8], request: DKHTTPRequest, proxy: ProxyURL?, pipelinedOn pipelined: ConnectionLease?,
+        cancellation: CancellationToken?, buffer: ReceiveBuffer, sendAhead: (Int64) throws -> [UInt8]?,
+        onHead: (ResponseHead) throws -> BodyDisposition,
+        onBody: (UnsafeRawBufferPointer) throws -> Void,
+        onSpliced: (Int) throws -> Void
+    ) throws -> Exchanged {
         var preferFresh = false
+        var pending = pipelined
         while true {
-            let lease = try acquire(for: request.url, proxy: proxy, preferFresh: preferFresh, cancellation: cancellation)
+            let answersSentAhead = pending != nil
+            let lease =
+                try pending ?? acquire(for: request.url, proxy: proxy, preferFresh: preferFresh, cancellation: cancellation)
+            pending = nil
             do {
                 return try exchange(
-                    head: head, method: request.method, on: lease, cancellation: cancellation, buffer: buffer,
+                    head: answersSentAhead ? nil : head, method: request.method, on: lease, cancellation: cancellation,
+                    buffer: buffer, sendAhead: sendAhead,
                     onHead: { (head: ResponseHead) throws -> BodyDisposition in
                         // Through an HTTP proxy, a 407 to an absolute-form request is the proxy's, not the origin's.
                         if let proxy, proxy.kind == .http, request.url.scheme == .http, head.status == 407 {
@@ -345,8 +472,12 @@ public final class DKHTTPClient: Sendable {
                         return try onHead(head)
                     }, onBody: onBody, onSpliced: onSpliced)
             } catch let failure as StaleConnection {
-                // The server closed the kept-alive connection before answering: retry once, fresh.
                 pool.release(lease, reusable: false)
+                if answersSentAhead {
+                    // Never answered: sent again, on another connection.
+                    refusePipelining(on: lease, after: failure.error)
+                    continue
+                }
                 if preferFresh { throw failure.error }
                 logger?.debug(
                     "the server closed kept-alive connection \(lease.connectionID) before answering; retrying on a new one",
@@ -361,6 +492,26 @@ public final class DKHTTPClient: Sendable {
                 throw error
             }
         }
+    }
+
+    /// A connection carrying a request sent ahead ended in the middle of a response: perhaps the server
+    /// closed with that request unread (which resets the connection and loses the rest of the response),
+    /// so nothing is sent ahead on this route again. The caller still gets the error.
+    private func refusePipelining(on lease: ConnectionLease, after error: TransportError) {
+        pool.recordPipeliningRefused(lease.origin)
+        logger?.debug(
+            """
+            connection \(lease.connectionID) ended with a request sent ahead unanswered (\(error.code)); \
+            no longer sending requests ahead to this origin
+            """,
+            metadata: ["http.origin": "\(lease.origin)", "http.connection": "\(lease.connectionID)"])
+    }
+
+    /// A complete response and, when a request was sent ahead and the connection stays open, the
+    /// connection on which that request's response comes next (not back in the pool).
+    private struct Exchanged {
+        let summary: ExchangeSummary
+        let pipelined: ConnectionLease?
     }
 
     private func sharedTLSContext() throws(TransportError) -> TLSContext {
@@ -554,17 +705,24 @@ public final class DKHTTPClient: Sendable {
     /// 1,024 transfers (Scripts/scale-cli.sh); 16 KiB here left ~19 MiB, 4 KiB leaves about 4 KiB each.
     static let headReadSize = 4 << 10
 
+    /// One request and its response on `lease`. `head` is nil when the request was already sent ahead on
+    /// this connection. `sendAhead` is asked, after each delivery of a streamed body of known length
+    /// that still owes bytes, for the head of a request to write at once; from then on reads never take
+    /// a byte past this response's end, so the next response starts in a fresh read.
     private func exchange(
-        head: [UInt8],
+        head: [UInt8]?,
         method: DKHTTPMethod,
         on lease: ConnectionLease,
         cancellation: CancellationToken?,
         buffer: ReceiveBuffer,
+        sendAhead: (Int64) throws -> [UInt8]?,
         onHead: (ResponseHead) throws -> BodyDisposition,
         onBody: (UnsafeRawBufferPointer) throws -> Void,
         onSpliced: (Int) throws -> Void
-    ) throws -> ExchangeSummary {
+    ) throws -> Exchanged {
         let connection = lease.connection
+        // Bytes of no response yet are as stale on a connection that carried a request ahead as on a reused one.
+        let mayBeStale = lease.isReused || head == nil
         if let cancellation {
             guard cancellation.attach(connection.canceller) else {
                 throw TransportError(.cancelled, detail: "the request was cancelled")
@@ -573,15 +731,17 @@ public final class DKHTTPClient: Sendable {
         defer { cancellation?.detach() }
 
         let idleTimeout = configuration.idleTimeout
-        do {
-            try head.withUnsafeBytes { bytes in
-                try connection.write(bytes, deadline: .after(idleTimeout))
+        if let head {
+            do {
+                try head.withUnsafeBytes { bytes in
+                    try connection.write(bytes, deadline: .after(idleTimeout))
+                }
+            } catch let error as TransportError {
+                if lease.isReused && (error.code == .connectionReset || error.code == .connectionClosed) {
+                    throw StaleConnection(error: error)
+                }
+                throw error
             }
-        } catch let error as TransportError {
-            if lease.isReused && (error.code == .connectionReset || error.code == .connectionClosed) {
-                throw StaleConnection(error: error)
-            }
-            throw error
         }
 
         var parser = ResponseParser(requestMethod: method, limits: configuration.parserLimits)
@@ -592,6 +752,7 @@ public final class DKHTTPClient: Sendable {
         var receivedAnything = false
         var reusable = false
         var spliceUnsupported = false
+        var sentAhead = false
         let storage = buffer.storage
 
         let headDeadline = Deadline.after(configuration.headTimeout)
@@ -601,13 +762,20 @@ public final class DKHTTPClient: Sendable {
                 let idleDeadline = Deadline.after(idleTimeout)
                 // Until the head is complete, read at most `headReadSize`: a transfer whose body is then
                 // spliced never touches the rest of its buffer (memory at 1,024 transfers, issue #23).
-                let window =
+                // With a request sent ahead, the next response's bytes stay in the socket for its own exchange.
+                let limit =
                     responseHead == nil
-                    ? UnsafeMutableRawBufferPointer(rebasing: storage[..<min(storage.count, Self.headReadSize)]) : storage
+                    ? Self.headReadSize
+                    : sentAhead ? Int(clamping: max(1, parser.remainingFixedBodyBytes ?? 1)) : storage.count
+                let window = UnsafeMutableRawBufferPointer(rebasing: storage[..<min(storage.count, limit)])
                 count = try connection.read(
                     into: window, deadline: responseHead == nil ? min(idleDeadline, headDeadline) : idleDeadline,
                     remaining: responseHead == nil ? nil : parser.remainingFixedBodyBytes)
             } catch {
+                // A request sent ahead that gets no byte at all: the server ignored it (pipelining refused).
+                if head == nil && !receivedAnything && error.code == .readTimeout {
+                    throw StaleConnection(error: error)
+                }
                 if responseHead == nil, error.code == .readTimeout, headDeadline.hasPassed {
                     throw TransportError(
                         .readTimeout, operation: "read",
@@ -615,21 +783,26 @@ public final class DKHTTPClient: Sendable {
                 }
                 // A TLS server may drop an idle kept-alive connection without close_notify (nginx does
                 // for timed-out and `return 444` connections): that EOF is as stale as a plain one.
-                if lease.isReused && !receivedAnything
+                if mayBeStale && !receivedAnything
                     && (error.code == .connectionReset || error.code == .connectionClosed
                         || error.code == .tlsUncleanShutdown)
                 {
                     throw StaleConnection(error: error)
                 }
+                if sentAhead { refusePipelining(on: lease, after: error) }
                 throw error
             }
             if count == 0 {
-                if lease.isReused && !receivedAnything {
+                if mayBeStale && !receivedAnything {
                     throw StaleConnection(
                         error: TransportError(
                             .connectionClosed, detail: "the server closed the kept-alive connection before answering"))
                 }
                 // EOF: either a close-delimited body ends here, or the response is truncated (throws).
+                if sentAhead {
+                    refusePipelining(
+                        on: lease, after: TransportError(.connectionClosed, detail: "the server closed the connection"))
+                }
                 let event = try parser.finish()
                 guard event == .end else {
                     throw WireError(.missingResponseHead, "the connection closed before a complete response arrived")
@@ -654,6 +827,16 @@ public final class DKHTTPClient: Sendable {
                     if disposition != .discard {
                         bodyBytes += Int64(range.count)
                         try onBody(UnsafeRawBufferPointer(rebasing: window[range]))
+                        // Never onto a connection the head said will close: the server could reset it with
+                        // the request unread and lose the rest of this body (nginx at `keepalive_requests`).
+                        if !sentAhead, disposition == .stream, parser.headAllowsReuse,
+                            let owed = parser.remainingFixedBodyBytes, owed > 0, let next = try sendAhead(owed)
+                        {
+                            try next.withUnsafeBytes { bytes in
+                                try connection.write(bytes, deadline: .after(idleTimeout))
+                            }
+                            sentAhead = true
+                        }
                     } else {
                         discarded += Int64(range.count)
                         if discarded > 64 << 10 {
@@ -663,7 +846,8 @@ public final class DKHTTPClient: Sendable {
                         }
                     }
                 case .end:
-                    // Bytes after the end of a response we did not pipeline mean a confused server.
+                    // Bytes after the end of a response mean a confused server (reads stop at the end of a
+                    // response when a request was sent ahead, so the next one's bytes are never here).
                     reusable = parser.isReusable && offset + step.consumed == count
                     break receive
                 }
@@ -695,10 +879,13 @@ public final class DKHTTPClient: Sendable {
             throw WireError(.missingResponseHead, "the response ended without a status line and header section")
         }
         if reusable { connection.endOfMessage() }
+        let summary = ExchangeSummary(
+            head: finalHead, bodyBytes: bodyBytes, connectionReused: mayBeStale,
+            connectionID: lease.connectionID, connectionKeptAlive: reusable, wasSentAhead: head == nil)
+        // The connection owes the response to the request sent ahead: it stays with the caller.
+        if sentAhead && reusable { return Exchanged(summary: summary, pipelined: lease) }
         pool.release(lease, reusable: reusable)
-        return ExchangeSummary(
-            head: finalHead, bodyBytes: bodyBytes, connectionReused: lease.isReused,
-            connectionID: lease.connectionID, connectionKeptAlive: reusable)
+        return Exchanged(summary: summary, pipelined: nil)
     }
 }
 

@@ -140,7 +140,16 @@ public struct ResponseParser: Sendable {
     /// `Connection: close` (HTTP/1.1) or did say `Connection: keep-alive` (HTTP/1.0), and the framing
     /// was not faulty (`Transfer-Encoding` together with `Content-Length`, or in HTTP/1.0).
     public var isReusable: Bool {
-        guard isComplete, allowsPersistence, !faultyFraming else { return false }
+        isComplete && headAllowsReuse
+    }
+
+    /// Whether the final head read so far lets the connection carry another request after this message:
+    /// ``isReusable`` without the wait for the message's end. Known once ``ParseEvent/head(_:)`` has been
+    /// reported, so a client knows before the body whether a request sent ahead would be answered or
+    /// closed on (a server that announced `Connection: close` may reset a connection that still holds
+    /// unread requests, losing the rest of this response).
+    public var headAllowsReuse: Bool {
+        guard let framing, allowsPersistence, !faultyFraming else { return false }
         return framing != .untilClose
     }
 

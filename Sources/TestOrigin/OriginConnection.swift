@@ -75,6 +75,14 @@ public final class OriginConnection {
         bodyBuffer?.deallocate()
     }
 
+    /// Waits up to `seconds` for bytes the client sent after the request being answered (a request sent
+    /// ahead: HTTP/1.1 pipelining) and tells whether any arrived. They stay unread for the next request.
+    public func waitForPipelinedInput(seconds: Double) -> Bool {
+        if pendingStart < pending.count { return true }
+        var descriptor = pollfd(fd: handle.fd, events: Int16(POLLIN), revents: 0)
+        return Glibc.poll(&descriptor, 1, Int32(seconds * 1000)) > 0
+    }
+
     /// Whether the connection has been closed or reset (by the script or the origin).
     public var isClosed: Bool { handle.closed }
 

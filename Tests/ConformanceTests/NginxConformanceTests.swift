@@ -254,6 +254,51 @@ struct NginxConformanceTests {
         #expect(entries.first?.range == "bytes=4096-266239")
     }
 
+    // MARK: Pipelined series
+
+    /// A series of range requests (`DKHTTPClient.execute(series:)`, what segment workers send) against a
+    /// paced location, with nginx closing each connection after 3 requests (`keepalive_requests`, announced
+    /// with `Connection: close`): a request sent ahead on a connection nginx then closes was never served,
+    /// and is sent again on the next one. nginx serves every range exactly once, in order, and the bytes
+    /// are the file's.
+    @Test(arguments: Scheme.allCases)
+    fileprivate func aPipelinedSeriesSurvivesNginxsKeepaliveRequestLimit(_ scheme: Scheme) throws {
+        let fixture = try NginxFixture(limitRate: 2 << 20, extraServerDirectives: "        keepalive_requests 3;")
+        let client = try fixture.makeClient()
+        let url = try HTTPURL(fixture.url("/limited/file.bin", scheme))
+        let piece = 128 << 10
+        let ranges = stride(from: 0, to: 1 << 20, by: piece).map { $0..<($0 + piece) }
+        func request(_ range: Range<Int>) -> DKHTTPRequest {
+            DKHTTPRequest(
+                method: .GET, url: url, headers: DKHTTPHeaders([("Range", "bytes=\(range.lowerBound)-\(range.upperBound - 1)")]))
+        }
+        var asked = 1
+        var body: [UInt8] = []
+        var summaries: [ExchangeSummary] = []
+        try client.execute(
+            series: request(ranges[0]),
+            next: { _ in
+                guard asked < ranges.count else { return nil }
+                asked += 1
+                return request(ranges[asked - 1])
+            },
+            onHead: { head in
+                #expect(head.status == 206)
+                return .stream
+            },
+            onBody: { body.append(contentsOf: $0) },
+            onEnd: { summaries.append($0) })
+        // Sent ahead on each connection but never after the head that announced its close.
+        #expect(summaries.map(\.wasSentAhead) == [false, true, true, false, true, true, false, true])
+        #expect(summaries.map(\.connectionKeptAlive) == [true, true, false, true, true, false, true, true])
+        #expect(body.count == 1 << 20)
+        #expect(TestPattern.matches(body, offset: 0, seed: Self.seed), "the series' bytes differ from the file")
+        let entries = try fixture.newEntries(after: 0, count: ranges.count)
+        #expect(entries.map(\.range) == ranges.map { "bytes=\($0.lowerBound)-\($0.upperBound - 1)" }, "each range served once, in order")
+        #expect(entries.allSatisfy { $0.status == 206 && $0.connectionRequests <= 3 })
+        #expect(Set(entries.map(\.connection)).count == 3, "8 requests, 3 per connection")
+    }
+
     // MARK: Keep-alive and the pool, witnessed by the access log
 
     @Test(arguments: Scheme.allCases)
