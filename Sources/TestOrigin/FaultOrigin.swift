@@ -115,6 +115,10 @@ public struct RecordedRequest: Sendable {
     public var indexOnConnection: Int
     /// Its position among all requests to the origin, from 0.
     public var sequenceNumber: Int
+    /// Whether the next request on this connection had already arrived when the last piece of this
+    /// request's body was about to be written: the client sent it ahead (HTTP/1.1 pipelining). Recorded
+    /// for resource routes; a client that waits for a response's end can never set it.
+    public var nextArrivedBeforeTheEnd = false
 
     /// The target without its query string.
     public var path: String {
@@ -201,6 +205,13 @@ final class OriginState: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         return peak
+    }
+
+    /// Marks request `sequenceNumber` as answered while the next one on its connection was already there.
+    func recordNextArrivedBeforeTheEnd(_ sequenceNumber: Int) {
+        lock.lock()
+        defer { lock.unlock() }
+        if log.indices.contains(sequenceNumber) { log[sequenceNumber].nextArrivedBeforeTheEnd = true }
     }
 
     /// A route matched for one request, with the counters its faults need.

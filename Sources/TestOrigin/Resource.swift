@@ -156,4 +156,7 @@ public enum Fault: Sendable {
     case hugeHead(bytes: Int)
     /// Announce the body length truthfully in the head but send `extra` more bytes, then close.
     case bodyLongerThanAnnounced(extra: Int)
+    /// Wait `seconds` before every response head: a server's turnaround, standing in on loopback for a
+    /// real path's round trip.
+    case delayHead(seconds: Double)
 }

@@ -260,6 +260,9 @@ struct Responder {
             } else {
                 TestPattern.fill(window, offset: start + sent, seed: version.seed)
             }
+            if sent + slice >= length, connection.waitForPipelinedInput(seconds: 0) {
+                origin.recordNextArrivedBeforeTheEnd(request.sequenceNumber)
+            }
             if chunked { try connection.write(String(slice, radix: 16) + "\r\n") }
             try connection.write(raw: UnsafeRawBufferPointer(window))
             if chunked { try connection.write("\r\n") }
@@ -283,6 +286,7 @@ struct Responder {
     private func writeHead(status: Int, headers: [(String, String)]) throws {
         var all = headers
         for fault in resource.faults {
+            if case .delayHead(let seconds) = fault { connection.sleep(seconds: seconds) }
             if case .hugeHead(let bytes) = fault {
                 let current = Self.head(status: status, headers: all).utf8.count
                 let padding = max(1, bytes - current - "X-Padding: \r\n".utf8.count)

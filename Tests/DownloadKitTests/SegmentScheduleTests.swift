@@ -3,7 +3,7 @@ import Testing
 
 /// Deterministic schedule exploration of the segment board (issue #22). No threads, no sleeps: the test
 /// owns the schedule. Simulated workers follow the production worker's protocol step by step —
-/// take → beginRequest → claim → write → record → (drop, release) — against an in-memory file, while
+/// take → beginRequest (→ continueRequest, sent ahead) → claim → write → record → (drop, release) — against an in-memory file, while
 /// the schedule interleaves steals (a take by an idle worker), network drops, pauses (snapshot, then a
 /// board rebuilt from it), stops and restarts (the file truncated, a new generation). After every step:
 /// every credited byte was written by a response for that offset of the current version, no byte is
@@ -59,6 +59,28 @@ import Testing
         #expect(state.claim(owner.handle, worker: 0, at: 40, count: 64) == Int(thief.position - 40))
         // A position lookup is never used: the thief's segment refuses the owner.
         #expect(state.claim(thief.handle, worker: 0, at: thief.position, count: 8) == 0)
+    }
+
+    @Test func aRequestSentAheadStartsWhereTheRequestsInFlightEndAndIsSparedByASparingThief() throws {
+        var state = SegmentBoardState(
+            plans: [.init(start: 0, end: 256, written: 0)], minimumSegmentSize: 8, alignment: 8)
+        let taken = state.take(worker: 0)
+        let owner = try #require(taken)
+        #expect(state.beginRequest(owner.handle, worker: 0, maximum: 32) == 0..<32)
+        // Sent ahead: from the end of the request in flight, not from the written position.
+        #expect(state.continueRequest(owner.handle, worker: 0, maximum: 32) == 32..<64)
+        #expect(state.continueRequest(owner.handle, worker: 1, maximum: 32) == nil, "only the owner asks")
+        // A sparing thief splits what no request covers: above 64, never inside the request sent ahead.
+        let stolen = state.take(worker: 1)
+        let thief = try #require(stolen)
+        #expect(thief.position == 160)
+        // The owner's requests end at the stolen boundary, and nothing is asked past it.
+        #expect(state.continueRequest(owner.handle, worker: 0, maximum: 1000) == 64..<160)
+        #expect(state.continueRequest(owner.handle, worker: 0, maximum: 32) == nil)
+        // After a dropped connection the owner starts again from what it wrote.
+        #expect(state.beginRequest(owner.handle, worker: 0, maximum: 32) == 0..<32)
+        state.stop(.stopped)
+        #expect(state.continueRequest(owner.handle, worker: 0, maximum: 32) == nil, "nothing is asked after a stop")
     }
 
     @Test func coverageProofRejectsAGapOrADoubleCredit() {
@@ -165,6 +187,8 @@ protocol ScheduledBoard {
     init(plans: [SegmentBoardState.Plan], minimum: Int64, alignment: Int64)
     mutating func take(worker: Int) -> (handle: Handle, position: Int64)?
     mutating func beginRequest(_ handle: Handle, worker: Int, at position: Int64, maximum: Int64) -> Range<Int64>?
+    /// The next request sent ahead on the same connection, or nil (the old board never pipelined).
+    mutating func continueRequest(_ handle: Handle, worker: Int, maximum: Int64) -> Range<Int64>?
     mutating func claim(_ handle: Handle, worker: Int, at position: Int64, count: Int) -> Int
     mutating func record(_ handle: Handle, worker: Int, at position: Int64, count: Int) -> Range<Int64>
     func remaining(_ handle: Handle, worker: Int, at position: Int64) -> Int64
@@ -185,6 +209,9 @@ struct HandleBoard: ScheduledBoard {
     }
     mutating func beginRequest(_ handle: SegmentHandle, worker: Int, at position: Int64, maximum: Int64) -> Range<Int64>? {
         state.beginRequest(handle, worker: worker, maximum: maximum)
+    }
+    mutating func continueRequest(_ handle: SegmentHandle, worker: Int, maximum: Int64) -> Range<Int64>? {
+        state.continueRequest(handle, worker: worker, maximum: maximum)
     }
     mutating func claim(_ handle: SegmentHandle, worker: Int, at position: Int64, count: Int) -> Int {
         state.claim(handle, worker: worker, at: position, count: count)
@@ -258,6 +285,7 @@ struct LegacyPositionBoard: ScheduledBoard {
         segments[index].requestedEnd = end
         return end > position ? position..<end : nil
     }
+    mutating func continueRequest(_ handle: Int64, worker: Int, maximum: Int64) -> Range<Int64>? { nil }
     func limit(at position: Int64) -> Int64 {
         guard let index = segments.lastIndex(where: { $0.start <= position }) else { return 0 }
         return segments[index].position == position ? segments[index].remaining : 0
@@ -293,9 +321,17 @@ struct World<Board: ScheduledBoard> {
         /// The worker's cursor: the segment position it believes in.
         var position: Int64 = 0
         var request: Range<Int64>?
+        /// A request sent ahead on the same connection (pipelined): its response follows `request`'s.
+        var queued: Range<Int64>?
         /// Offset of the response stream's next byte.
         var stream: Int64 = 0
         var pending: (allowed: Int, count: Int, written: Int?)?
+
+        /// The connection is gone, with the response being read and any request sent ahead.
+        mutating func dropConnection() {
+            request = nil
+            queued = nil
+        }
     }
 
     let parameters: ScheduleParameters
@@ -415,20 +451,23 @@ struct World<Board: ScheduledBoard> {
             worker.position = credited.upperBound
             worker.stream += Int64(pending.count)
             if written < pending.allowed {
-                worker.request = nil  // the write failed: the response is dropped, the segment retried
+                worker.dropConnection()  // the write failed: the response is dropped, the segment retried
             } else if (credited.count < pending.allowed && !Board.continuesAfterAShortCredit) || pending.allowed < pending.count {
-                worker.request = nil  // SegmentEnded: drop the response and give the segment back
+                worker.dropConnection()  // SegmentEnded: drop the response and give the segment back
                 board.release(handle, worker: index)
                 worker.handle = nil
             } else if worker.stream == worker.request?.upperBound {
-                worker.request = nil
+                // The response ended: the one to the request sent ahead (if any) follows on the connection.
+                worker.request = worker.queued
+                worker.queued = nil
+                if let next = worker.request { worker.stream = next.lowerBound }
             }
             return nil
         }
         if stopping != nil {
             board.release(handle, worker: index)
             worker.handle = nil
-            worker.request = nil
+            worker.dropConnection()
             return nil
         }
         guard let request = worker.request else {
@@ -446,8 +485,16 @@ struct World<Board: ScheduledBoard> {
             trace.append("w\(index) requests \(range)")
             return nil
         }
+        // Send the next request ahead (HTTP/1.1 pipelining), as the production worker does near a response's end.
+        if worker.queued == nil && random.chance(15),
+            let next = board.continueRequest(handle, worker: index, maximum: parameters.requestSize)
+        {
+            worker.queued = next
+            trace.append("w\(index) sends ahead \(next)")
+            return nil
+        }
         if disruptive && random.chance(4) {
-            worker.request = nil  // the connection drops; the worker retries from its position
+            worker.dropConnection()  // the connection drops; the worker retries from its position
             trace.append("w\(index) connection dropped")
             return nil
         }
@@ -455,7 +502,7 @@ struct World<Board: ScheduledBoard> {
         let allowed = board.claim(handle, worker: index, at: worker.position, count: count)
         trace.append("w\(index) claims \(count) at \(worker.position): \(allowed)")
         if allowed == 0 {
-            worker.request = nil
+            worker.dropConnection()
             board.release(handle, worker: index)
             worker.handle = nil
             return nil
@@ -479,7 +526,7 @@ struct World<Board: ScheduledBoard> {
         trace.append(restart ? "restart: stop" : "stop")
         board.stop()
         stopping = restart
-        for index in workers.indices { workers[index].request = nil }
+        for index in workers.indices { workers[index].dropConnection() }
         return nil
     }
 

@@ -52,6 +52,32 @@ struct SegmentedTests {
         #expect(maxConnections == 4)
     }
 
+    /// Where each response head waits 30 ms (a stand-in for a round trip) and a 4 MiB request takes about
+    /// 60 ms, segment workers send their next range request ahead of the current response's end (`SendAheadRule`);
+    /// from the same origin without the wait, they do not. The file is right either way.
+    @Test func workersSendTheirNextRangeRequestAheadOnlyWhereARoundTripIsWorthSaving() async throws {
+        let size: Int64 = 32 << 20
+        let origin = try FaultOrigin()
+        origin.serve("/far", .resource(Resource(size: size, seed: 64, bytesPerSecond: 64 << 20, faults: [.delayHead(seconds: 0.03)])))
+        // Slower here (three requests per segment, 500 ms each), so that even a loaded machine's turnaround
+        // stays far below a tenth of a request (Scripts/stress-segments.sh shares one CPU with two busy loops).
+        origin.serve("/near", .resource(Resource(size: 24 << 20, seed: 64, bytesPerSecond: 8 << 20)))
+        let dir = try ScratchDirectory()
+        for (path, size) in [("/far", size), ("/near", 24 << 20)] {
+            let (result, _) = await runDownload(
+                DownloadRequest(url: origin.url(path), destination: .file(dir.file(path))), configuration: configuration(connections: 2))
+            _ = try result.get()
+            #expect(fileMatchesPattern(dir.file(path), size: size, seed: 64), "\(path)")
+            let ranges = origin.requests(path).dropFirst().compactMap { closedRange($0.header("Range")) }.sorted { $0.0 < $1.0 }
+            // No gap; near the end a thief may cut into the last request of a busy worker and ask again for
+            // its tail (the cut response is dropped), so ranges may overlap there.
+            #expect(zip(ranges, ranges.dropFirst()).allSatisfy { $1.0 <= $0.1 + 1 }, "\(path): the ranges leave no gap")
+            #expect(ranges.first?.0 == 0 && ranges.last?.1 == size - 1)
+        }
+        #expect(origin.requests("/far").contains { $0.nextArrivedBeforeTheEnd }, "requests were sent ahead over the slow turnaround")
+        #expect(!origin.requests("/near").contains { $0.nextArrivedBeforeTheEnd }, "nothing was sent ahead on loopback")
+    }
+
     @Test func serverWithoutRangeSupportFallsBackToOneConnectionAndSaysWhy() async throws {
         let size: Int64 = 4 << 20
         let origin = try FaultOrigin()

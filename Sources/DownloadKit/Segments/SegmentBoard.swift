@@ -18,6 +18,10 @@ final class SegmentBoard: Sendable {
         state.withLock { $0.beginRequest(handle, worker: worker, maximum: maximum) }
     }
 
+    func continueRequest(_ handle: SegmentHandle, worker: Int, maximum: Int64) -> Range<Int64>? {
+        state.withLock { $0.continueRequest(handle, worker: worker, maximum: maximum) }
+    }
+
     func claim(_ handle: SegmentHandle, worker: Int, at position: Int64, count: Int) -> Int {
         state.withLock { $0.claim(handle, worker: worker, at: position, count: count) }
     }

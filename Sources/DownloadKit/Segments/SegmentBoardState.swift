@@ -1,5 +1,5 @@
 /// The rules of a segmented download's shared segment map, as a value: events in (take, beginRequest,
-/// claim, record, release, steal, stop, restart), decisions out. No locks, no I/O, no clocks — the
+/// continueRequest, claim, record, release, steal, stop, restart), decisions out. No locks, no I/O, no clocks — the
 /// locked ``SegmentBoard`` wraps it for threads, and the schedule tests drive it directly.
 ///
 /// Invariants it keeps (issue #22):
@@ -180,6 +180,20 @@ struct SegmentBoardState: Sendable {
         let end = min(segment.end, segment.position + maximum)
         segments[index].requestedEnd = end
         return segment.position..<end
+    }
+
+    /// Marks the next request on the owner's connection as in flight: at most `maximum` bytes from where
+    /// the requests in flight end (sent ahead, so its response follows the current one without a round
+    /// trip). Returns the range to ask for, or nil when requests already cover the rest of the segment
+    /// (a steal may have cut it), or the segment is not the worker's, or the board stopped.
+    mutating func continueRequest(_ handle: SegmentHandle, worker: Int, maximum: Int64) -> Range<Int64>? {
+        guard stopReason == nil, let index = index(of: handle, worker: worker) else { return nil }
+        let segment = segments[index]
+        let from = max(segment.position, segment.requestedEnd)
+        guard from < segment.end else { return nil }
+        let end = min(segment.end, from + maximum)
+        segments[index].requestedEnd = end
+        return from..<end
     }
 
     /// Claims up to `count` bytes at `position` (the response stream's offset) for writing. Returns how

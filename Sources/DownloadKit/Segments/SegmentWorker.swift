@@ -45,9 +45,15 @@ struct SegmentWorker: Sendable {
     /// enough that the tail is shared out, long enough that per-request costs stay negligible.
     static let requestSize: Int64 = 4 << 20
 
+    /// How many bytes the current response may still owe when the next request is sent ahead: half a
+    /// request, some 80 ms at 26 MB/s — more than a round trip on most paths, and the tail past the
+    /// request in flight stays stealable until then.
+    static let sendAheadOwed: Int64 = requestSize / 2
+
     func run() {
         let buffer = ReceiveBuffer(capacity: bufferSize)
         var lowSpeed = LowSpeedWindow(limit: lowSpeedLimit, seconds: lowSpeedTime)
+        var sendAhead = SendAheadRule(requestSize: Self.requestSize)
         while let assignment = board.take(worker: id) {
             var retry = retryPolicy
             var position = assignment.position
@@ -56,7 +62,7 @@ struct SegmentWorker: Sendable {
                 if board.stopReason != nil || control.stopRequest != .none { return }
                 let before = position
                 do {
-                    try fetch(assignment.handle, from: &position, buffer: buffer, lowSpeed: &lowSpeed)
+                    try fetch(assignment.handle, from: &position, buffer: buffer, lowSpeed: &lowSpeed, sendAhead: &sendAhead)
                 } catch is SegmentEnded {
                     break
                 } catch let expired as URLExpired {
@@ -82,30 +88,46 @@ struct SegmentWorker: Sendable {
         }
     }
 
-    /// One range request for the rest of the held segment (at most ``requestSize``). `position` is the
+    /// Range requests for the rest of the held segment, at most ``requestSize`` each, one after another
+    /// on one connection. Where a round trip is a noticeable share of a request (``SendAheadRule``), the
+    /// next is sent while the current response still owes at most ``sendAheadOwed`` bytes (HTTP/1.1
+    /// pipelining), so the connection does not idle for a round trip between them. `position` is the
     /// segment's written end before and after; inside, the cursor always equals the offset of the
     /// response stream's next byte.
     private func fetch(
-        _ handle: SegmentHandle, from position: inout Int64, buffer: ReceiveBuffer, lowSpeed: inout LowSpeedWindow
+        _ handle: SegmentHandle, from position: inout Int64, buffer: ReceiveBuffer, lowSpeed: inout LowSpeedWindow,
+        sendAhead: inout SendAheadRule
     ) throws {
         // Bounded requests keep the tail stealable: a sparing thief takes only what no request covers yet.
-        guard let range = board.beginRequest(handle, worker: id, maximum: Self.requestSize),
-            range.lowerBound == position
+        guard let first = board.beginRequest(handle, worker: id, maximum: Self.requestSize),
+            first.lowerBound == position
         else { return }
-        var requestHeaders = headers
-        requestHeaders.replaceOrAdd(
-            name: "Range", value: RangeHeader(ranges: [.closed(first: range.lowerBound, last: range.upperBound - 1)]).headerValue)
-        if let ifRange { requestHeaders.replaceOrAdd(name: "If-Range", value: ifRange) }
+        // The ranges asked for and not yet answered, oldest first: the response being read is the first's.
+        var asked = [first]
         var cursor = position
         var window = lowSpeed
+        var rule = sendAhead
         defer {
             position = cursor
             lowSpeed = window
+            sendAhead = rule
         }
-        _ = try client.execute(
-            DKHTTPRequest(method: .GET, url: url, headers: requestHeaders), cancellation: cancellation, buffer: buffer,
+        rule.asked(at: monotonicSeconds())
+        try client.execute(
+            series: request(for: first), cancellation: cancellation, buffer: buffer,
+            next: { owed in
+                // Asked with 0 after a response that nothing was sent behind: the next request goes now.
+                guard owed == 0 || (owed <= Self.sendAheadOwed && rule.sendsAhead), board.stopReason == nil,
+                    control.stopRequest == .none,
+                    let range = board.continueRequest(handle, worker: id, maximum: Self.requestSize)
+                else { return nil }
+                if owed == 0 { rule.asked(at: monotonicSeconds()) }
+                asked.append(range)
+                return request(for: range)
+            },
             onHead: { head in
-                try validate(head, requested: range.lowerBound)
+                rule.headArrived(at: monotonicSeconds())
+                try validate(head, requested: asked[0].lowerBound)
                 return .stream
             },
             onBody: { bytes in
@@ -132,15 +154,31 @@ struct SegmentWorker: Sendable {
                 if !TokenBucket.wait(rateLimiters, afterConsuming: allowed, wakes: control.wakeUps, shouldStop: { control.stopRequest != .none }) {
                     throw DownloadError(.cancelled, "stopped")
                 }
+            },
+            onEnd: { summary in
+                rule.responseEnded(
+                    at: monotonicSeconds(), bytes: summary.bodyBytes, connectionReused: summary.connectionReused,
+                    wasSentAhead: summary.wasSentAhead)
+                let range = asked.removeFirst()
+                // A response that ended before the bytes it promised (an empty 206, a short one) is a
+                // transient failure: retried within the worker's bound, never re-requested forever (issue
+                // #13, 4). A request sent ahead is dropped with the connection: its range starts past a gap.
+                if cursor < range.upperBound, board.remaining(handle, worker: id) > 0 {
+                    throw DownloadError(
+                        .truncated,
+                        "a segment response for bytes \(range.lowerBound)-\(range.upperBound - 1) ended after \(cursor - range.lowerBound) bytes",
+                        isTransient: true)
+                }
             })
-        // A response that ended before the bytes it promised (an empty 206, a short one) is a transient
-        // failure: retried within the worker's bound, never re-requested forever (issue #13, 4).
-        if cursor < range.upperBound, board.remaining(handle, worker: id) > 0 {
-            throw DownloadError(
-                .truncated,
-                "a segment response for bytes \(range.lowerBound)-\(range.upperBound - 1) ended after \(cursor - range.lowerBound) bytes",
-                isTransient: true)
-        }
+    }
+
+    /// The range request for `range`, with the validator that keeps every piece of one version.
+    private func request(for range: Range<Int64>) -> DKHTTPRequest {
+        var requestHeaders = headers
+        requestHeaders.replaceOrAdd(
+            name: "Range", value: RangeHeader(ranges: [.closed(first: range.lowerBound, last: range.upperBound - 1)]).headerValue)
+        if let ifRange { requestHeaders.replaceOrAdd(name: "If-Range", value: ifRange) }
+        return DKHTTPRequest(method: .GET, url: url, headers: requestHeaders)
     }
 
     /// Credits `count` written bytes at the cursor and journals them (after the write: a journalled byte
