@@ -609,4 +609,27 @@ let responseCases: [ResponseCase] = [
         #expect(throws: WireError.self) { try fixed.consumeBodyOutOfBand(5) }
         #expect(throws: WireError.self) { _ = try fixed.next(UnsafeRawBufferPointer(start: nil, count: 0)) }
     }
+
+    /// `headAllowsReuse` is what `isReusable` will say at the end, known as soon as the head is parsed (so
+    /// a client knows whether it may send a request ahead before the body arrives).
+    @Test(arguments: [
+        ("HTTP/1.1 206 Partial Content\r\nContent-Length: 5\r\n\r\n", true),
+        ("HTTP/1.1 206 Partial Content\r\nContent-Length: 5\r\nConnection: close\r\n\r\n", false),
+        ("HTTP/1.0 200 OK\r\nContent-Length: 5\r\n\r\n", false),
+        ("HTTP/1.0 200 OK\r\nContent-Length: 5\r\nConnection: keep-alive\r\n\r\n", true),
+        ("HTTP/1.1 200 OK\r\n\r\n", false),
+        ("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n", false),
+    ])
+    func theHeadTellsWhetherTheConnectionOutlivesTheMessage(head: String, reusable: Bool) throws {
+        var parser = ResponseParser(requestMethod: .GET)
+        #expect(!parser.headAllowsReuse, "nothing is known before a head")
+        let bytes = Array(head.utf8)
+        let step = try bytes.withUnsafeBytes { try parser.next($0) }
+        guard case .head = step.event else {
+            Issue.record("expected a head, got \(step.event)")
+            return
+        }
+        #expect(parser.headAllowsReuse == reusable, "\(head.debugDescription)")
+        #expect(!parser.isReusable || reusable, "isReusable never says more than the head")
+    }
 }
