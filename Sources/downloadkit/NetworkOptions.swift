@@ -2,7 +2,7 @@ import ArgumentParser
 import HTTPClient
 import HTTPWire
 
-/// `--proxy`, `--noproxy`, `-4` and `-6`, shared by `get` and `queue run`.
+/// `--proxy`, `--noproxy`, `-4`, `-6` and `--no-pipelining`, shared by `get` and `queue run`.
 struct NetworkOptions: ParsableArguments {
     @Option(name: .customLong("proxy"), help: "Proxy for every URL: http://[user:password@]host:port (CONNECT for https), socks5://… (local DNS) or socks5h://… (proxy resolves). \"\" disables the environment's proxies. Default: http_proxy, https_proxy, all_proxy as curl reads them.")
     var proxy: String?
@@ -15,6 +15,9 @@ struct NetworkOptions: ParsableArguments {
 
     @Flag(name: .customShort("6"), help: "Connect over IPv6 only.")
     var ipv6Only = false
+
+    @Flag(name: .customLong("no-pipelining"), help: "Never send a range request before the previous response on its connection has ended. By default --connections sends the next request ahead where the round trip is a noticeable share of a request (HTTP/1.1 pipelining), and stops for a server that mishandles it.")
+    var noPipelining = false
 
     mutating func validate() throws {
         if ipv4Only && ipv6Only { throw ValidationError("-4 and -6 cannot be used together") }
@@ -39,5 +42,6 @@ struct NetworkOptions: ParsableArguments {
         configuration.proxy = proxies
         if ipv4Only { configuration.addressFamily = .ipv4 }
         if ipv6Only { configuration.addressFamily = .ipv6 }
+        if noPipelining { configuration.pipelining = false }
     }
 }

@@ -118,6 +118,26 @@ struct CLITests {
         }
     }
 
+    /// `get --connections 2` over an origin whose every response head waits 30 ms (a stand-in for a round
+    /// trip): the segment connections send range requests ahead of the current response's end, and with
+    /// `--no-pipelining` they do not. The file is right both ways.
+    @Test func segmentConnectionsSendRangeRequestsAheadUnlessToldNotTo() async throws {
+        let size: Int64 = 32 << 20
+        let origin = try FaultOrigin()
+        let resource = Resource(size: size, seed: 38, bytesPerSecond: 64 << 20, faults: [.delayHead(seconds: 0.03)])
+        origin.serve("/far.bin", .resource(resource))
+        origin.serve("/far-again.bin", .resource(resource))
+        let dir = try ScratchDirectory()
+        for (path, flags) in [("/far.bin", [String]()), ("/far-again.bin", ["--no-pipelining"])] {
+            let result = try await run(
+                ["get", origin.url(path), "-o", dir.file(path), "--connections", "2", "--progress", "none"] + flags, in: dir)
+            #expect(result.exitCode == 0, "\(result.output)")
+            #expect(fileMatchesPattern(dir.file(path), size: size, seed: 38), "\(path)")
+        }
+        #expect(origin.requests("/far.bin").contains { $0.nextArrivedBeforeTheEnd })
+        #expect(!origin.requests("/far-again.bin").contains { $0.nextArrivedBeforeTheEnd }, "--no-pipelining")
+    }
+
     @Test func segmentedDownloadKilledWithSIGKILLResumesEverySegment() async throws {
         let size: Int64 = 32 << 20
         let origin = try FaultOrigin()
