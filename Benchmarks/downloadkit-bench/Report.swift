@@ -182,7 +182,7 @@ enum Report {
                 let top = max(48, bars.compactMap { $0.spread?.max }.max() ?? 1)
                 groups.append(Group(
                     title: "rss — peak RSS, MiB (dashed line: 32 MiB target)", bars: bars, scale: top, target: 32))
-            case .segmented:
+            case .segmented, .segmentedRoundTrip:
                 let cap = Double(results.segmentedCap ?? 0) / 1e6
                 let bars = scenario.rows.map { row in
                     let ideal = cap * Double(row.connections ?? 1)
@@ -195,8 +195,9 @@ enum Report {
                         tick: ideal)
                 }
                 let top = max(bars.compactMap { $0.spread?.max }.max() ?? 1, bars.compactMap(\.tick).max() ?? 1)
+                let path = scenario.name == .segmentedRoundTrip ? ", 50 ms round trip" : ""
                 groups.append(Group(
-                    title: "segmented — \(format(cap, 0)) MB/s per connection, MB/s "
+                    title: "\(scenario.name.rawValue) — \(format(cap, 0)) MB/s per connection\(path), MB/s "
                         + "(red tick: N × cap)", bars: bars, scale: top * 1.05))
             case .smallFiles:
                 let bars = scenario.rows.map { row in

@@ -18,6 +18,10 @@ enum BenchMode: String, Codable, Sendable {
     /// the same (~3 %) at every N, while one connection's run stays short.
     func segmentedBytes(connections: Int) -> Int64 { Int64(connections) * (self == .quick ? 4 << 20 : 64 << 20) }
 
+    /// The `segmented-rtt` scenario: the delay the relay adds each way (a 50 ms round trip) and the
+    /// connection counts (nginx's cap as in `segmented`).
+    var segmentedRoundTrip: (oneWayMilliseconds: Int, connections: [Int]) { (25, [8]) }
+
     /// How many 64 KiB files the `small-files` scenario fetches.
     var smallFileCount: Int { self == .quick ? 100 : 1000 }
 
@@ -53,6 +57,7 @@ enum ScenarioName: String, CaseIterable, Codable, Sendable {
     case httpsFile = "https-file"
     case rss
     case segmented
+    case segmentedRoundTrip = "segmented-rtt"
     case smallFiles = "small-files"
     case resume
     case queue
@@ -71,7 +76,8 @@ enum ScenarioName: String, CaseIterable, Codable, Sendable {
     var sink: Sink {
         switch self {
         case .httpDevnull, .httpsDevnull: return .devnull
-        case .httpFile, .httpsFile, .rss, .segmented, .smallFiles, .resume, .queue, .allocations, .concurrency:
+        case .httpFile, .httpsFile, .rss, .segmented, .segmentedRoundTrip, .smallFiles, .resume, .queue, .allocations,
+            .concurrency:
             return .file
         }
     }
@@ -98,6 +104,10 @@ enum ScenarioName: String, CaseIterable, Codable, Sendable {
                 + "sendfile_max_chunk 256k): "
                 + "DownloadKit's segmented engine (DownloadConfiguration.connections = N) against aria2c "
                 + "-x N -s N -k 1M and axel -n N. The ideal is N × the cap."
+        case .segmentedRoundTrip:
+            return "As segmented, through Scripts/latency-relay.py in front of the capped nginx: it delays each "
+                + "direction by 25 ms, a 50 ms round trip as on a real path (loopback has none). Every range "
+                + "request a client waits for costs a round trip."
         case .smallFiles:
             return "Many 64 KiB files, 16 at a time over reused connections. DownloadKit runs one Download per "
                 + "file sharing one DKHTTPClient (16 connections); every completed file is fsynced and renamed "

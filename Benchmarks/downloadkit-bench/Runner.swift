@@ -47,6 +47,9 @@ struct BenchRunner {
         if settings.scenarios.contains(.segmented) {
             sizes += settings.mode.segmented.connections.map { settings.mode.segmentedBytes(connections: $0) }
         }
+        if settings.scenarios.contains(.segmentedRoundTrip) {
+            sizes += settings.mode.segmentedRoundTrip.connections.map { settings.mode.segmentedBytes(connections: $0) }
+        }
         if settings.scenarios.contains(.resume) { sizes.append(settings.mode.resumeBytes) }
         if settings.scenarios.contains(.allocations) { sizes.append(ScenarioContext.allocationBodyBytes) }
         if settings.scenarios.contains(.concurrency) { sizes.append(ScenarioContext.concurrencyFileBytes) }
@@ -103,7 +106,8 @@ struct BenchRunner {
         return BenchResults(
             machine: machine, mode: settings.mode, runs: settings.runs, mainBytes: settings.mode.mainBytes,
             rssBytes: [settings.mode.rssBytes.small, settings.mode.rssBytes.large],
-            segmentedCap: settings.scenarios.contains(.segmented) ? settings.mode.segmented.capBytesPerSecond : nil,
+            segmentedCap: settings.scenarios.contains(.segmented) || settings.scenarios.contains(.segmentedRoundTrip)
+                ? settings.mode.segmented.capBytesPerSecond : nil,
             missingPeers: missing,
             scenarios: scenarios,
             targets: Targets.evaluate(
@@ -181,7 +185,8 @@ struct ScenarioContext {
 
     func run(_ name: ScenarioName) throws -> ScenarioResult {
         switch name {
-        case .segmented: return try runSegmented()
+        case .segmented: return try runSegmented(roundTrip: false)
+        case .segmentedRoundTrip: return try runSegmented(roundTrip: true)
         case .smallFiles: return try runSmallFiles()
         case .resume: return try runResume()
         case .queue: return try runQueue()

@@ -5,11 +5,12 @@ enum ScenarioTables {
     static func markdown(_ scenario: ScenarioResult, results: BenchResults) -> String {
         var text = "\n## \(scenario.name.rawValue)"
         switch scenario.name {
-        case .segmented:
+        case .segmented, .segmentedRoundTrip:
             let cap = Double(results.segmentedCap ?? 0) / 1e6
             text += " — nginx limit_rate \(format(cap, 0)) MB/s per connection\n\n"
+            let most = scenario.rows.compactMap(\.connections).max() ?? 1
             text += "\(scenario.summary) The file is \(sizeText(results.mode.segmentedBytes(connections: 1))) per "
-            text += "connection (N = 16: \(sizeText(results.mode.segmentedBytes(connections: 16)))), so every run "
+            text += "connection (N = \(most): \(sizeText(results.mode.segmentedBytes(connections: most)))), so every run "
             text += "lasts about as long at its ideal rate.\n\n"
             text += "| client | connections | file | MB/s median (min–max) | % of N × cap | CPU-s/GiB median | peak RSS MiB "
             text += "| nginx sent / file size | TCP connections |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n"

@@ -78,8 +78,12 @@ extension ScenarioContext {
 
     // MARK: segmented
 
-    func runSegmented() throws -> ScenarioResult {
-        let (cap, counts) = settings.mode.segmented
+    /// - Parameter roundTrip: Whether the clients reach nginx through the latency relay
+    ///   (`segmented-rtt`) instead of directly.
+    func runSegmented(roundTrip: Bool) throws -> ScenarioResult {
+        let name: ScenarioName = roundTrip ? .segmentedRoundTrip : .segmented
+        let cap = settings.mode.segmented.capBytesPerSecond
+        let counts = roundTrip ? settings.mode.segmentedRoundTrip.connections : settings.mode.segmented.connections
         // Its own nginx: `limit_rate` on /limited/, and sendfile_max_chunk 256k so a request's head start
         // is one 256 KiB chunk (nginx sends a chunk, then waits chunk / rate; with the default 2 MiB chunk
         // every request, including each stolen range, starts with a 2 MiB burst above the cap).
@@ -88,6 +92,12 @@ extension ScenarioContext {
                 documentRoot: cacheDirectory, limitRate: cap, extraServerDirectives: "        sendfile_max_chunk 256k;"),
             executable: nginxExecutable)
         defer { limited.stop() }
+        let relay =
+            try roundTrip
+            ? LatencyRelay(
+                target: limited.httpPort, oneWayMilliseconds: settings.mode.segmentedRoundTrip.oneWayMilliseconds,
+                logPath: logDirectory + "/latency-relay.log") : nil
+        defer { relay?.stop() }
         var rows: [Row] = []
         var plans: [(client: Client, connections: Int)] = []
         for connections in counts {
@@ -101,11 +111,12 @@ extension ScenarioContext {
                 rows.append(row)
             }
         }
-        rows = alternate(.segmented, rows: rows) { index, run in
+        rows = alternate(name, rows: rows) { index, run in
             let (client, connections) = plans[index]
             let bytes = settings.mode.segmentedBytes(connections: connections)
-            let url = limited.httpURL("/limited/" + BenchRunner.fileName(bytes: bytes))
-            let destination = downloadDirectory + "/segmented-\(client.kind.rawValue).bin"
+            let path = "/limited/" + BenchRunner.fileName(bytes: bytes)
+            let url = relay.map { "http://127.0.0.1:\($0.port)\(path)" } ?? limited.httpURL(path)
+            let destination = downloadDirectory + "/\(name.rawValue)-\(client.kind.rawValue).bin"
             let invocation = try client.segmentedInvocation(url: url, destination: destination, connections: connections)
             let cleanup = [destination] + invocation.leftovers
             for file in cleanup { unlink(file) }
@@ -116,7 +127,7 @@ extension ScenarioContext {
             // nginx's one worker blocks the other connections while it reads an evicted page from disk;
             // this VM hands cold page cache back to the host between runs (see warmPageCache).
             try warmPageCache(path: cacheDirectory + "/" + BenchRunner.fileName(bytes: bytes))
-            let logBase = logDirectory + "/segmented-\(client.kind.rawValue)-\(connections)-\(run)"
+            let logBase = logDirectory + "/\(name.rawValue)-\(client.kind.rawValue)-\(connections)-\(run)"
             let before = try limited.accessLog().count
             let measurement = try measure(
                 invocation.executable, invocation.arguments, stdoutPath: logBase + ".out", stderrPath: logBase + ".err")
@@ -138,8 +149,8 @@ extension ScenarioContext {
                 ])
         }
         return ScenarioResult(
-            name: .segmented, summary: ScenarioName.segmented.summary,
-            bytes: settings.mode.segmentedBytes(connections: counts.max() ?? 1), rows: rows)
+            name: name, summary: name.summary, bytes: settings.mode.segmentedBytes(connections: counts.max() ?? 1),
+            rows: rows)
     }
 
     // MARK: small-files
