@@ -77,10 +77,14 @@ public final class OriginConnection {
 
     /// Waits up to `seconds` for bytes the client sent after the request being answered (a request sent
     /// ahead: HTTP/1.1 pipelining) and tells whether any arrived. They stay unread for the next request.
+    /// A client that closed or reset the connection (a segment worker dropping a response whose tail was
+    /// stolen) sent no bytes: that is `false`.
     public func waitForPipelinedInput(seconds: Double) -> Bool {
         if pendingStart < pending.count { return true }
         var descriptor = pollfd(fd: handle.fd, events: Int16(POLLIN), revents: 0)
-        return Glibc.poll(&descriptor, 1, Int32(seconds * 1000)) > 0
+        guard Glibc.poll(&descriptor, 1, Int32(seconds * 1000)) > 0 else { return false }
+        var byte: UInt8 = 0
+        return Glibc.recv(handle.fd, &byte, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT)) > 0
     }
 
     /// Whether the connection has been closed or reset (by the script or the origin).
