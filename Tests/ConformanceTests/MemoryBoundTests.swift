@@ -9,9 +9,10 @@ import TestOrigin
 @Suite(.timeLimit(.minutes(3)))
 struct MemoryBoundTests {
     /// Expected: the whole 10 GiB arrives through the reused receive buffer, and between 512 MiB and
-    /// 10 GiB received the process's RSS grows by far less than what was received. Allowed: 160 MiB,
-    /// because other suites run in this process at the same time; a client that buffered the body
-    /// would grow by gigabytes.
+    /// 10 GiB received the process's RSS grows by far less than what was received. Allowed: 512 MiB,
+    /// because other suites run in this process at the same time (their buffers, thread stacks and
+    /// malloc arenas once moved it by 186 MiB in a whole-suite run, 2026-11-27); a client that buffered
+    /// the body would grow by gigabytes.
     @Test func tenGiBStreamWithFlatMemory() async throws {
         let total: Int64 = 10 << 30
         let origin = try FaultOrigin()
@@ -39,7 +40,7 @@ struct MemoryBoundTests {
         #expect(measured.received == total)
         #expect(measured.before > 0 && measured.after > 0)
         #expect(
-            measured.after - measured.before < 160 << 20,
+            measured.after - measured.before < 512 << 20,
             "RSS grew by \((measured.after - measured.before) >> 20) MiB while 9.5 GiB streamed")
     }
 }
