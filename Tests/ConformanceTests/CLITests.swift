@@ -118,14 +118,14 @@ struct CLITests {
         }
     }
 
-    /// `get --connections 2` over an origin whose every response head waits 100 ms (a stand-in for a round
-    /// trip, longer than a paced 4 MiB body's 62 ms so that a loaded machine's slower bodies still leave it
-    /// above a tenth): the segment connections send range requests ahead of the current response's end,
+    /// `get --connections 2` over an origin whose every response head waits 400 ms (a stand-in for a round
+    /// trip, six times a paced 4 MiB body's 62 ms, so that a loaded machine's bodies, slowed up to fourfold,
+    /// still leave it above a tenth): the segment connections send range requests ahead of the current response's end,
     /// and with `--no-pipelining` they do not. The file is right both ways.
     @Test func segmentConnectionsSendRangeRequestsAheadUnlessToldNotTo() async throws {
         let size: Int64 = 32 << 20
         let origin = try FaultOrigin()
-        let resource = Resource(size: size, seed: 38, bytesPerSecond: 64 << 20, faults: [.delayHead(seconds: 0.1)])
+        let resource = Resource(size: size, seed: 38, bytesPerSecond: 64 << 20, faults: [.delayHead(seconds: 0.4)])
         origin.serve("/far.bin", .resource(resource))
         origin.serve("/far-again.bin", .resource(resource))
         let dir = try ScratchDirectory()

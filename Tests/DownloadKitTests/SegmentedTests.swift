@@ -52,14 +52,15 @@ struct SegmentedTests {
         #expect(maxConnections == 4)
     }
 
-    /// Where each response head waits 100 ms (a stand-in for a round trip; longer than a paced 4 MiB body's
-    /// 62 ms, so a loaded machine's slower bodies still leave it above a tenth), segment workers send their
-    /// next range request ahead of the current response's end (`SendAheadRule`); from the same origin
-    /// without the wait, they do not. The file is right either way.
+    /// Where each response head waits a second (a stand-in for a round trip; 16 times a paced 4 MiB body's
+    /// 62 ms, so that a body slowed tenfold — ThreadSanitizer on a loaded machine took about 3 s for one
+    /// in a CI run where a 100 ms wait fell below the tenth — still leaves it above a tenth), segment
+    /// workers send their next range request ahead of the current response's end (`SendAheadRule`); from
+    /// the same origin without the wait, they do not. The file is right either way.
     @Test func workersSendTheirNextRangeRequestAheadOnlyWhereARoundTripIsWorthSaving() async throws {
         let size: Int64 = 32 << 20
         let origin = try FaultOrigin()
-        origin.serve("/far", .resource(Resource(size: size, seed: 64, bytesPerSecond: 64 << 20, faults: [.delayHead(seconds: 0.1)])))
+        origin.serve("/far", .resource(Resource(size: size, seed: 64, bytesPerSecond: 64 << 20, faults: [.delayHead(seconds: 1)])))
         // Slower here (three requests per segment, 500 ms each), so that even a loaded machine's turnaround
         // stays far below a tenth of a request (Scripts/stress-segments.sh shares one CPU with two busy loops).
         origin.serve("/near", .resource(Resource(size: 24 << 20, seed: 64, bytesPerSecond: 8 << 20)))
