@@ -359,13 +359,11 @@ public final class DKHTTPClient: Sendable {
         var pipelined: ConnectionLease?
         defer { if let pipelined { pool.release(pipelined, reusable: false) } }
         while true {
-            precondition(
-                request.method == .GET || request.method == .HEAD, "a series sends only GET and HEAD requests")
             let current = request
             let proxy = proxies.proxy(for: current.url)
             let route = ConnectionKey(origin: current.url.origin, proxy: proxy)
             let sendsAhead = configuration.pipelining && !(proxy?.kind == .http && current.url.scheme == .http)
-            let head = try encodeHead(decorated(current, answersChallenges: answersChallenges(current)), proxy: proxy)
+            let head = try seriesHead(current, proxy: proxy)
             var following: DKHTTPRequest?
             let lease = pipelined
             pipelined = nil
@@ -380,10 +378,7 @@ public final class DKHTTPClient: Sendable {
                     guard candidate.url.origin == current.url.origin, proxies.proxy(for: candidate.url) == proxy,
                         !pool.refusesPipelining(route)
                     else { return nil }
-                    precondition(
-                        candidate.method == .GET || candidate.method == .HEAD, "a series sends only GET and HEAD requests")
-                    return try encodeHead(
-                        decorated(candidate, answersChallenges: answersChallenges(candidate)), proxy: proxy)
+                    return try seriesHead(candidate, proxy: proxy)
                 },
                 onHead: { head in
                     cookieJar?.receive(head, from: current.url)
@@ -396,6 +391,13 @@ public final class DKHTTPClient: Sendable {
             // Sent ahead on a connection that did not stay open (`pipelined` is nil): sent again, on another.
             request = following
         }
+    }
+
+    /// The encoded head of one request of a series, cookies and preemptive credentials added. Only `GET`
+    /// and `HEAD` (safe to send again when a request sent ahead goes unanswered) may be in a series.
+    private func seriesHead(_ request: DKHTTPRequest, proxy: ProxyURL?) throws -> [UInt8] {
+        precondition(request.method == .GET || request.method == .HEAD, "a series sends only GET and HEAD requests")
+        return try encodeHead(decorated(request, answersChallenges: answersChallenges(request)), proxy: proxy)
     }
 
     /// Whether a `401` to `request` may be answered (and credentials sent preemptively): only when an
