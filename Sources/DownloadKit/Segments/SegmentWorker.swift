@@ -5,8 +5,29 @@ import HTTPWire
 /// A file descriptor shared by the segment workers. `pwrite` at distinct offsets is safe from many
 /// threads on one descriptor (POSIX positional I/O does not use the shared file offset), and the
 /// handle outlives every worker (the coordinator joins them), hence `@unchecked Sendable`.
+///
+/// The workers write one at a time (``write(_:at:written:)``). The kernel serializes buffered writes to
+/// one file anyway (ext4, tmpfs and XFS take the inode's lock exclusively for the whole copy), but its
+/// waiters spin on a running owner before they sleep: with 16 connections on 2 vCPUs that spinning
+/// (`rwsem_spin_on_owner`) was 15–20 % of the process's samples, and it slowed the owner's copy too;
+/// waiting on this user-space mutex sleeps at once. By hand, 1 GiB over 16 capped connections into
+/// tmpfs: 1.5 CPU-s instead of 2.5–6.5 (perf, 3 alternating pairs), the same wall time
+/// (docs/BENCHMARKS.md, "Segment writes, one at a time").
 struct SharedFile: @unchecked Sendable {
     let handle: FileHandleFD
+    private let writes = LockedValue(())
+
+    init(handle: FileHandleFD) {
+        self.handle = handle
+    }
+
+    /// Writes `bytes` at `offset` (all of them, or throws with `written` set to what reached the file),
+    /// while no other worker writes.
+    func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64, written: inout Int) throws(FileSystemError) {
+        try writes.withLock { (_: inout Void) throws(FileSystemError) in
+            try handle.write(bytes, toAbsoluteOffset: offset, written: &written)
+        }
+    }
 }
 
 /// One segment worker: a thread that requests byte ranges of the segment it holds and writes them at
@@ -117,8 +138,8 @@ struct SegmentWorker: Sendable {
             series: request(for: first), cancellation: cancellation, buffer: buffer,
             next: { owed in
                 // Asked with 0 after a response that nothing was sent behind: the next request goes now.
-                guard owed == 0 || (owed <= Self.sendAheadOwed && rule.sendsAhead), board.stopReason == nil,
-                    control.stopRequest == .none,
+                // A stopped board gives out no range.
+                guard owed == 0 || (owed <= Self.sendAheadOwed && rule.sendsAhead), control.stopRequest == .none,
                     let range = board.continueRequest(handle, worker: id, maximum: Self.requestSize)
                 else { return nil }
                 if owed == 0 { rule.asked(at: monotonicSeconds()) }
@@ -137,8 +158,7 @@ struct SegmentWorker: Sendable {
                 guard allowed > 0 else { throw SegmentEnded() }
                 var written = 0
                 do {
-                    try file.handle.write(
-                        UnsafeRawBufferPointer(rebasing: bytes[0..<allowed]), toAbsoluteOffset: cursor, written: &written)
+                    try file.write(UnsafeRawBufferPointer(rebasing: bytes[0..<allowed]), at: cursor, written: &written)
                 } catch {
                     credit(handle, at: &cursor, count: written)
                     throw error
