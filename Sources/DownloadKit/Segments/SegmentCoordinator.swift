@@ -83,12 +83,12 @@ struct SegmentCoordinator {
         control.setState(.segmented(connections: workers))
         let tokens = (0..<workers).map { _ in CancellationToken() }
         let group = DispatchGroup()
-        let shared = SharedFile(handle: file)
+        let writer = SegmentFileWriter(file)
         // Counted before any worker starts: a fast worker's first buffer must count as this run's.
         let writtenAtStart = board.written
         for index in 0..<workers {
             let worker = SegmentWorker(
-                id: index, board: board, file: shared, journal: journal, client: client, url: url, headers: headers,
+                id: index, board: board, file: writer, journal: journal, client: client, url: url, headers: headers,
                 ifRange: ifRange, entityTag: entityTag, total: total, retryPolicy: RetryPolicy(configuration),
                 lowSpeedLimit: configuration.lowSpeedLimit, lowSpeedTime: configuration.lowSpeedTime.asSeconds,
                 bufferSize: bufferSize, rateLimiters: rateLimiters, cancellation: tokens[index], control: control)

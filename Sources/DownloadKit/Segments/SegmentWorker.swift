@@ -2,34 +2,38 @@ import Glibc
 import HTTPClient
 import HTTPWire
 
-/// A file descriptor shared by the segment workers. `pwrite` at distinct offsets is safe from many
-/// threads on one descriptor (POSIX positional I/O does not use the shared file offset), and the
-/// handle outlives every worker (the coordinator joins them), hence `@unchecked Sendable`.
+/// A file descriptor handed to another thread: the background checkpoint's `fdatasync`, which the engine
+/// waits for (`checkpointQueue.sync`) before it moves, removes or closes the file; hence
+/// `@unchecked Sendable`.
+struct SharedFile: @unchecked Sendable {
+    let handle: FileHandleFD
+}
+
+/// The file as the segment workers write it: `pwrite` at each worker's own offsets (POSIX positional
+/// I/O does not use the shared file offset), one worker at a time. The handle outlives every worker
+/// (the coordinator joins them).
 ///
-/// The workers write one at a time (``write(_:at:written:)``). The kernel serializes buffered writes to
-/// one file anyway (ext4, tmpfs and XFS take the inode's lock exclusively for the whole copy), but its
-/// waiters spin on a running owner before they sleep: with 16 connections on 2 vCPUs that spinning
-/// (`rwsem_spin_on_owner`) was 15–20 % of the process's samples, and it slowed the owner's copy too;
-/// waiting on this user-space mutex sleeps at once. By hand, 1 GiB over 16 capped connections into
-/// tmpfs: 1.5 CPU-s instead of 2.5–6.5 (perf, 3 alternating pairs), the same wall time
-/// (docs/BENCHMARKS.md, "Segment writes, one at a time").
+/// Why one at a time: the kernel serializes buffered writes to one file anyway (ext4, tmpfs and XFS
+/// take the inode's lock exclusively for the whole copy), but its waiters spin on a running owner
+/// before they sleep: with 16 connections on 2 vCPUs that spinning (`rwsem_spin_on_owner`) was 15–20 %
+/// of the process's samples, and it slowed the owner's copy too; waiting on this user-space mutex
+/// sleeps at once. By hand, 1 GiB over 16 capped connections into tmpfs: 1.5 CPU-s instead of 2.5–6.5
+/// (perf, 3 alternating pairs), the same wall time (docs/BENCHMARKS.md, "Segment writes, one at a
+/// time").
 ///
 /// The lock holds the handle itself, not `Void`: ThreadSanitizer attributed the access to a zero-sized
 /// locked value to the lock object's first bytes and reported a race with a thread about to lock it.
-struct SharedFile: @unchecked Sendable {
-    let handle: FileHandleFD
-    /// The same handle, for writing: one worker at a time.
-    private let writer: LockedValue<FileHandleFD>
+struct SegmentFileWriter: Sendable {
+    private let handle: LockedValue<FileHandleFD>
 
-    init(handle: FileHandleFD) {
-        self.handle = handle
-        writer = LockedValue(handle)
+    init(_ handle: FileHandleFD) {
+        self.handle = LockedValue(handle)
     }
 
     /// Writes `bytes` at `offset` (all of them, or throws with `written` set to what reached the file),
     /// while no other worker writes.
     func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64, written: inout Int) throws(FileSystemError) {
-        try writer.withLock { (handle: inout FileHandleFD) throws(FileSystemError) in
+        try handle.withLock { (handle: inout FileHandleFD) throws(FileSystemError) in
             try handle.write(bytes, toAbsoluteOffset: offset, written: &written)
         }
     }
@@ -41,7 +45,7 @@ struct SharedFile: @unchecked Sendable {
 struct SegmentWorker: Sendable {
     let id: Int
     let board: SegmentBoard
-    let file: SharedFile
+    let file: SegmentFileWriter
     let journal: SegmentJournal?
     let client: DKHTTPClient
     let url: HTTPURL
