@@ -228,6 +228,11 @@ public actor DownloadManager {
     /// The running tasks.
     public func runningTaskIDs() -> Set<String> { scheduler.runningIDs }
 
+    /// Whether nothing runs and nothing waits (paused, completed, failed and cancelled tasks do not count).
+    /// O(1): a loop that asks after every completion stays linear in the number of tasks, where
+    /// ``allTasks()`` (a sorted copy of every task) would make it quadratic.
+    public var isIdle: Bool { scheduler.isIdle }
+
     /// The concurrency limit now.
     public var maxConcurrent: Int { scheduler.maxConcurrent }
 
