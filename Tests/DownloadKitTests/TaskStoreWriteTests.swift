@@ -122,4 +122,40 @@ struct TaskStoreWriteTests {
         #expect(read.count == 2)
         #expect(read.first { $0.id == records[0].id }?.state == records[0].state)
     }
+
+    /// A row this store has not seen goes straight to `INSERT OR REPLACE`; one it believes new but that
+    /// another connection wrote meanwhile is replaced whole; one it knows but that another connection
+    /// deleted is inserted again. Either way the table and its indexes hold exactly what was written.
+    @Test func rowsTheStoreHasNotSeenAreWrittenWhetherOrNotTheyExist() async throws {
+        let scratch = try ScratchDirectory()
+        let state = scratch.file("state")
+        let (store, records) = try await Self.storedRecords(in: state, scratch: scratch)
+        // A second store on the same directory has seen no row: both of its writes take the REPLACE path.
+        let other = try TaskStore(directory: state)
+        var elsewhere = records[0]
+        elsewhere.state = "paused"
+        elsewhere.groupName = "g3"
+        var fresh = records[1]
+        fresh.id = "fresh-task"
+        fresh.originalURL = "http://127.0.0.1:1/fresh.bin"
+        try other.write([elsewhere, fresh])
+        // The first store still knows records[1]; delete its row behind the store's back.
+        let queue = try DatabaseQueue(path: state + "/" + TaskStore.fileName)
+        try await queue.write { db in try db.execute(sql: "DELETE FROM task WHERE id = ?", arguments: [records[1].id]) }
+        try queue.close()
+        var revived = records[1]
+        revived.state = "failed"
+        try store.write([revived])
+        let read = try store.loadAll().sorted { $0.id < $1.id }
+        let expected = [elsewhere, fresh, revived].sorted { $0.id < $1.id }
+        #expect(read.map(\.id) == expected.map(\.id))
+        #expect(read.map(\.state) == expected.map(\.state))
+        #expect(read.map(\.groupName) == expected.map(\.groupName))
+        let byGroup = try Self.check(state, "SELECT id FROM task INDEXED BY task_groupName WHERE groupName = ?", "g3")
+        #expect(byGroup.integrity == "ok")
+        #expect(byGroup.ids == [records[0].id])
+        let byURL = try Self.check(
+            state, "SELECT id FROM task INDEXED BY task_originalURL WHERE originalURL = ?", "http://127.0.0.1:1/fresh.bin")
+        #expect(byURL.ids == ["fresh-task"])
+    }
 }
