@@ -80,6 +80,8 @@ let package = Package(
             name: "DownloadKitManager",
             dependencies: [
                 "DownloadKit", "HTTPClient", "HTTPWire",
+                // getrandom(2) in bulk for task identifiers (TaskIdentifier.Generator).
+                "CDownloadKitSystem",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 // SQLite's C API for the task store's row writes (TaskRecord.write(update:replace:in:)).

@@ -3,7 +3,9 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <errno.h>
 #include <sys/ioctl.h>
+#include <sys/random.h>
 #include <sys/xattr.h>
 #include <linux/falloc.h>
 #include <unistd.h>
@@ -34,6 +36,20 @@ unsigned int dk_splice_flags_move(void) { return SPLICE_F_MOVE; }
 
 int dk_start_writeback(int fd, off_t offset, off_t length) {
     return sync_file_range(fd, offset, length, SYNC_FILE_RANGE_WRITE);
+}
+
+int dk_random_bytes(void *buffer, size_t length) {
+    unsigned char *next = buffer;
+    while (length > 0) {
+        ssize_t got = getrandom(next, length, 0);
+        if (got < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        next += got;
+        length -= (size_t)got;
+    }
+    return 0;
 }
 
 int dk_set_current_thread_name(const char *name) {

@@ -320,13 +320,14 @@ public final class PostgresTaskStore: TaskStoring {
         let now = Date()
         return try await client.withTransaction(logger: logger) { connection in
             var results: [(id: String, added: Bool)] = []
+            var identifiers = TaskIdentifier.Generator(expected: requests.count)
             for request in requests {
                 let destination = DestinationColumns.absolute(
                     request.destination ?? .directory(defaultDirectory, naming: request.fileID.map { .fileID($0) } ?? .md5OfURL))
                 var path: String?
                 if case .file(let file) = destination { path = file }
                 let task = ManagedTask(
-                    id: TaskIdentifier.make(), originalURL: request.url, currentURL: request.url,
+                    id: identifiers.next(), originalURL: request.url, currentURL: request.url,
                     fileID: request.fileID, destination: destination, path: path, state: .waiting, bytesReceived: 0,
                     totalBytes: nil, priority: request.priority, queueOrder: 0, group: request.group,
                     checksum: request.checksum, headers: request.headers, metadata: request.metadata,

@@ -30,6 +30,11 @@ unsigned int dk_splice_flags_move(void);
 /// Returns 0 or -1 with errno set.
 int dk_start_writeback(int fd, off_t offset, off_t length);
 
+/// Fills `length` bytes from the kernel's random generator (`getrandom(2)`, flags 0: blocks only until
+/// the generator is first seeded at boot), looping over short reads and EINTR. Returns 0, or -1 with
+/// errno set. Swift's `SystemRandomNumberGenerator` makes one such call per 8 bytes.
+int dk_random_bytes(void *buffer, size_t length);
+
 /// Names the calling thread for ps/top//proc (pthread_setname_np; at most 15 bytes are kept).
 int dk_set_current_thread_name(const char *name);
 
