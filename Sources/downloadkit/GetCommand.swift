@@ -67,7 +67,7 @@ struct GetCommand: AsyncParsableCommand {
     @Option(name: .customLong("timeout"), help: "Connect timeout and the longest time without receiving a byte, in seconds.")
     var timeout: Double = 30
 
-    @Option(name: .customLong("checkpoint-interval"), help: "Seconds between checkpoints of a running download (resume info and durable bytes; default 2). Longer: fewer fsyncs, more bytes fetched again after a power loss. A kill or crash loses nothing either way.")
+    @Option(name: .customLong("checkpoint-interval"), help: "Seconds between checkpoints of a running download (resume info and durable bytes; default 2; segmented downloads checkpoint at least every second). Longer: fewer fsyncs; after a power loss up to this many seconds of bytes are fetched again. After a kill or crash the bytes already written are kept whatever the interval.")
     var checkpointInterval: Double = 2
 
     @Option(name: .customLong("on-complete"), help: "Command to run with the file's path as its last argument when each file completes.")
