@@ -338,6 +338,9 @@ public final class DKHTTPClient: Sendable {
     ///   - buffer: A receive buffer to reuse; one of `configuration.receiveBufferSize` is allocated if nil.
     ///   - next: The request to send after the current one, or `nil` (not yet, or, when asked with 0
     ///     after a response, the end of the series). A request it returns is always sent.
+    ///   - onSent: Called when a request that was not sent ahead has been written on its connection
+    ///     (connected, TLS handshake done): its response's wait starts then. A caller measuring the
+    ///     round trip (the time of `onHead` minus this one) measures no connect or handshake in it.
     ///   - onHead: Called with each response's final head, in request order.
     ///   - onBody: Called with each run of the current response's body bytes.
     ///   - onEnd: Called when a response is complete, before the next one is read.
@@ -348,6 +351,7 @@ public final class DKHTTPClient: Sendable {
         cancellation: CancellationToken? = nil,
         buffer: ReceiveBuffer? = nil,
         next: (_ owedBodyBytes: Int64) -> DKHTTPRequest?,
+        onSent: () -> Void = {},
         onHead: (ResponseHead) throws -> BodyDisposition,
         onBody: (UnsafeRawBufferPointer) throws -> Void,
         onEnd: (ExchangeSummary) throws -> Void
@@ -380,6 +384,7 @@ public final class DKHTTPClient: Sendable {
                     else { return nil }
                     return try seriesHead(candidate, proxy: proxy)
                 },
+                onSent: onSent,
                 onHead: { head in
                     cookieJar?.receive(head, from: current.url)
                     return try onHead(head)
@@ -436,7 +441,7 @@ public final class DKHTTPClient: Sendable {
         let proxy = proxies.proxy(for: request.url)
         return try send(
             head: try encodeHead(request, proxy: proxy), request: request, proxy: proxy, pipelinedOn: nil,
-            cancellation: cancellation, buffer: buffer, sendAhead: { _ in nil }, onHead: onHead, onBody: onBody,
+            cancellation: cancellation, buffer: buffer, sendAhead: { _ in nil }, onSent: {}, onHead: onHead, onBody: onBody,
             onSpliced: onSpliced
         ).summary
     }
@@ -450,6 +455,7 @@ public final class DKHTTPClient: Sendable {
     private func send(
         head: [UInt8], request: DKHTTPRequest, proxy: ProxyURL?, pipelinedOn pipelined: ConnectionLease?,
         cancellation: CancellationToken?, buffer: ReceiveBuffer, sendAhead: (Int64) throws -> [UInt8]?,
+        onSent: () -> Void,
         onHead: (ResponseHead) throws -> BodyDisposition,
         onBody: (UnsafeRawBufferPointer) throws -> Void,
         onSpliced: (Int) throws -> Void
@@ -464,7 +470,7 @@ public final class DKHTTPClient: Sendable {
             do {
                 return try exchange(
                     head: answersSentAhead ? nil : head, method: request.method, on: lease, cancellation: cancellation,
-                    buffer: buffer, sendAhead: sendAhead,
+                    buffer: buffer, sendAhead: sendAhead, onSent: onSent,
                     onHead: { (head: ResponseHead) throws -> BodyDisposition in
                         // Through an HTTP proxy, a 407 to an absolute-form request is the proxy's, not the origin's.
                         if let proxy, proxy.kind == .http, request.url.scheme == .http, head.status == 407 {
@@ -718,6 +724,7 @@ public final class DKHTTPClient: Sendable {
         cancellation: CancellationToken?,
         buffer: ReceiveBuffer,
         sendAhead: (Int64) throws -> [UInt8]?,
+        onSent: () -> Void,
         onHead: (ResponseHead) throws -> BodyDisposition,
         onBody: (UnsafeRawBufferPointer) throws -> Void,
         onSpliced: (Int) throws -> Void
@@ -744,6 +751,7 @@ public final class DKHTTPClient: Sendable {
                 }
                 throw error
             }
+            onSent()
         }
 
         var parser = ResponseParser(requestMethod: method, limits: configuration.parserLimits)

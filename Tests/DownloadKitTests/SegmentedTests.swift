@@ -77,6 +77,11 @@ struct SegmentedTests {
             #expect(ranges.first?.0 == 0 && ranges.last?.1 == size - 1)
         }
         #expect(origin.requests("/far").contains { $0.nextArrivedBeforeTheEnd }, "requests were sent ahead over the slow turnaround")
+        // The first response on a connection already decides (its wait runs from the request's write, not
+        // from before the connect): every connection's second range request went out ahead of it.
+        let firstRanges = Dictionary(grouping: origin.requests("/far").dropFirst(), by: \.connectionID).values.compactMap { $0.count > 1 ? $0.first : nil }
+        #expect(!firstRanges.isEmpty)
+        #expect(firstRanges.allSatisfy { $0.nextArrivedBeforeTheEnd }, "each connection's second request went out during its first response")
         #expect(!origin.requests("/near").contains { $0.nextArrivedBeforeTheEnd }, "nothing was sent ahead on loopback")
     }
 

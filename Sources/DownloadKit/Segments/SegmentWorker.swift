@@ -142,19 +142,21 @@ struct SegmentWorker: Sendable {
             lowSpeed = window
             sendAhead = rule
         }
-        rule.asked(at: monotonicSeconds())
         try client.execute(
             series: request(for: first), cancellation: cancellation, buffer: buffer,
             next: { owed in
                 // Asked with 0 after a response that nothing was sent behind: the next request goes now.
                 // A stopped board gives out no range.
+                if owed > 0, owed <= Self.sendAheadOwed {
+                    rule.bodyProgress(at: monotonicSeconds(), bytes: Int64(asked[0].count) - owed)
+                }
                 guard owed == 0 || (owed <= Self.sendAheadOwed && rule.sendsAhead), control.stopRequest == .none,
                     let range = board.continueRequest(handle, worker: id, maximum: Self.requestSize)
                 else { return nil }
-                if owed == 0 { rule.asked(at: monotonicSeconds()) }
                 asked.append(range)
                 return request(for: range)
             },
+            onSent: { rule.sent(at: monotonicSeconds()) },
             onHead: { head in
                 rule.headArrived(at: monotonicSeconds())
                 try validate(head, requested: asked[0].lowerBound)
@@ -185,9 +187,7 @@ struct SegmentWorker: Sendable {
                 }
             },
             onEnd: { summary in
-                rule.responseEnded(
-                    at: monotonicSeconds(), bytes: summary.bodyBytes, connectionReused: summary.connectionReused,
-                    wasSentAhead: summary.wasSentAhead)
+                rule.responseEnded(at: monotonicSeconds(), bytes: summary.bodyBytes)
                 let range = asked.removeFirst()
                 // A response that ended before the bytes it promised (an empty 206, a short one) is a
                 // transient failure: retried within the worker's bound, never re-requested forever (issue

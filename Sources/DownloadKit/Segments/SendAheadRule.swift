@@ -8,51 +8,63 @@
 /// ahead 5–7 % slower — a plain Python client showed the same (docs/BENCHMARKS.md, "Sending range
 /// requests ahead") — so there it costs more than it saves. Over a real path the wait is at least a
 /// round trip, tens of milliseconds, and sending ahead wins. The rule: send ahead once the shortest wait
-/// measured for a response head on a reused connection is at least ``threshold`` of the time a whole
-/// request's body takes at the rate last measured.
+/// measured for a response head is at least ``threshold`` of the time a whole request's body takes at
+/// the rate last measured.
+///
+/// A wait runs from the moment the request was written on its connection (``DKHTTPClient``'s `onSent`:
+/// connected, handshake done) to its response head, so a new connection's first request measures the
+/// round trip as well as a reused one's; and it counts as soon as the head arrives, as does the rate of
+/// a response still arriving (``bodyProgress(at:bytes:)``). The decision for a connection's second
+/// request is thus made while its first response arrives. Until both counted only at a response's end,
+/// and only on a reused connection (a wait from before the connect included it), every connection of
+/// a 50 ms path idled two round trips before its second and third requests — about 4 % of the capped
+/// rate over 8 connections (docs/BENCHMARKS.md, "Sending range requests ahead").
 struct SendAheadRule: Sendable, Equatable {
     /// The share of a request's transfer time the wait must reach.
     static let threshold = 0.1
 
     /// The request size the decision is about (a segment worker's ``SegmentWorker/requestSize``).
     let requestSize: Int64
-    /// The shortest wait from handing a request over to its response head, on a reused connection.
+    /// The shortest wait from writing a request to its response head.
     private(set) var shortestWait: Double?
-    /// Seconds per body byte of the last response long enough to measure.
+    /// Seconds per body byte of the latest response long enough to measure (complete or arriving).
     private(set) var secondsPerByte: Double?
-    private var askedAt: Double?
+    private var sentAt: Double?
     private var headAt: Double?
-    private var pendingWait: Double?
 
     init(requestSize: Int64) {
         self.requestSize = requestSize
     }
 
-    /// A request was handed over to be sent at once (not ahead): its wait starts now.
-    mutating func asked(at now: Double) {
-        askedAt = now
+    /// The smallest body that says something about the rate (a segment's last bytes do not).
+    private var measurableBytes: Int64 { min(requestSize, 256 << 10) }
+
+    /// A request not sent ahead was written on its connection: its wait starts now.
+    mutating func sent(at now: Double) {
+        sentAt = now
         headAt = nil
-        pendingWait = nil
     }
 
-    /// A response head arrived. The wait counts once the response shows its connection was reused (a new
-    /// connection's wait includes the connect and handshake).
+    /// A response head arrived: the wait of a request sent at once counts now; a response to a request
+    /// sent ahead has no wait of its own.
     mutating func headArrived(at now: Double) {
-        pendingWait = askedAt.map { now - $0 }
-        askedAt = nil
+        if let sentAt, now >= sentAt {
+            shortestWait = min(shortestWait ?? (now - sentAt), now - sentAt)
+        }
+        sentAt = nil
         headAt = now
     }
 
-    /// A response ended after `bytes` body bytes.
-    mutating func responseEnded(at now: Double, bytes: Int64, connectionReused: Bool, wasSentAhead: Bool) {
-        if let wait = pendingWait, connectionReused, !wasSentAhead {
-            shortestWait = min(shortestWait ?? wait, wait)
-        }
-        // Short bodies (a segment's last bytes) say little about the rate.
-        if let headAt, bytes >= min(requestSize, 256 << 10), now > headAt {
+    /// `bytes` body bytes of the current response have arrived by `now`.
+    mutating func bodyProgress(at now: Double, bytes: Int64) {
+        if let headAt, bytes >= measurableBytes, now > headAt {
             secondsPerByte = (now - headAt) / Double(bytes)
         }
-        pendingWait = nil
+    }
+
+    /// The current response ended after `bytes` body bytes.
+    mutating func responseEnded(at now: Double, bytes: Int64) {
+        bodyProgress(at: now, bytes: bytes)
         headAt = nil
     }
 
