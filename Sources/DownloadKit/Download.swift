@@ -36,14 +36,24 @@ public final class Download: Sendable {
     ///   - configuration: Retries, timeouts, limits, the URL provider.
     ///   - client: An HTTP client to share (connection reuse across downloads); one is created from
     ///     `configuration.client` when nil.
-    public init(_ request: DownloadRequest, configuration: DownloadConfiguration = DownloadConfiguration(), client: DKHTTPClient? = nil) {
+    public convenience init(
+        _ request: DownloadRequest, configuration: DownloadConfiguration = DownloadConfiguration(), client: DKHTTPClient? = nil
+    ) {
+        self.init(request, configuration: configuration, client: client, keepsEventBacklog: true)
+    }
+
+    /// - Parameter keepsEventBacklog: Whether events sent before the first ``events`` subscription are
+    ///   kept for it. ``run(_:configuration:client:)`` passes false: its download is never handed out, so
+    ///   nobody can subscribe, and keeping its events cost a small file about 3 % of its CPU.
+    init(_ request: DownloadRequest, configuration: DownloadConfiguration, client: DKHTTPClient?, keepsEventBacklog: Bool) {
         self.request = request
         self.configuration = configuration
         self.client = client
         let id = String(UInt32.random(in: 0...UInt32.max), radix: 16)
         self.id = String(repeating: "0", count: 8 - id.count) + id
         self.control = DownloadControl(
-            observer: DownloadObserver(logger: configuration.logger, url: request.url, id: self.id))
+            observer: DownloadObserver(logger: configuration.logger, url: request.url, id: self.id),
+            keepsEventBacklog: keepsEventBacklog)
     }
 
     /// Creates a download that continues from resume data alone: the URL, the destination and the
@@ -187,7 +197,7 @@ public final class Download: Sendable {
         _ request: DownloadRequest, configuration: DownloadConfiguration = DownloadConfiguration(),
         client: DKHTTPClient? = nil
     ) async throws(DownloadError) -> DownloadResult {
-        let download = Download(request, configuration: configuration, client: client)
+        let download = Download(request, configuration: configuration, client: client, keepsEventBacklog: false)
         download.start()
         return try await download.result()
     }

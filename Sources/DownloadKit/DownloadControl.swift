@@ -32,18 +32,21 @@ final class DownloadControl: Sendable {
     /// Ends the engine's waits (retry delays, backoffs, rate limits) when a stop is requested.
     let wakeUps = WakeSignal()
     /// Every event goes out through here; progress coalesces for slow subscribers, nothing else is dropped.
-    let fanout = EventFanout<DownloadEvent>(
-        capacity: 512, keepsBacklog: true,
-        isDroppable: { event in
-            if case .progress = event { return true }
-            return false
-        },
-        canReplace: { _, _ in true })
+    let fanout: EventFanout<DownloadEvent>
     /// Logs and metrics of this download's lifecycle, fed from the same events.
     let observer: DownloadObserver
 
-    init(observer: DownloadObserver = DownloadObserver(logger: nil, url: "", id: "")) {
+    /// - Parameter keepsEventBacklog: Whether events sent before the first subscription wait for it
+    ///   (false when nobody can ever subscribe: the events then cost one short look each).
+    init(observer: DownloadObserver = DownloadObserver(logger: nil, url: "", id: ""), keepsEventBacklog: Bool = true) {
         self.observer = observer
+        self.fanout = EventFanout<DownloadEvent>(
+            capacity: 512, keepsBacklog: keepsEventBacklog,
+            isDroppable: { event in
+                if case .progress = event { return true }
+                return false
+            },
+            canReplace: { _, _ in true })
     }
 
     /// A new subscription to this download's events.
