@@ -52,15 +52,15 @@ struct SegmentedTests {
         #expect(maxConnections == 4)
     }
 
-    /// Where each response head waits a second (a stand-in for a round trip; 16 times a paced 4 MiB body's
-    /// 62 ms, so that a body slowed tenfold — ThreadSanitizer on a loaded machine took about 3 s for one
+    /// Where each response head waits a second (a stand-in for a round trip; 4 times a paced 4 MiB body's
+    /// 250 ms, so that a body slowed tenfold — ThreadSanitizer on a loaded machine took about 3 s for one
     /// in a CI run where a 100 ms wait fell below the tenth — still leaves it above a tenth), segment
     /// workers send their next range request ahead of the current response's end (`SendAheadRule`); from
     /// the same origin without the wait, they do not. The file is right either way.
     @Test func workersSendTheirNextRangeRequestAheadOnlyWhereARoundTripIsWorthSaving() async throws {
         let size: Int64 = 32 << 20
         let origin = try FaultOrigin()
-        origin.serve("/far", .resource(Resource(size: size, seed: 64, bytesPerSecond: 64 << 20, faults: [.delayHead(seconds: 1)])))
+        origin.serve("/far", .resource(Resource(size: size, seed: 64, bytesPerSecond: 16 << 20, faults: [.delayHead(seconds: 1)])))
         // Slower here (three requests per segment, 500 ms each), so that even a loaded machine's turnaround
         // stays far below a tenth of a request (Scripts/stress-segments.sh shares one CPU with two busy loops).
         origin.serve("/near", .resource(Resource(size: 24 << 20, seed: 64, bytesPerSecond: 8 << 20)))
@@ -78,10 +78,12 @@ struct SegmentedTests {
         }
         #expect(origin.requests("/far").contains { $0.nextArrivedBeforeTheEnd }, "requests were sent ahead over the slow turnaround")
         // The first response on a connection already decides (its wait runs from the request's write, not
-        // from before the connect): every connection's second range request went out ahead of it.
+        // from before the connect, and counts when the head arrives): a connection's second range request
+        // went out before its first response ended. (The earlier rule never did that. Seen from the origin,
+        // a client that falls 2 MiB behind on a loaded machine — 125 ms here — sends it "after the end"
+        // because the socket buffers hold the rest, so one connection is asked for, not each.)
         let firstRanges = Dictionary(grouping: origin.requests("/far").dropFirst(), by: \.connectionID).values.compactMap { $0.count > 1 ? $0.first : nil }
-        #expect(!firstRanges.isEmpty)
-        #expect(firstRanges.allSatisfy { $0.nextArrivedBeforeTheEnd }, "each connection's second request went out during its first response")
+        #expect(firstRanges.contains { $0.nextArrivedBeforeTheEnd }, "a connection's second request went out during its first response")
         #expect(!origin.requests("/near").contains { $0.nextArrivedBeforeTheEnd }, "nothing was sent ahead on loopback")
     }
 
