@@ -288,8 +288,16 @@ struct NginxConformanceTests {
             },
             onBody: { body.append(contentsOf: $0) },
             onEnd: { summaries.append($0) })
-        // Sent ahead on each connection but never after the head that announced its close.
-        #expect(summaries.map(\.wasSentAhead) == [false, true, true, false, true, true, false, true])
+        // Never sent ahead after the head that announced its connection's close: the first response on each
+        // connection answers a request sent after it. Whether a request went out ahead otherwise depends on
+        // the reads: nginx sends each 128 KiB response at once (its limit allows a second's worth at the start
+        // of a request), and a client that reads late finds the whole body in one read, with nothing left
+        // owed to send ahead during — a loaded CI run saw `false` at index 2. At least one went out ahead, or
+        // this test would show nothing about the close.
+        let sentAhead = summaries.map(\.wasSentAhead)
+        #expect(sentAhead.count == 8)
+        #expect([0, 3, 6].allSatisfy { !sentAhead[$0] }, "\(sentAhead)")
+        #expect(sentAhead.contains(true), "\(sentAhead)")
         #expect(summaries.map(\.connectionKeptAlive) == [true, true, false, true, true, false, true, true])
         #expect(body.count == 1 << 20)
         #expect(TestPattern.matches(body, offset: 0, seed: Self.seed), "the series' bytes differ from the file")
