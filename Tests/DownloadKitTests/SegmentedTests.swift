@@ -78,13 +78,12 @@ struct SegmentedTests {
             #expect(ranges.first?.0 == 0 && ranges.last?.1 == size - 1)
         }
         #expect(origin.requests("/far").contains { $0.nextArrivedBeforeTheEnd }, "requests were sent ahead over the slow turnaround")
-        // The first response on a connection already decides (its wait runs from the request's write, not
-        // from before the connect, and counts when the head arrives): a connection's second range request
-        // went out before its first response ended. (The earlier rule never did that. Seen from the origin,
-        // a client that falls 2 MiB behind on a loaded machine — 125 ms here — sends it "after the end"
-        // because the socket buffers hold the rest, so one connection is asked for, not each.)
-        let firstRanges = Dictionary(grouping: origin.requests("/far").dropFirst(), by: \.connectionID).values.compactMap { $0.count > 1 ? $0.first : nil }
-        #expect(firstRanges.contains { $0.nextArrivedBeforeTheEnd }, "a connection's second request went out during its first response")
+        // That a connection's first response already decides its second request (the wait runs from the
+        // request's write and counts when the head arrives) is shown by
+        // `SendAheadRuleTests.aConnectionsFirstResponseDecidesForItsSecondRequest`, not here: the origin cannot
+        // tell it reliably. A client that falls 2 MiB behind — ThreadSanitizer in a loaded CI run did, at
+        // 16 MiB/s — sends the request after the origin's last write while the socket buffers still hold the
+        // rest, so an origin-side check of the first response on each connection failed there.
         #expect(!origin.requests("/near").contains { $0.nextArrivedBeforeTheEnd }, "nothing was sent ahead on loopback")
     }
 
