@@ -6,7 +6,8 @@ public enum JSONValue: Sendable, Hashable {
     case bool(Bool)
     /// An integer that fits in 64 bits.
     case int(Int64)
-    /// Any other number.
+    /// Any other number: not integral, or beyond 64 bits (decoding never makes an integral `.double`
+    /// that fits in `Int64`).
     case double(Double)
     case string(String)
     case array([JSONValue])
@@ -50,7 +51,11 @@ extension JSONValue: Decodable {
         } else if let int = try? container.decode(Int64.self) {
             self = .int(int)
         } else if let double = try? container.decode(Double.self) {
-            self = .double(double)
+            // Foundation's Int64 decoding refuses some numbers whose Double value is integral (a long
+            // fraction: `9651348852630791.958804` is 9651348852630792.0), while it accepts the same value
+            // written as `9.651348852630792e+15`. One value, one case: an integral Double that fits is an
+            // `.int`, so serialising and decoding again gives the same value (found by fuzz-rpcrequest).
+            self = Int64(exactly: double).map(JSONValue.int) ?? .double(double)
         } else if let string = try? container.decode(String.self) {
             self = .string(string)
         } else if let array = try? container.decode([JSONValue].self) {

@@ -55,6 +55,22 @@ struct RPCCodecTests {
         #expect(roundTrip == value)
     }
 
+    /// An integral number decodes to one case however it is written, so a response echoes an id that
+    /// decodes to the same value again (fuzz-rpcrequest found `.double(1.2222222222222222e16)` serialised as
+    /// `1.2222222222222222e+16`, which decodes as an `.int`).
+    @Test func integralNumbersDecodeAsIntegersHoweverWritten() throws {
+        func value(_ text: String) throws -> JSONValue { try JSONDecoder().decode(JSONValue.self, from: Data(text.utf8)) }
+        #expect(try value("9651348852630791.958804") == .int(9_651_348_852_630_792))
+        #expect(try value("9.651348852630792e+15") == .int(9_651_348_852_630_792))
+        #expect(try value("1.0") == .int(1))
+        #expect(try value("0.5") == .double(0.5))
+        #expect(try value("9.3e18") == .double(9.3e18))
+        for text in ["9651348852630791.958804", "-6732537715556186360.67082", "1.5e300", "-0", "0.1", "[1e2,2.50]"] {
+            let once = try value(text)
+            #expect(try value(once.serialized) == once, "\(text) → \(once.serialized)")
+        }
+    }
+
     @Test func gidsAreSixteenHexDigitsAndStable() {
         let uuid = "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9"
         #expect(Aria2GID.gid(forTaskID: uuid) == "0f1e2d3c4b5a4978")
