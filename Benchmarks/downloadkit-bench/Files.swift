@@ -84,6 +84,35 @@ func warmPageCache(path: String) throws {
     }
 }
 
+/// Writes `bytes` of zeros to a scratch file in `directory` and deletes it, so the run that follows
+/// finds that much page cache just freed by the guest instead of pages it gave back to the host.
+///
+/// On this VM a page the guest has returned (free page reporting, reclaim) is slow to touch again:
+/// `dd` of 1 GiB into ext4 took 3.43 s of system time, and 0.32 s right after deleting its file. Each
+/// client's run deletes its download afterwards, so without this a run's cost depended on how much the
+/// run before it had freed: in the `segmented` scenario DownloadKit ×16 followed axel ×8 (512 MiB
+/// freed) and axel ×16 followed aria2c ×16 (1 GiB). With a scratch file before each run, by hand,
+/// DownloadKit ×16 and axel ×16 measured alike (76.5–85.2 % against 78.2–84.2 % of 16 × cap;
+/// docs/BENCHMARKS.md, "16 connections into ext4"). The file is deleted dirty: nothing reaches the disk.
+func settlePageCache(directory: String, bytes: Int64) throws {
+    let path = directory + "/.settle-page-cache"
+    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+    guard fd >= 0 else { throw BenchError("open \(path): \(errnoText())") }
+    defer { unlink(path) }
+    defer { close(fd) }
+    let chunk = 8 << 20
+    let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 64)
+    defer { buffer.deallocate() }
+    buffer.initializeMemory(as: UInt8.self, repeating: 0)
+    var left = bytes
+    while left > 0 {
+        let count = write(fd, buffer.baseAddress, Int(min(Int64(chunk), left)))
+        if count < 0 && errno == EINTR { continue }
+        if count < 0 { throw BenchError("write \(path): \(errnoText())") }
+        left -= Int64(count)
+    }
+}
+
 /// Flushes dirty data to disk (`sync(2)`; Glibc's module does not export `syncfs`), so one client's
 /// write-back does not land in the next client's measurement.
 func syncFileSystem() {

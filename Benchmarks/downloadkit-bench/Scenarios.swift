@@ -127,6 +127,8 @@ extension ScenarioContext {
             // nginx's one worker blocks the other connections while it reads an evicted page from disk;
             // this VM hands cold page cache back to the host between runs (see warmPageCache).
             try warmPageCache(path: cacheDirectory + "/" + BenchRunner.fileName(bytes: bytes))
+            // Every client starts from the same memory state, whatever the run before it freed.
+            try settlePageCache(directory: downloadDirectory, bytes: bytes + bytes / 16)
             let logBase = logDirectory + "/\(name.rawValue)-\(client.kind.rawValue)-\(connections)-\(run)"
             let before = try limited.accessLog().count
             let measurement = try measure(
