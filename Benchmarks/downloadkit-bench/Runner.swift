@@ -266,6 +266,8 @@ struct ScenarioContext {
         let cleanup = [destination] + invocation.leftovers
         for file in cleanup { unlink(file) }
         try warmPageCache(path: cacheDirectory + path)
+        // Every client that writes a file starts from the same memory state (see settlePageCache).
+        if scenario.sink == .file { try settlePageCache(directory: downloadDirectory, bytes: testCase.bytes + testCase.bytes / 16) }
 
         let logBase = logDirectory + "/\(scenario.rawValue)-\(name)-\(testCase.bytes)-\(run)"
         let requestsBefore = try nginx.accessLog().count
