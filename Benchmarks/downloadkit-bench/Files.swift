@@ -109,6 +109,7 @@ func settlePageCache(directory: String, bytes: Int64) throws {
         let count = write(fd, buffer.baseAddress, Int(min(Int64(chunk), left)))
         if count < 0 && errno == EINTR { continue }
         if count < 0 { throw BenchError("write \(path): \(errnoText())") }
+        if count == 0 { throw BenchError("write \(path): no progress") }
         left -= Int64(count)
     }
 }
