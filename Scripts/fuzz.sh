@@ -34,8 +34,8 @@
 # run matched this machine's whole gate for rpcrequest, netrc, cookies and challenges, but not for
 # parser, grammars, filenames, resumeinfo, sessionprotocol or proxy (parser alone: 2,755 and 2,734
 # features in two runs; something time-, thread- or build-dependent is left in their paths); the bug a
-# gate run finds is still a bug, and its input is saved under Fuzz/corpus-work. Where the personality call is refused, the run says so and goes on
-# randomised (only repeatability depends on it).
+# gate run finds is still a bug, and its input is saved under Fuzz/corpus-work. Where the personality
+# call is refused, the run says so and goes on randomised (only repeatability depends on it).
 # FUZZ_RUNS=N stops each target after N executions (libFuzzer -runs), SECONDS staying the cap: CI sets
 # FUZZ_RUNS=200000 so that every target reaches 200,000 executions however fast it is (the slowest,
 # resumeinfo, needs about a minute), and the summary says when the cap came first.

@@ -84,8 +84,9 @@ func warmPageCache(path: String) throws {
     }
 }
 
-/// Writes `bytes` of zeros to a scratch file in `directory` and deletes it, so the run that follows
-/// finds that much page cache just freed by the guest instead of pages it gave back to the host.
+/// Writes a scratch file in `directory`, `bytes` (the coming run's download) plus a sixteenth of zeros,
+/// and deletes it, so the run that follows finds that much page cache just freed by the guest instead
+/// of pages it gave back to the host.
 ///
 /// On this VM a page the guest has returned (free page reporting, reclaim) is slow to touch again:
 /// `dd` of 1 GiB into ext4 took 3.43 s of system time, and 0.32 s right after deleting its file. Each
@@ -104,7 +105,7 @@ func settlePageCache(directory: String, bytes: Int64) throws {
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 64)
     defer { buffer.deallocate() }
     buffer.initializeMemory(as: UInt8.self, repeating: 0)
-    var left = bytes
+    var left = bytes + bytes / 16
     while left > 0 {
         let count = write(fd, buffer.baseAddress, Int(min(Int64(chunk), left)))
         if count < 0 && errno == EINTR { continue }

@@ -267,7 +267,7 @@ struct ScenarioContext {
         for file in cleanup { unlink(file) }
         try warmPageCache(path: cacheDirectory + path)
         // Every client that writes a file starts from the same memory state (see settlePageCache).
-        if scenario.sink == .file { try settlePageCache(directory: downloadDirectory, bytes: testCase.bytes + testCase.bytes / 16) }
+        if scenario.sink == .file { try settlePageCache(directory: downloadDirectory, bytes: testCase.bytes) }
 
         let logBase = logDirectory + "/\(scenario.rawValue)-\(name)-\(testCase.bytes)-\(run)"
         let requestsBefore = try nginx.accessLog().count
