@@ -27,15 +27,13 @@
 # order, and with it the coverage libFuzzer steers by, differed between runs of one seed (a CI run of a
 # commit whose earlier runs passed found an rpcrequest bug after 176,348 executions), and address space
 # randomisation moved what ASan's and Foundation's address-keyed paths cover. With FUZZ_SEED set, the
-# targets run with SWIFT_DETERMINISTIC_HASHING=1 under `setarch -R` (no randomisation): two runs of
-# `FUZZ_SEED=1 FUZZ_RUNS=200000 bash Scripts/fuzz.sh 120 rpcrequest` then ended with the same coverage,
-# features and corpus (three runs and the whole gate: 393/1403/130), where the binary run by hand with
-# the seed alone ended with 398/1358/131 and 392/1375/131. Not every target repeats yet: a fresh-clone CI
-# run matched this machine's whole gate for rpcrequest, netrc, cookies and challenges, but not for
-# parser, grammars, filenames, resumeinfo, sessionprotocol or proxy (parser alone: 2,755 and 2,734
-# features in two runs; something time-, thread- or build-dependent is left in their paths); the bug a
-# gate run finds is still a bug, and its input is saved under Fuzz/corpus-work. Where the personality
-# call is refused, the run says so and goes on randomised (only repeatability depends on it).
+# targets run with SWIFT_DETERMINISTIC_HASHING=1 under `setarch -R` (no randomisation). That narrows
+# the spread without removing it: rpcrequest ended with the same coverage/features/corpus (393/1403/130)
+# in three runs here and in one fresh-clone CI run, but with 394/1407/136 in a second one, where the seed
+# alone gave 398/1358/131 and 392/1375/131; parser varies even between two runs here. Something path-,
+# time- or build-dependent is left. The bug a gate run finds is still a bug, and its input is saved
+# under Fuzz/corpus-work. Where the personality call is refused, the run says so and goes on randomised
+# (only repeatability depends on it).
 # FUZZ_RUNS=N stops each target after N executions (libFuzzer -runs), SECONDS staying the cap: CI sets
 # FUZZ_RUNS=200000 so that every target reaches 200,000 executions however fast it is (the slowest,
 # resumeinfo, needs about a minute), and the summary says when the cap came first.
