@@ -86,12 +86,14 @@ struct SegmentCoordinator {
         let writer = SegmentFileWriter(file)
         // Counted before any worker starts: a fast worker's first buffer must count as this run's.
         let writtenAtStart = board.written
+        let sharedWait = SharedShortestWait()
         for index in 0..<workers {
             let worker = SegmentWorker(
                 id: index, board: board, file: writer, journal: journal, client: client, url: url, headers: headers,
                 ifRange: ifRange, entityTag: entityTag, total: total, retryPolicy: RetryPolicy(configuration),
                 lowSpeedLimit: configuration.lowSpeedLimit, lowSpeedTime: configuration.lowSpeedTime.asSeconds,
-                bufferSize: bufferSize, rateLimiters: rateLimiters, cancellation: tokens[index], control: control)
+                bufferSize: bufferSize, rateLimiters: rateLimiters, cancellation: tokens[index], control: control,
+                sharedWait: sharedWait)
             group.enter()
             TransferThreads.shared.run(name: "dk-segment-\(index)") {
                 worker.run()

@@ -61,6 +61,8 @@ struct SegmentWorker: Sendable {
     let rateLimiters: [TokenBucket]
     let cancellation: CancellationToken
     let control: DownloadControl
+    /// The shortest response wait of all this download's workers (``SendAheadRule/learned(shortestWait:)``).
+    let sharedWait: SharedShortestWait
 
     /// Thrown from the body callback when the segment ends inside the bytes just received (its tail was
     /// stolen): the response is dropped with its connection, never written past the segment's end.
@@ -149,6 +151,7 @@ struct SegmentWorker: Sendable {
                 // A stopped board gives out no range.
                 if owed > 0, owed <= Self.sendAheadOwed {
                     rule.bodyProgress(at: monotonicSeconds(), bytes: Int64(asked[0].count) - owed)
+                    rule.learned(shortestWait: sharedWait.fold(rule.shortestWait))
                 }
                 guard owed == 0 || (owed <= Self.sendAheadOwed && rule.sendsAhead), control.stopRequest == .none,
                     let range = board.continueRequest(handle, worker: id, maximum: Self.requestSize)
@@ -159,6 +162,7 @@ struct SegmentWorker: Sendable {
             onSent: { rule.sent(at: monotonicSeconds()) },
             onHead: { head in
                 rule.headArrived(at: monotonicSeconds())
+                rule.learned(shortestWait: sharedWait.fold(rule.shortestWait))
                 try validate(head, requested: asked[0].lowerBound)
                 return .stream
             },

@@ -1,6 +1,8 @@
+import HTTPClient
+
 /// Whether a segment worker sends its next range request ahead, while the current response is still
-/// arriving (HTTP/1.1 pipelining) — decided from what the worker's own connections measured, as a
-/// value: events in, a yes or no out.
+/// arriving (HTTP/1.1 pipelining) — decided from what the download's connections measured, as a value:
+/// events in, a yes or no out.
 ///
 /// Sending ahead saves the wait between one response's end and the next one's first byte: a round trip
 /// plus the server's turnaround. On loopback against nginx (one worker, 16 connections capped at 26 MB/s
@@ -19,6 +21,14 @@
 /// and only on a reused connection (a wait from before the connect included it), every connection of
 /// a 50 ms path idled two round trips before its second and third requests — about 4 % of the capped
 /// rate over 8 connections (docs/BENCHMARKS.md, "Sending range requests ahead").
+///
+/// The wait is a property of the path and the origin, not of one connection, so the shortest counts
+/// whichever of the download's connections measured it (``learned(shortestWait:)``, shared through
+/// ``SharedShortestWait``). A connection alone decides from its first wait, and a response to a request
+/// sent ahead measures none, so one slow first head — nginx's one worker still busy with the other
+/// connections' first chunks, 25–56 ms for 4 of 8 connections in 2 of 16 runs by hand — kept that
+/// connection sending ahead for the whole download, where nginx paces the responses more slowly
+/// (docs/BENCHMARKS.md, "One slow first head").
 struct SendAheadRule: Sendable, Equatable {
     /// The share of a request's transfer time the wait must reach.
     static let threshold = 0.1
@@ -55,6 +65,13 @@ struct SendAheadRule: Sendable, Equatable {
         headAt = now
     }
 
+    /// Another connection of the same download measured `shortestWait` (nil: none yet): the shorter of it
+    /// and this connection's own counts.
+    mutating func learned(shortestWait other: Double?) {
+        guard let other else { return }
+        shortestWait = min(shortestWait ?? other, other)
+    }
+
     /// `bytes` body bytes of the current response have arrived by `now`.
     mutating func bodyProgress(at now: Double, bytes: Int64) {
         if let headAt, bytes >= measurableBytes, now > headAt {
@@ -72,5 +89,21 @@ struct SendAheadRule: Sendable, Equatable {
     var sendsAhead: Bool {
         guard let shortestWait, let secondsPerByte else { return false }
         return shortestWait >= Self.threshold * secondsPerByte * Double(requestSize)
+    }
+}
+
+/// The shortest wait any segment worker of one download measured (``SendAheadRule``): each worker folds
+/// its own in and takes the result back.
+final class SharedShortestWait: Sendable {
+    private let shortest = LockedValue<Double?>(nil)
+
+    init() {}
+
+    /// Folds `wait` in and returns the shortest so far (nil while no worker measured one).
+    func fold(_ wait: Double?) -> Double? {
+        shortest.withLock { shortest in
+            if let wait { shortest = min(shortest ?? wait, wait) }
+            return shortest
+        }
     }
 }
