@@ -68,9 +68,21 @@ enum Report {
             if scenario.name.isTLS {
                 let seen = scenario.rows.filter(\.isUsable).map { row in
                     let versions = Set(row.samples.compactMap(\.tlsProtocol)).sorted().joined(separator: "/")
-                    return "\(row.label) \(versions.isEmpty ? "?" : versions)"
+                    let suites = Set(row.samples.compactMap(\.tlsCipher)).sorted().joined(separator: "/")
+                    return "\(row.label) \(versions.isEmpty ? "?" : versions)" + (suites.isEmpty ? "" : " " + suites)
                 }
-                text += "\nTLS version logged by nginx: \(seen.joined(separator: ", ")).\n"
+                text += "\nTLS version and suite logged by nginx: \(seen.joined(separator: ", ")).\n"
+            }
+            if scenario.name.isPlainThroughput {
+                let busy = scenario.rows.filter(\.isUsable).compactMap { row -> String? in
+                    guard let share = row.originBusyShare else { return nil }
+                    return "\(row.label) \(format(100 * share.median, 0)) % (\(format(100 * share.min, 0))–\(format(100 * share.max, 0)))"
+                }
+                if !busy.isEmpty {
+                    text += "\nnginx's one worker on the CPU during each client's run (its CPU time over the run's wall time, "
+                    text += "median, min–max; near 100 % the origin, not the client, sets the pace): "
+                    text += busy.joined(separator: ", ") + ".\n"
+                }
             }
             if scenario.name == .rss, scenario.rows.count == 2, let small = scenario.rows[0].peakRSSMiB?.max,
                 let large = scenario.rows[1].peakRSSMiB?.max

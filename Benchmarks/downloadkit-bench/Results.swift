@@ -152,6 +152,12 @@ struct Sample: Codable, Sendable {
     var metrics: [String: Double]? = nil
     /// The TLS version nginx logged for the request (`$ssl_protocol`), nil over plain HTTP.
     var tlsProtocol: String?
+    /// The TLS suite nginx logged for it (`$ssl_cipher`), nil over plain HTTP.
+    var tlsCipher: String? = nil
+    /// nginx's CPU seconds (user + system of its one process) during this run, nil where not read. Over
+    /// the run's wall time it says how busy the origin was: a single connection cannot be served faster
+    /// than its one worker sends.
+    var originCPUSeconds: Double? = nil
 }
 
 /// Median, minimum and maximum of a series.
@@ -193,6 +199,10 @@ struct Row: Codable, Sendable {
 
     /// Decimal megabytes (1e6 bytes) per second of wall time, spawn to exit.
     var megabytesPerSecond: Spread? { Spread(samples.map { Double(bytes) / 1e6 / $0.wallSeconds }) }
+    /// nginx's CPU time over each run's wall time, for the runs where it was read.
+    var originBusyShare: Spread? {
+        Spread(samples.compactMap { sample in sample.originCPUSeconds.map { $0 / sample.wallSeconds } })
+    }
     /// User + system CPU seconds per GiB (2^30 bytes).
     var cpuSecondsPerGiB: Spread? {
         Spread(samples.map { ($0.userSeconds + $0.systemSeconds) / (Double(bytes) / 1_073_741_824) })

@@ -271,9 +271,11 @@ struct ScenarioContext {
 
         let logBase = logDirectory + "/\(scenario.rawValue)-\(name)-\(testCase.bytes)-\(run)"
         let requestsBefore = try nginx.accessLog().count
+        let originBefore = nginx.cpuSeconds()
         let measurement = try measure(
             invocation.executable, invocation.arguments, stdoutPath: logBase + ".out", stderrPath: logBase + ".err",
             environment: invocation.environment)
+        let originAfter = nginx.cpuSeconds()
         defer {
             for file in cleanup { unlink(file) }
             if scenario.sink == .file { syncFileSystem() }
@@ -309,7 +311,8 @@ struct ScenarioContext {
         return Sample(
             wallSeconds: measurement.wallSeconds, userSeconds: measurement.userSeconds,
             systemSeconds: measurement.systemSeconds, maxRSSKiB: measurement.maxRSSKiB,
-            rssIsExact: measurement.rssIsExact, tlsProtocol: entries.last?.tlsProtocol)
+            rssIsExact: measurement.rssIsExact, tlsProtocol: entries.last?.tlsProtocol, tlsCipher: entries.last?.tlsCipher,
+            originCPUSeconds: originBefore.flatMap { before in originAfter.map { $0 - before } })
     }
 }
 

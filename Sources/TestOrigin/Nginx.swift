@@ -105,6 +105,9 @@ public struct NginxAccessLogEntry: Sendable, Hashable {
     public var scheme: String
     /// `$ssl_protocol` (e.g. `TLSv1.3`), or `nil` over plain HTTP.
     public var tlsProtocol: String?
+    /// `$ssl_cipher` (e.g. `TLS_AES_128_GCM_SHA256`): the suite the connection negotiated, or `nil`
+    /// over plain HTTP.
+    public var tlsCipher: String? = nil
     /// `$ssl_session_reused == "r"`: the TLS session was resumed.
     public var tlsSessionReused: Bool
     /// `$request_time` in seconds.
@@ -202,6 +205,23 @@ public final class NginxServer: @unchecked Sendable {
         stop()
     }
 
+    /// The CPU time (user + system, seconds) nginx's one process has used since it started, from
+    /// `/proc/PID/stat`; `nil` when it is not running or the file cannot be read. The benchmark reads it
+    /// before and after a client's run to tell how busy the origin was (a client cannot receive faster
+    /// than this single worker sends).
+    public func cpuSeconds() -> Double? {
+        guard let pid = lock.withLock({ process?.pid }),
+            let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            // The command name (field 2) is in parentheses and may hold spaces: count from after it.
+            let close = text.lastIndex(of: ")")
+        else { return nil }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        // After the name: state is field 3, utime field 14, stime field 15 (proc(5)).
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+        return ticks > 0 ? (user + system) / ticks : nil
+    }
+
     /// `http://HOST:PORT` + `path` for the plain HTTP server. `host` may be `"localhost"`.
     public func httpURL(_ path: String, host: String = "127.0.0.1") -> String {
         "http://\(host):\(httpPort)\(path)"
@@ -291,7 +311,7 @@ public final class NginxServer: @unchecked Sendable {
         ("connectionRequests", "$connection_requests"), ("range", "$http_range"), ("ifRange", "$http_if_range"),
         ("remotePort", "$remote_port"), ("authorization", "$http_authorization"), ("cookie", "$http_cookie"),
         ("host", "$http_host"), ("serverPort", "$server_port"), ("scheme", "$scheme"),
-        ("sslProtocol", "$ssl_protocol"), ("sslSessionReused", "$ssl_session_reused"),
+        ("sslProtocol", "$ssl_protocol"), ("sslCipher", "$ssl_cipher"), ("sslSessionReused", "$ssl_session_reused"),
         ("requestTime", "$request_time"),
         ("proxyAuthorization", "$http_proxy_authorization"),
     ].map { "\"\($0.0)\":\"\($0.1)\"" }.joined(separator: ",")
@@ -464,6 +484,7 @@ public final class NginxServer: @unchecked Sendable {
             serverPort: Int(try integer("serverPort")),
             scheme: text("scheme") ?? "http",
             tlsProtocol: text("sslProtocol"),
+            tlsCipher: text("sslCipher"),
             tlsSessionReused: text("sslSessionReused") == "r",
             requestTime: text("requestTime").flatMap(Double.init) ?? 0,
             proxyAuthorization: text("proxyAuthorization")

@@ -41,6 +41,8 @@ struct NginxHarnessTests {
         #expect(nginx.httpURL("/big.bin") == "http://127.0.0.1:\(nginx.httpPort)/big.bin")
         #expect(nginx.httpURL("/big.bin", host: "localhost") == "http://localhost:\(nginx.httpPort)/big.bin")
 
+        let cpuBefore = try #require(nginx.cpuSeconds(), "nginx's CPU time is read from /proc while it runs")
+        #expect(cpuBefore >= 0)
         let connection = try RawHTTPConnection(port: nginx.httpPort)
         let full = try connection.request("GET", "/big.bin")
         #expect(full.status == 200)
@@ -73,6 +75,10 @@ struct NginxHarnessTests {
         #expect(entries[0].scheme == "http")
         #expect(entries[0].serverPort == nginx.httpPort)
         #expect(entries[0].tlsProtocol == nil)
+        #expect(entries[0].tlsCipher == nil)
+        #expect(try #require(nginx.cpuSeconds()) >= cpuBefore)
+        nginx.stop()
+        #expect(nginx.cpuSeconds() == nil, "no process, no figure")
     }
 
     @Test func configuredRedirectAnswersWithItsStatusAndVerbatimLocation() throws {
@@ -116,6 +122,15 @@ struct NginxHarnessTests {
         let handshake = try ProcessRunner.run(
             "openssl", ["s_client", "-connect", "127.0.0.1:\(port)", "-servername", "localhost", "-brief"])
         #expect(handshake.output.contains("TLSv1.3"), "s_client output: \(handshake.output)")
+
+        // The log names the negotiated suite ($ssl_cipher), which the benchmark reports per client.
+        let fetched = try ProcessRunner.run("curl", ["-sS", "-k", "--tlsv1.3", "-o", "/dev/null", "https://127.0.0.1:\(port)/small.txt"])
+        #expect(fetched.succeeded, "curl: \(fetched.output)")
+        let entries = try nginx.accessLog(waitingFor: 1)
+        let entry = try #require(entries.last)
+        #expect(entry.scheme == "https")
+        #expect(entry.tlsProtocol == "TLSv1.3")
+        #expect(entry.tlsCipher?.hasPrefix("TLS_") == true, "logged suite: \(entry.tlsCipher ?? "none")")
     }
 
     @Test func startupFailureThrowsWithNginxsOwnErrorMessage() throws {
