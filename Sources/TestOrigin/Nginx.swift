@@ -210,14 +210,10 @@ public final class NginxServer: @unchecked Sendable {
     /// before and after a client's run to tell how busy the origin was (a client cannot receive faster
     /// than this single worker sends).
     public func cpuSeconds() -> Double? {
-        guard let pid = lock.withLock({ process?.pid }),
-            let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            // The command name (field 2) is in parentheses and may hold spaces: count from after it.
-            let close = text.lastIndex(of: ")")
+        guard let pid = lock.withLock({ process?.pid }), let fields = processStatFields(pid),
+            // utime is field 14 of the file, stime field 15.
+            fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12])
         else { return nil }
-        let fields = text[text.index(after: close)...].split(separator: " ")
-        // After the name: state is field 3, utime field 14, stime field 15 (proc(5)).
-        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
         let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
         return ticks > 0 ? (user + system) / ticks : nil
     }

@@ -50,6 +50,16 @@ public func residentMemoryBytes() -> Int64 {
     return pages * Int64(sysconf(Int32(_SC_PAGESIZE)))
 }
 
+/// The fields of `/proc/PID/stat` from the third on (state, ppid, … utime is index 11, stime 12; proc(5)),
+/// or nil when the process is gone or the file cannot be read. The command name (field 2) is in
+/// parentheses and may hold spaces and parentheses itself, so the fields are counted from after its last `)`.
+public func processStatFields(_ pid: pid_t) -> [Substring]? {
+    guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        let close = text.lastIndex(of: ")")
+    else { return nil }
+    return text[text.index(after: close)...].split(separator: " ")
+}
+
 /// The path of an executable product (e.g. `downloadkit`) built beside the test bundle by
 /// `swift build --build-tests`, or nil: looked for next to the running test binary, the main bundle and
 /// every loaded `.xctest` bundle.

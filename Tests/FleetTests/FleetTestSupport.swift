@@ -130,10 +130,7 @@ enum Fleet {
 
     /// Whether process `pid` is stopped (state `T` in /proc/PID/stat).
     static func isStopped(_ pid: pid_t) -> Bool {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            let close = text.lastIndex(of: ")")
-        else { return false }
-        return text[text.index(after: close)...].trimmingCharacters(in: .whitespaces).hasPrefix("T")
+        processStatFields(pid)?.first?.hasPrefix("T") ?? false
     }
 
     /// Whether process `pid` holds a `flock` on the file at `path` (from /proc/locks).
