@@ -144,9 +144,10 @@ public final class OriginConnection {
     /// `SO_LINGER {1, 0}`, which sends an RST instead of a FIN. The peer's next read fails with
     /// `ECONNRESET`.
     ///
-    /// The wait is long because an RST discards what is still queued: a client that read nothing for 2 s
-    /// (the earlier bound) — five tests at once in a CI run under ThreadSanitizer — kept 128,000 bytes
-    /// of a `resetAfter(bytes: 1 MiB)` response, and tests that expect the whole first MiB failed.
+    /// The wait is long because an RST discards what is still queued. In a CI run under ThreadSanitizer
+    /// five tests at once kept only 128,000 bytes of a `resetAfter(bytes: 1 MiB)` response and failed,
+    /// as they expect the whole first MiB; inferred, not traced: their clients read nothing for longer
+    /// than the earlier bound of 2 s.
     public func reset(drainTimeout: Double = 30) {
         guard !handle.closed else { return }
         waitForSendQueueToDrain(timeout: drainTimeout)
