@@ -7,6 +7,11 @@
 // order, one flush per group instead of two per file, but it syncs the whole file system, everyone's
 // dirty data included. MODE 2 renames before the one group sync: an upper bound only, not safe (after
 // a power cut the final name can hold a file whose data never reached the disk).
+// MODE 4 is DownloadKit's own sequence for a new small file, with no network and no Swift: create
+// `NAME.part`, lock it (`flock`), set the resume record (a 1 KiB extended attribute) before the first
+// body byte, write 64 KiB, fdatasync, set the three validators (ETag, Last-Modified, the URL) as
+// attributes, remove the record, `fchmod`, close, rename, and wait for a directory fsync begun after
+// the rename that callers arriving meanwhile share (DownloadKit's `DirectorySync`).
 //
 //   cc -O2 -pthread -o /tmp/durable-floor Scripts/durable-floor.c
 //   mkdir /tmp/floor-1 && /tmp/durable-floor /tmp/floor-1 1000 16 [MODE]
@@ -18,7 +23,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,13 +34,15 @@ static const char *directory;
 static int total, mode, next_index;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static char body[65536];
+static char record[1024];
 static void fail(const char *what, const char *path);
 static pthread_mutex_t sync_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t sync_done = PTHREAD_COND_INITIALIZER;
 static long started, finished;
 static int syncing;
 
-// Returns after a syncfs that began after the call; callers that arrive while one runs share the next.
+// Returns after a syncfs (MODE 2, 3) or a directory fsync (MODE 4) that began after the call; callers
+// that arrive while one runs share the next.
 static void group_sync(int dfd) {
     pthread_mutex_lock(&sync_lock);
     long needed = started + 1;
@@ -41,7 +51,7 @@ static void group_sync(int dfd) {
             syncing = 1;
             long mine = ++started;
             pthread_mutex_unlock(&sync_lock);
-            if (syncfs(dfd) != 0) fail("syncfs", directory);
+            if ((mode == 4 ? fsync(dfd) : syncfs(dfd)) != 0) fail(mode == 4 ? "fsync" : "syncfs", directory);
             pthread_mutex_lock(&sync_lock);
             finished = mine;
             syncing = 0;
@@ -74,8 +84,26 @@ static void *work(void *unused) {
         const char *path = mode == 1 ? final : partial;
         int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fd < 0) fail("open", path);
+        if (mode == 4) {
+            if (flock(fd, LOCK_EX | LOCK_NB) != 0) fail("flock", path);
+            if (fsetxattr(fd, "user.dk.record", record, sizeof record, 0) != 0) fail("fsetxattr", path);
+        }
         if (write(fd, body, sizeof body) != (ssize_t)sizeof body) fail("write", path);
-        if (mode == 0) {
+        if (mode == 4) {
+            char value[128];
+            if (fdatasync(fd) != 0) fail("fdatasync", path);
+            int n = snprintf(value, sizeof value, "\"6a3f%04x-10000\"", i);
+            if (fsetxattr(fd, "user.dk.etag", value, (size_t)n, 0) != 0) fail("fsetxattr", path);
+            n = snprintf(value, sizeof value, "Fri, 27 Nov 2026 07:30:%02d GMT", i % 60);
+            if (fsetxattr(fd, "user.dk.last-modified", value, (size_t)n, 0) != 0) fail("fsetxattr", path);
+            n = snprintf(value, sizeof value, "http://127.0.0.1:18080/small/f-%04d.bin", i);
+            if (fsetxattr(fd, "user.dk.url", value, (size_t)n, 0) != 0) fail("fsetxattr", path);
+            if (fremovexattr(fd, "user.dk.record") != 0) fail("fremovexattr", path);
+            if (fchmod(fd, 0644) != 0) fail("fchmod", path);
+            close(fd);
+            if (rename(partial, final) != 0) fail("rename", partial);
+            group_sync(dfd);
+        } else if (mode == 0) {
             if (fdatasync(fd) != 0) fail("fdatasync", path);
             close(fd);
             if (rename(partial, final) != 0) fail("rename", partial);
@@ -99,18 +127,19 @@ static void *work(void *unused) {
 
 int main(int argc, char **argv) {
     if (argc < 4) {
-        fprintf(stderr, "usage: %s DIRECTORY FILES THREADS [MODE: 0 durable (default), 1 plain, 2 syncfs after rename (unsafe), 3 syncfs group commit]\n", argv[0]);
+        fprintf(stderr, "usage: %s DIRECTORY FILES THREADS [MODE: 0 durable (default), 1 plain, 2 syncfs after rename (unsafe), 3 syncfs group commit, 4 DownloadKit's sequence]\n", argv[0]);
         return 2;
     }
     directory = argv[1];
     total = atoi(argv[2]);
     int threads = atoi(argv[3]);
     mode = argc > 4 ? atoi(argv[4]) : 0;
-    if (total < 1 || threads < 1 || threads > 256 || mode < 0 || mode > 3) {
-        fprintf(stderr, "FILES must be at least 1, THREADS 1 to 256 and MODE 0 to 3\n");
+    if (total < 1 || threads < 1 || threads > 256 || mode < 0 || mode > 4) {
+        fprintf(stderr, "FILES must be at least 1, THREADS 1 to 256 and MODE 0 to 4\n");
         return 2;
     }
     memset(body, 7, sizeof body);
+    memset(record, 'r', sizeof record);
     struct timespec start, end;
     clock_gettime(CLOCK_MONOTONIC, &start);
     pthread_t workers[256];
@@ -122,6 +151,6 @@ int main(int argc, char **argv) {
     double wall = (double)(end.tv_sec - start.tv_sec) + (double)(end.tv_nsec - start.tv_nsec) / 1e9;
     double cpu = (double)usage.ru_utime.tv_sec + (double)usage.ru_utime.tv_usec / 1e6 + (double)usage.ru_stime.tv_sec
         + (double)usage.ru_stime.tv_usec / 1e6;
-    printf("%s: %.0f files/s, %.3f CPU-ms a file\n", mode == 1 ? "plain" : mode == 2 ? "syncfs after rename (unsafe)" : mode == 3 ? "syncfs group commit" : "durable", total / wall, cpu * 1000 / total);
+    printf("%s: %.0f files/s, %.3f CPU-ms a file\n", mode == 1 ? "plain" : mode == 2 ? "syncfs after rename (unsafe)" : mode == 3 ? "syncfs group commit" : mode == 4 ? "DownloadKit's sequence" : "durable", total / wall, cpu * 1000 / total);
     return 0;
 }
