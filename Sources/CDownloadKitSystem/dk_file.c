@@ -5,7 +5,10 @@
 #include <pthread.h>
 #include <errno.h>
 #include <sys/ioctl.h>
+#include <stdio.h>
 #include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/xattr.h>
 #include <linux/falloc.h>
 #include <unistd.h>
@@ -36,6 +39,31 @@ unsigned int dk_splice_flags_move(void) { return SPLICE_F_MOVE; }
 
 int dk_start_writeback(int fd, off_t offset, off_t length) {
     return sync_file_range(fd, offset, length, SYNC_FILE_RANGE_WRITE);
+}
+
+long dk_file_system_type(int fd) {
+    struct statfs system;
+    return fstatfs(fd, &system) == 0 ? (long)system.f_type : -1;
+}
+
+int dk_reopen_direct(int fd) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    int direct = open(path, O_WRONLY | O_DIRECT | O_CLOEXEC);
+    if (direct < 0) return -1;
+    struct stat original, reopened;
+    if (fstat(fd, &original) != 0 || fstat(direct, &reopened) != 0) {
+        int saved = errno;
+        close(direct);
+        errno = saved;
+        return -1;
+    }
+    if (original.st_dev != reopened.st_dev || original.st_ino != reopened.st_ino) {
+        close(direct);
+        errno = ESTALE;
+        return -1;
+    }
+    return direct;
 }
 
 int dk_random_bytes(void *buffer, size_t length) {

@@ -170,6 +170,16 @@ public struct DownloadConfiguration: Sendable {
     public var connections: Int = 1
     /// Segments are never split below this many bytes. Default 1 MiB.
     public var minimumSegmentSize: Int64 = 1 << 20
+    /// Whether the workers of a segmented download write whole 4 KiB blocks with `O_DIRECT`, past the
+    /// page cache, where the file system allows it (others, and partial blocks, go through the page cache
+    /// as before). Default true.
+    ///
+    /// Copying each byte into page-cache pages was most of a segmented download's CPU, and one writer at a
+    /// time doing it held back every other connection; on a VM whose host reclaims the guest's free
+    /// memory that copy costs several times a memory copy (docs/BENCHMARKS.md, "16 connections, past the
+    /// page cache"). The finished file is then not in the page cache: a program that reads it right away
+    /// reads it from the disk. Set false to keep the file's pages cached (or to measure the difference).
+    public var directSegmentWrites: Bool = true
     /// Settings for the HTTP client when the download creates its own.
     public var client: DKHTTPClientConfiguration
     /// Where the download logs what an operator needs (see docs/ENGINE.md, "Logging and metrics"):

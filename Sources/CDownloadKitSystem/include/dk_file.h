@@ -30,6 +30,17 @@ unsigned int dk_splice_flags_move(void);
 /// Returns 0 or -1 with errno set.
 int dk_start_writeback(int fd, off_t offset, off_t length);
 
+/// The type of the file system holding `fd`'s file (`fstatfs`'s `f_type`: 0xEF53 for ext4, 0x58465342
+/// for XFS), or -1 with errno set. Swift's Glibc module does not import <sys/vfs.h>.
+long dk_file_system_type(int fd);
+
+/// Opens the file `fd` refers to once more, write-only with `O_DIRECT` (writes go from the caller's
+/// memory to the device, past the page cache), as a new open file description: through
+/// `/proc/self/fd/FD`, so no other file can be put in its place by a rename in between, and checked to
+/// be the same inode. Returns the descriptor, or -1 with errno set (EINVAL where the file system refuses
+/// `O_DIRECT`, ENOENT without /proc, ESTALE if the inode differs).
+int dk_reopen_direct(int fd);
+
 /// Fills `length` bytes from the kernel's random generator (`getrandom(2)`, flags 0: blocks only until
 /// the generator is first seeded at boot), looping over short reads and EINTR. Returns 0, or -1 with
 /// errno set. Swift's `SystemRandomNumberGenerator` makes one such call per 8 bytes.
