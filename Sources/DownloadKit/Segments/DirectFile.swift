@@ -36,13 +36,17 @@ struct DirectWriteSplit: Equatable {
 /// A download's temp file opened a second time, with `O_DIRECT`, and the aligned buffer its writes are
 /// made from. Segment workers write through it (``SegmentFileWriter``, under its lock) so that a
 /// segmented download does not copy every byte into page-cache pages: on this project's VMs a page the
-/// guest gave back to the host costs 2–3 CPU-s/GiB to touch again, and one writer copying 16 × 26 MB/s
+/// guest gave back to the host costs 2–3.5 CPU-s/GiB to touch again, and one writer copying 16 × 26 MB/s
 /// into such pages held back the 15 connections waiting behind it (docs/BENCHMARKS.md, "16 connections,
 /// past the page cache").
 ///
 /// Durability is unchanged: a direct write has reached the device (perhaps its volatile cache) when it
 /// returns, and the checkpoint's `fdatasync` of the inode flushes that cache and the extent changes as
 /// it did for buffered pages.
+///
+/// The partial's one-writer lock (`PartialFileLock`) is a `flock`, which belongs to the engine's open file
+/// description: opening and closing this second one leaves it held. A POSIX `fcntl` lock would not be:
+/// closing any descriptor of a file releases those, so such a lock would need this one kept open as long.
 final class DirectFile {
     /// Offsets, lengths and the buffer's address are multiples of this. 4 KiB covers devices with 512-byte
     /// and 4 KiB logical blocks; a file system that asks for more refuses the first write (`EINVAL`) and the
