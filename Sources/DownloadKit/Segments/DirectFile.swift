@@ -64,8 +64,8 @@ final class DirectFile {
         /// The file system took fewer bytes than asked: the rest goes through the page cache.
         case short
         /// The file system refused `O_DIRECT` for this file (`EINVAL`), or the aligned buffer could not be
-        /// allocated, and nothing of the refused piece was written: the rest of the download goes through
-        /// the page cache.
+        /// allocated. Nothing past `written` reached the file; the rest of this write and of the download
+        /// goes through the page cache.
         case refused
     }
 
