@@ -10,7 +10,7 @@ import Glibc
 /// two writes (a segment's end inside it, or a response's pieces) always go through the page cache, so no
 /// block is written both ways in one run; where an earlier run left a block in the page cache, the
 /// kernel writes it back and drops it before a direct write to that range.
-struct DirectWriteSplit: Equatable {
+struct DirectWriteSplit {
     /// The bytes at the start of the write that go through the page cache.
     var head: Int
     /// The bytes after `head` that go direct: whole blocks, at an aligned offset (0 when none).
