@@ -170,16 +170,27 @@ public struct DownloadConfiguration: Sendable {
     public var connections: Int = 1
     /// Segments are never split below this many bytes. Default 1 MiB.
     public var minimumSegmentSize: Int64 = 1 << 20
-    /// Whether the workers of a segmented download write whole 4 KiB blocks with `O_DIRECT`, past the
-    /// page cache, where the file system allows it (others, and partial blocks, go through the page cache
-    /// as before). Default true.
+    /// Whether downloads write whole 4 KiB blocks with `O_DIRECT`, past the page cache, where the file
+    /// system allows it (ext4 and XFS; partial blocks, and other file systems, go through the page cache).
+    /// Default true. Two paths use it: the workers of a segmented download, and a single-connection body
+    /// of 64 to 256 KiB, gathered in memory and written in one piece instead of spliced into the page
+    /// cache.
     ///
     /// Copying each byte into page-cache pages was most of a segmented download's CPU, and one writer at a
     /// time doing it held back every other connection; on a VM whose host reclaims the guest's free
     /// memory that copy costs several times a memory copy (docs/BENCHMARKS.md, "16 connections, past the
-    /// page cache"). The finished file is then not in the page cache: a program that reads it right away
-    /// reads it from the disk. Set false to keep the file's pages cached (or to measure the difference).
-    public var directSegmentWrites: Bool = true
+    /// page cache"). For small files it was most of the file system's share of each file ("Small files:
+    /// past the page cache"). The finished file is then not in the page cache: a program that reads it
+    /// right away reads it from the disk. Set false to keep the file's pages cached (or to measure the
+    /// difference).
+    public var directWrites: Bool = true
+
+    /// The former name of ``directWrites``, from when only segmented downloads wrote direct.
+    @available(*, deprecated, renamed: "directWrites")
+    public var directSegmentWrites: Bool {
+        get { directWrites }
+        set { directWrites = newValue }
+    }
     /// Settings for the HTTP client when the download creates its own.
     public var client: DKHTTPClientConfiguration
     /// Where the download logs what an operator needs (see docs/ENGINE.md, "Logging and metrics"):

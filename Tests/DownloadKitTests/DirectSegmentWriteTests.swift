@@ -5,7 +5,7 @@ import Glibc
 import Testing
 import TestOrigin
 
-/// Segment writes past the page cache (`DownloadConfiguration.directSegmentWrites`, issue #18): how a
+/// Segment writes past the page cache (`DownloadConfiguration.directWrites`, issue #18): how a
 /// write is cut into page-cache and direct parts, that pieces written in any order leave exactly the
 /// right bytes either way, that a file system outside the list keeps the page cache, and that a real
 /// segmented download writes its blocks direct (its pages are not left in the page cache) and still
@@ -143,7 +143,7 @@ struct DirectSegmentWriteTests {
         for direct in [true, false] {
             var configuration = testConfiguration()
             configuration.connections = 4
-            configuration.directSegmentWrites = direct
+            configuration.directWrites = direct
             let name = direct ? "direct" : "buffered"
             let (result, _) = await runDownload(
                 DownloadRequest(url: origin.url("/direct"), destination: .file(dir.file(name))), configuration: configuration)

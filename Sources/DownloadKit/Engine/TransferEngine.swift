@@ -314,51 +314,76 @@ final class TransferEngine {
             if restart != nil { try discardPartialData() }
             var writing = false
             var partDigest: (digest: DKDigest, expected: [UInt8])?
-            _ = try client.execute(
-                httpRequest, cancellation: control.cancellation, buffer: buffer,
-                onHead: { head in
-                    let decision = self.machine.responseHead(head, wallClock: Int64(Date().timeIntervalSince1970))
-                    self.publishDecisions()
-                    switch decision {
-                    case .discard:
-                        return .discard
-                    case .abandon(let failure):
-                        throw failure
-                    case .write(let restart):
-                        if restart != nil { try self.discardPartialData() }
-                        try self.reserveSpace()
-                        try self.recordValidatorsCheckpoint()
-                        self.machine.bodyStarts()
+            var gathered: (body: SmallBodyGather, writer: SegmentFileWriter)?
+            defer { gathered = nil }  // the buffer goes back to the pool
+            do {
+                _ = try client.execute(
+                    httpRequest, cancellation: control.cancellation, buffer: buffer,
+                    onHead: { head in
+                        let decision = self.machine.responseHead(head, wallClock: Int64(Date().timeIntervalSince1970))
                         self.publishDecisions()
-                        writing = true
-                        if let md5Text = head.headers.first(name: "Content-MD5"), let md5 = try? ContentMD5(parsing: md5Text) {
-                            partDigest = (DKDigest(.md5), md5.digest)
+                        switch decision {
+                        case .discard:
+                            return .discard
+                        case .abandon(let failure):
+                            throw failure
+                        case .write(let restart):
+                            if restart != nil { try self.discardPartialData() }
+                            try self.reserveSpace()
+                            try self.recordValidatorsCheckpoint()
+                            self.machine.bodyStarts()
+                            self.publishDecisions()
+                            writing = true
+                            if let md5Text = head.headers.first(name: "Content-MD5"), let md5 = try? ContentMD5(parsing: md5Text) {
+                                partDigest = (DKDigest(.md5), md5.digest)
+                            }
+                            // Nothing needs to see the bytes (no digest, no Content-MD5, no rate limit, no write
+                            // fence): let the kernel move them from the socket to the file (plain HTTP,
+                            // Content-Length bodies). A manager's buckets are there but unlimited until a limit is
+                            // set; one set mid-body still holds on average (spliced bytes are accounted too,
+                            // a pipe's worth at a time) and the next exchange reads through the buffer.
+                            if self.digest == nil, partDigest == nil, self.rateLimiters.allSatisfy(\.isUnlimited),
+                                !WriteFence.guards(self.tempPath)
+                            {
+                                // A small body is gathered instead and written in one piece, past the page cache.
+                                gathered = self.smallBodyGather(file)
+                                if gathered != nil { return .stream }
+                                return .spliceToFile(fileDescriptor: file.fd, offset: self.machine.resource.offset)
+                            }
+                            return .stream
                         }
-                        // Nothing needs to see the bytes (no digest, no Content-MD5, no rate limit, no write
-                        // fence): let the kernel move them from the socket to the file (plain HTTP,
-                        // Content-Length bodies). A manager's buckets are there but unlimited until a limit is
-                        // set; one set mid-body still holds on average (spliced bytes are accounted too,
-                        // a pipe's worth at a time) and the next exchange reads through the buffer.
-                        if self.digest == nil, partDigest == nil, self.rateLimiters.allSatisfy(\.isUnlimited),
-                            !WriteFence.guards(self.tempPath)
-                        {
-                            return .spliceToFile(fileDescriptor: file.fd, offset: self.machine.resource.offset)
+                    },
+                    onBody: { bytes in
+                        if let end = self.machine.bodyLimit, self.machine.resource.offset + Int64(bytes.count) > end + 1 {
+                            throw DownloadError(
+                                .contentRangeMismatch, "the 206 body runs past the end of its Content-Range (byte \(end))",
+                                httpStatus: 206, isTransient: true)
                         }
-                        return .stream
-                    }
-                },
-                onBody: { bytes in
-                    if let end = self.machine.bodyLimit, self.machine.resource.offset + Int64(bytes.count) > end + 1 {
-                        throw DownloadError(
-                            .contentRangeMismatch, "the 206 body runs past the end of its Content-Range (byte \(end))",
-                            httpStatus: 206, isTransient: true)
-                    }
-                    try self.write(bytes, to: file)
-                    partDigest?.digest.update(bytes)
-                },
-                onSpliced: { count in
-                    try self.didWrite(count)
-                })
+                        if let (body, writer) = gathered {
+                            // Bytes that waited a progress interval go into the file (and the progress) first,
+                            // so a slow or stalling link still shows them.
+                            let now = monotonicSeconds()
+                            if body.count > 0, now - body.oldestArrival >= self.configuration.progressInterval.asSeconds {
+                                try self.writeGathered(body, through: writer)
+                            }
+                            if !body.append(bytes, now: now) {
+                                try self.writeGathered(body, through: writer)
+                                guard body.append(bytes, now: now) else { return try self.write(bytes, to: file) }
+                            }
+                            return
+                        }
+                        try self.write(bytes, to: file)
+                        partDigest?.digest.update(bytes)
+                    },
+                    onSpliced: { count in
+                        try self.didWrite(count)
+                    })
+            } catch {
+                // What arrived before the failure goes into the file (and is credited) before it surfaces.
+                if let (body, writer) = gathered { try writeGathered(body, through: writer) }
+                throw error
+            }
+            if let (body, writer) = gathered { try writeGathered(body, through: writer) }
             if writing {
                 publishProgress()
                 if let part = partDigest, part.digest.finalize() != part.expected {
@@ -369,6 +394,32 @@ final class TransferEngine {
             }
             return machine.exchangeEnded()
         }
+    }
+
+    /// A gather for the body about to start, when it is small enough (``SmallBodyGather``), its length is
+    /// known, direct writes are on and the file system takes them; else nil (the body is spliced).
+    private func smallBodyGather(_ file: FileHandleFD) -> (body: SmallBodyGather, writer: SegmentFileWriter)? {
+        guard configuration.directWrites, let total = machine.resource.totalLength,
+            let body = SmallBodyGather(remaining: total - machine.resource.offset, at: machine.resource.offset)
+        else { return nil }
+        let writer = SegmentFileWriter(file, direct: true)
+        return writer.writesDirect ? (body, writer) : nil
+    }
+
+    /// Writes the gathered bytes at the file's end (whole blocks direct, the ends through the page cache)
+    /// and credits them; on a failure credits what reached the file, like ``write(_:to:)``.
+    private func writeGathered(_ body: SmallBodyGather, through writer: SegmentFileWriter) throws {
+        let bytes = body.pending
+        guard !bytes.isEmpty else { return }
+        var written = 0
+        defer { body.consumed(written) }
+        do {
+            try writer.write(bytes, at: machine.resource.offset, written: &written)
+        } catch {
+            machine.bodyWritten(written)
+            throw error
+        }
+        try didWrite(written)
     }
 
     private func receiveBufferSize(_ client: DKHTTPClient) -> Int {

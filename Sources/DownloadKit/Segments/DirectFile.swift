@@ -95,7 +95,8 @@ final class DirectFile {
         free(buffer)
     }
 
-    /// Writes `bytes` (whole blocks) at the aligned `offset`, copying them through the aligned buffer.
+    /// Writes `bytes` (whole blocks) at the aligned `offset`: straight from `bytes` when they are at an
+    /// aligned address (``SmallBodyGather``'s buffer), else copied through the aligned buffer.
     /// - Parameter written: Set to the bytes that reached the file, also when this throws.
     /// - Throws: ``FileSystemError`` for a failure other than the file system's refusal (a full disk, an
     ///   I/O error, a lost lease).
@@ -103,11 +104,19 @@ final class DirectFile {
         written = 0
         guard let base = bytes.baseAddress else { return .written }
         try WriteFence.check("pwrite", path)
-        guard let buffer = alignedBuffer() else { return .refused }
+        var bounce: UnsafeMutableRawPointer?
+        if Int(bitPattern: base) % Self.alignment != 0 {
+            guard let buffer = alignedBuffer() else { return .refused }
+            bounce = buffer
+        }
         while written < bytes.count {
             let count = min(bytes.count - written, Self.bufferCapacity)
-            buffer.copyMemory(from: base + written, byteCount: count)
-            let n = pwrite(fd, buffer, count, off_t(offset) + off_t(written))
+            var source = base + written
+            if let bounce {
+                bounce.copyMemory(from: source, byteCount: count)
+                source = UnsafeRawPointer(bounce)
+            }
+            let n = pwrite(fd, source, count, off_t(offset) + off_t(written))
             if n < 0 {
                 if errno == EINTR { continue }
                 if errno == EINVAL { return .refused }

@@ -83,7 +83,7 @@ struct SegmentCoordinator {
         control.setState(.segmented(connections: workers))
         let tokens = (0..<workers).map { _ in CancellationToken() }
         let group = DispatchGroup()
-        let writer = SegmentFileWriter(file, direct: configuration.directSegmentWrites)
+        let writer = SegmentFileWriter(file, direct: configuration.directWrites)
         // Counted before any worker starts: a fast worker's first buffer must count as this run's.
         let writtenAtStart = board.written
         let sharedWait = SharedShortestWait()

@@ -21,7 +21,7 @@ struct SharedFile: @unchecked Sendable {
 /// (perf, 3 alternating pairs), the same wall time (docs/BENCHMARKS.md, "Segment writes, one at a
 /// time").
 ///
-/// With ``DownloadConfiguration/directSegmentWrites`` (the default) the whole blocks of each write go
+/// With ``DownloadConfiguration/directWrites`` (the default) the whole blocks of each write go
 /// past the page cache through a second descriptor (``DirectFile``, cut by ``DirectWriteSplit``); the
 /// rest, and everything on a file system outside ``DirectFile/fileSystems`` or one that refuses
 /// `O_DIRECT`, goes through the page cache.
@@ -45,6 +45,9 @@ struct SegmentFileWriter: Sendable {
     init(_ handle: FileHandleFD, direct: Bool) {
         files = LockedValue(Files(handle: handle, direct: direct ? DirectFile(sameFileAs: handle) : nil))
     }
+
+    /// Whether whole blocks go past the page cache (false on other file systems, or after a refusal).
+    var writesDirect: Bool { files.withLock { $0.direct != nil } }
 
     /// The bytes written past the page cache so far.
     var directBytes: Int64 { files.withLock { $0.directBytes } }

@@ -1,0 +1,145 @@
+@testable import DownloadKit
+import Foundation
+import CDownloadKitSystem
+import Glibc
+import Testing
+import TestOrigin
+
+/// Small single-connection bodies gathered and written past the page cache (`SmallBodyGather`,
+/// `DownloadConfiguration.directWrites`, issue #18): the buffer's block mapping, the pool's bound, and
+/// real downloads — the right bytes, the pages not left cached, and nothing that arrived lost when the
+/// connection drops mid-body.
+@Suite(.timeLimit(.minutes(2)))
+struct SmallBodyGatherTests {
+
+    func pattern(_ count: Int, from offset: Int, seed: UInt64 = 5) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: count)
+        bytes.withUnsafeMutableBytes { TestPattern.fill($0, offset: Int64(offset), seed: seed) }
+        return bytes
+    }
+
+    @Test func onlyBodiesFromSixtyFourKiBToTheCapacityAreGathered() throws {
+        #expect(SmallBodyGather(remaining: (64 << 10) - 1, at: 0) == nil)
+        #expect(SmallBodyGather(remaining: Int64(SmallBodyGather.capacity) + 1, at: 0) == nil)
+        // The offset's place in its block counts against the capacity.
+        #expect(SmallBodyGather(remaining: Int64(SmallBodyGather.capacity), at: 4_097) == nil)
+        #expect(SmallBodyGather(remaining: Int64(SmallBodyGather.capacity) - 1, at: 4_097) != nil)
+        #expect(SmallBodyGather(remaining: 64 << 10, at: 0) != nil)
+    }
+
+    @Test func pendingBytesKeepTheirOrderAndAlignedOffsetsSitAtAlignedAddresses() throws {
+        let start = 5_000
+        let body = try #require(SmallBodyGather(remaining: 200_000, at: Int64(start)))
+        let expected = pattern(200_000, from: start)
+        var fed = 0
+        for size in [1, 3_191, 70_000, 12, 40_000] {
+            let piece = Array(expected[fed..<(fed + size)])
+            #expect(piece.withUnsafeBytes { body.append($0, now: 0) })
+            fed += size
+        }
+        #expect(Array(body.pending) == Array(expected[0..<fed]))
+        // Write 3,192 bytes: the next pending byte is file offset 8,192, a block start, at an aligned address.
+        body.consumed(3_192)
+        #expect(body.start == 8_192)
+        #expect(Int(bitPattern: body.pending.baseAddress) % DirectFile.alignment == 0)
+        #expect(Array(body.pending) == Array(expected[3_192..<fed]))
+        // Then an unaligned amount: the rest moves to its block's place and stays in order.
+        body.consumed(10_000)
+        #expect(body.start == Int64(start + 13_192))
+        #expect(Int(bitPattern: body.pending.baseAddress) % DirectFile.alignment == Int(body.start) % DirectFile.alignment)
+        let rest = Array(expected[fed..<200_000])
+        #expect(rest.withUnsafeBytes { body.append($0, now: 0) })
+        #expect(Array(body.pending) == Array(expected[13_192..<200_000]))
+        // Past the capacity nothing is appended.
+        #expect(!pattern(SmallBodyGather.capacity, from: 0).withUnsafeBytes { body.append($0, now: 0) })
+    }
+
+    @Test func thePoolHandsOutAtMostItsLimitAndReusesWhatComesBack() throws {
+        let pool = AlignedBufferPool(limit: 2)
+        let first = try #require(pool.take())
+        let second = try #require(pool.take())
+        #expect(pool.take() == nil)
+        #expect(Int(bitPattern: first) % DirectFile.alignment == 0 && Int(bitPattern: second) % DirectFile.alignment == 0)
+        pool.giveBack(first)
+        #expect(pool.take() == first)
+        pool.giveBack(first)
+        pool.giveBack(second)
+    }
+
+    /// The share of `path`'s pages in the page cache (`mincore`).
+    func residentShare(_ path: String) throws -> Double {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        var info = stat()
+        try #require(fstat(fd, &info) == 0 && info.st_size > 0)
+        let size = Int(info.st_size)
+        let map = mmap(nil, size, PROT_READ, MAP_SHARED, fd, 0)
+        try #require(map != MAP_FAILED)
+        defer { munmap(map, size) }
+        let pages = (size + 4_095) / 4_096
+        var vector = [UInt8](repeating: 0, count: pages)
+        try #require(mincore(map, size, &vector) == 0)
+        return Double(vector.filter { $0 & 1 != 0 }.count) / Double(pages)
+    }
+
+    @Test(arguments: [Int64(64 << 10), 200_123])
+    func aSmallBodyIsWrittenPastThePageCacheAndEndsWithTheRightFile(size: Int64) async throws {
+        let origin = try FaultOrigin()
+        origin.serve("/small", .resource(Resource(size: size, seed: 12)))
+        let dir = try ScratchDirectory()
+        let fd = open(dir.path, O_RDONLY | O_CLOEXEC)
+        try #require(fd >= 0)
+        let type = dk_file_system_type(fd)
+        close(fd)
+        try #require(DirectFile.fileSystems.contains(type), "the scratch directory is on ext4 or XFS on this project's machines")
+        for direct in [true, false] {
+            var configuration = testConfiguration()
+            configuration.directWrites = direct
+            let name = direct ? "direct" : "spliced"
+            let (result, _) = await runDownload(
+                DownloadRequest(url: origin.url("/small"), destination: .file(dir.file(name))), configuration: configuration)
+            #expect(try result.get().bytes == size)
+            // Direct: the whole blocks went past the page cache; only partial ones (the last, say) are cached.
+            let resident = try residentShare(dir.file(name))
+            if direct {
+                #expect(resident < 0.15, "\(Int(resident * 100)) % of the pages are cached")
+            } else {
+                #expect(resident > 0.9, "\(Int(resident * 100)) % of the pages are cached")
+            }
+            #expect(fileMatchesPattern(dir.file(name), size: size, seed: 12))
+        }
+    }
+
+    @Test func whatArrivedBeforeTheConnectionDroppedIsKeptAndTheRestIsAskedFor() async throws {
+        let size: Int64 = 200_000
+        let origin = try FaultOrigin()
+        origin.serve("/cut", .resource(Resource(size: size, seed: 13, faults: [.closeAfter(bytes: 90_000, times: 1)])))
+        let dir = try ScratchDirectory()
+        let (result, _) = await runDownload(DownloadRequest(url: origin.url("/cut"), destination: .file(dir.file("cut"))))
+        #expect(try result.get().bytes == size)
+        #expect(fileMatchesPattern(dir.file("cut"), size: size, seed: 13))
+        let requests = origin.requests("/cut")
+        #expect(requests.count == 2)
+        // The 90,000 bytes gathered before the close were written, not dropped: the retry asks for the rest.
+        #expect(requests.last?.header("Range") == "bytes=90000-")
+    }
+
+    @Test func aStalledBodyShowsProgressForWhatArrivedBeforeItEnds() async throws {
+        let size: Int64 = 200_000
+        let origin = try FaultOrigin()
+        origin.serve("/stall", .resource(Resource(size: size, seed: 14, faults: [.stallAfter(bytes: 100_000, seconds: 0.3, times: 1)])))
+        let dir = try ScratchDirectory()
+        let (result, events) = await runDownload(DownloadRequest(url: origin.url("/stall"), destination: .file(dir.file("stall"))))
+        #expect(try result.get().bytes == size)
+        #expect(fileMatchesPattern(dir.file("stall"), size: size, seed: 14))
+        // Bytes that waited longer than the progress interval were written and reported before the last ones.
+        let partial = events.compactMap { event -> Int64? in
+            if case .progress(let progress) = event, progress.bytesReceived > 0, progress.bytesReceived < size {
+                return progress.bytesReceived
+            }
+            return nil
+        }
+        #expect(!partial.isEmpty, "no progress between the first and the last byte")
+    }
+}
