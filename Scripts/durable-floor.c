@@ -12,6 +12,9 @@
 // body byte, write 64 KiB, fdatasync, set the three validators (ETag, Last-Modified, the URL) as
 // attributes, remove the record, `fchmod`, close, rename, and wait for a directory fsync begun after
 // the rename that callers arriving meanwhile share (DownloadKit's `DirectorySync`).
+// MODE 5 is MODE 4 with the body written past the page cache, as DownloadKit writes a gathered small
+// body (`SmallBodyGather`): copied into a page-aligned buffer and written through a second descriptor
+// opened with `O_DIRECT`.
 //
 //   cc -O2 -pthread -o /tmp/durable-floor Scripts/durable-floor.c
 //   mkdir /tmp/floor-1 && /tmp/durable-floor /tmp/floor-1 1000 16 [MODE]
@@ -51,7 +54,7 @@ static void group_sync(int dfd) {
             syncing = 1;
             long mine = ++started;
             pthread_mutex_unlock(&sync_lock);
-            if ((mode == 4 ? fsync(dfd) : syncfs(dfd)) != 0) fail(mode == 4 ? "fsync" : "syncfs", directory);
+            if ((mode >= 4 ? fsync(dfd) : syncfs(dfd)) != 0) fail(mode >= 4 ? "fsync" : "syncfs", directory);
             pthread_mutex_lock(&sync_lock);
             finished = mine;
             syncing = 0;
@@ -72,6 +75,8 @@ static void fail(const char *what, const char *path) {
 static void *work(void *unused) {
     (void)unused;
     char partial[4096], final[4096];
+    void *aligned = NULL;
+    if (mode == 5 && posix_memalign(&aligned, 4096, sizeof body) != 0) fail("posix_memalign", directory);
     int dfd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) fail("open directory", directory);
     for (;;) {
@@ -84,12 +89,20 @@ static void *work(void *unused) {
         const char *path = mode == 1 ? final : partial;
         int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fd < 0) fail("open", path);
-        if (mode == 4) {
+        if (mode >= 4) {
             if (flock(fd, LOCK_EX | LOCK_NB) != 0) fail("flock", path);
             if (fsetxattr(fd, "user.dk.record", record, sizeof record, 0) != 0) fail("fsetxattr", path);
         }
-        if (write(fd, body, sizeof body) != (ssize_t)sizeof body) fail("write", path);
-        if (mode == 4) {
+        if (mode == 5) {
+            int direct = open(path, O_WRONLY | O_DIRECT | O_CLOEXEC);
+            if (direct < 0) fail("open O_DIRECT", path);
+            memcpy(aligned, body, sizeof body);
+            if (pwrite(direct, aligned, sizeof body, 0) != (ssize_t)sizeof body) fail("pwrite O_DIRECT", path);
+            close(direct);
+        } else if (write(fd, body, sizeof body) != (ssize_t)sizeof body) {
+            fail("write", path);
+        }
+        if (mode >= 4) {
             char value[128];
             if (fdatasync(fd) != 0) fail("fdatasync", path);
             int n = snprintf(value, sizeof value, "\"6a3f%04x-10000\"", i);
@@ -122,20 +135,21 @@ static void *work(void *unused) {
         }
     }
     close(dfd);
+    free(aligned);
     return NULL;
 }
 
 int main(int argc, char **argv) {
     if (argc < 4) {
-        fprintf(stderr, "usage: %s DIRECTORY FILES THREADS [MODE: 0 durable (default), 1 plain, 2 syncfs after rename (unsafe), 3 syncfs group commit, 4 DownloadKit's sequence]\n", argv[0]);
+        fprintf(stderr, "usage: %s DIRECTORY FILES THREADS [MODE: 0 durable (default), 1 plain, 2 syncfs after rename (unsafe), 3 syncfs group commit, 4 DownloadKit's sequence, 5 the same written O_DIRECT]\n", argv[0]);
         return 2;
     }
     directory = argv[1];
     total = atoi(argv[2]);
     int threads = atoi(argv[3]);
     mode = argc > 4 ? atoi(argv[4]) : 0;
-    if (total < 1 || threads < 1 || threads > 256 || mode < 0 || mode > 4) {
-        fprintf(stderr, "FILES must be at least 1, THREADS 1 to 256 and MODE 0 to 4\n");
+    if (total < 1 || threads < 1 || threads > 256 || mode < 0 || mode > 5) {
+        fprintf(stderr, "FILES must be at least 1, THREADS 1 to 256 and MODE 0 to 5\n");
         return 2;
     }
     memset(body, 7, sizeof body);
@@ -151,6 +165,6 @@ int main(int argc, char **argv) {
     double wall = (double)(end.tv_sec - start.tv_sec) + (double)(end.tv_nsec - start.tv_nsec) / 1e9;
     double cpu = (double)usage.ru_utime.tv_sec + (double)usage.ru_utime.tv_usec / 1e6 + (double)usage.ru_stime.tv_sec
         + (double)usage.ru_stime.tv_usec / 1e6;
-    printf("%s: %.0f files/s, %.3f CPU-ms a file\n", mode == 1 ? "plain" : mode == 2 ? "syncfs after rename (unsafe)" : mode == 3 ? "syncfs group commit" : mode == 4 ? "DownloadKit's sequence" : "durable", total / wall, cpu * 1000 / total);
+    printf("%s: %.0f files/s, %.3f CPU-ms a file\n", mode == 1 ? "plain" : mode == 2 ? "syncfs after rename (unsafe)" : mode == 3 ? "syncfs group commit" : mode == 4 ? "DownloadKit's sequence" : mode == 5 ? "DownloadKit's sequence, O_DIRECT" : "durable", total / wall, cpu * 1000 / total);
     return 0;
 }
