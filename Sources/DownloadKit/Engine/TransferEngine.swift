@@ -354,7 +354,11 @@ final class TransferEngine {
                         }
                     },
                     onBody: { bytes in
-                        if let end = self.machine.bodyLimit, self.machine.resource.offset + Int64(bytes.count) > end + 1 {
+                        // Gathered bytes are not credited yet: they count against the range too.
+                        let gatheredCount = Int64(gathered?.body.count ?? 0)
+                        if let end = self.machine.bodyLimit,
+                            self.machine.resource.offset + gatheredCount + Int64(bytes.count) > end + 1
+                        {
                             throw DownloadError(
                                 .contentRangeMismatch, "the 206 body runs past the end of its Content-Range (byte \(end))",
                                 httpStatus: 206, isTransient: true)
