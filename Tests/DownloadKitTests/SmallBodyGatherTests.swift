@@ -125,6 +125,26 @@ struct SmallBodyGatherTests {
         #expect(requests.last?.header("Range") == "bytes=90000-")
     }
 
+    @Test func aGatheredBodyCutMidWayLeavesItsRecordOnThePartialAndTheNextRunResumes() async throws {
+        let size: Int64 = 200_000
+        let origin = try FaultOrigin()
+        let resource = Resource(size: size, seed: 15, faults: [.closeAfter(bytes: 90_000, times: 1)])
+        origin.serve("/cut", .resource(resource))
+        let dir = try ScratchDirectory()
+        let request = DownloadRequest(url: origin.url("/cut"), destination: .file(dir.file("cut")))
+        let (first, _) = await runDownload(request, configuration: testConfiguration(retries: 0))
+        #expect(throws: DownloadError.self) { try first.get() }
+        // The record goes on the partial before the bytes that do not complete the body.
+        #expect(dir.size("cut.dkpart") == 90_000)
+        let record = try #require(ResumeInfo.stored(onPartial: dir.file("cut.dkpart")))
+        #expect(record.entityTag == Resource.derivedETag(seed: 15, size: size))
+        let (second, _) = await runDownload(request)
+        #expect(try second.get().resumedFrom == 90_000)
+        #expect(fileMatchesPattern(dir.file("cut"), size: size, seed: 15))
+        #expect(origin.requests("/cut").last?.header("Range") == "bytes=90000-")
+        #expect(origin.requests("/cut").last?.header("If-Range") == Resource.derivedETag(seed: 15, size: size))
+    }
+
     @Test func aStalledBodyShowsProgressForWhatArrivedBeforeItEnds() async throws {
         let size: Int64 = 200_000
         let origin = try FaultOrigin()

@@ -330,10 +330,6 @@ final class TransferEngine {
                         case .write(let restart):
                             if restart != nil { try self.discardPartialData() }
                             try self.reserveSpace()
-                            try self.recordValidatorsCheckpoint()
-                            self.machine.bodyStarts()
-                            self.publishDecisions()
-                            writing = true
                             if let md5Text = head.headers.first(name: "Content-MD5"), let md5 = try? ContentMD5(parsing: md5Text) {
                                 partDigest = (DKDigest(.md5), md5.digest)
                             }
@@ -342,12 +338,23 @@ final class TransferEngine {
                             // Content-Length bodies). A manager's buckets are there but unlimited until a limit is
                             // set; one set mid-body still holds on average (spliced bytes are accounted too,
                             // a pipe's worth at a time) and the next exchange reads through the buffer.
-                            if self.digest == nil, partDigest == nil, self.rateLimiters.allSatisfy(\.isUnlimited),
-                                !WriteFence.guards(self.tempPath)
-                            {
-                                // A small body is gathered instead and written in one piece, past the page cache.
-                                gathered = self.smallBodyGather(file)
-                                if gathered != nil { return .stream }
+                            let kernelMayMoveBytes =
+                                self.digest == nil && partDigest == nil && self.rateLimiters.allSatisfy(\.isUnlimited)
+                                && !WriteFence.guards(self.tempPath)
+                            // A small body is gathered instead and written in one piece, past the page cache. Its
+                            // record waits for its first write that does not complete it (``writeGathered``).
+                            if kernelMayMoveBytes { gathered = self.smallBodyGather(file) }
+                            if gathered == nil {
+                                try self.recordValidatorsCheckpoint()
+                            } else if self.infoDirty {
+                                // The checkpoint interval counts from the head, as when the record is stored there.
+                                self.lastCheckpointTime = monotonicSeconds()
+                            }
+                            self.machine.bodyStarts()
+                            self.publishDecisions()
+                            writing = true
+                            if gathered != nil { return .stream }
+                            if kernelMayMoveBytes {
                                 return .spliceToFile(fileDescriptor: file.fd, offset: self.machine.resource.offset)
                             }
                             return .stream
@@ -412,9 +419,16 @@ final class TransferEngine {
 
     /// Writes the gathered bytes at the file's end (whole blocks direct, the ends through the page cache)
     /// and credits them; on a failure credits what reached the file, like ``write(_:to:)``.
+    ///
+    /// The response's record (``recordValidatorsCheckpoint()``) goes on the partial first, unless this
+    /// write completes the body: a whole small body then costs no record to encode, set and remove (and
+    /// no attribute block allocated and freed, docs/BENCHMARKS.md, "Small files: past the page cache").
+    /// A `kill -9` between this write and the final rename leaves a partial without a record, which the
+    /// next run fetches again: the same at most 256 KiB a `kill -9` during the gathering costs.
     private func writeGathered(_ body: SmallBodyGather, through writer: SegmentFileWriter) throws {
         let bytes = body.pending
         guard !bytes.isEmpty else { return }
+        if machine.resource.totalLength != machine.resource.offset + Int64(bytes.count) { try recordValidatorsCheckpoint() }
         var written = 0
         defer { body.consumed(written) }
         do {

@@ -61,7 +61,8 @@ extension ResumeInfo {
 
     /// Stores this record on the open partial file itself, as its ``partialAttribute`` extended attribute.
     ///
-    /// A download's first record (written when the response head is accepted, before any body byte)
+    /// A download's first record (written when the response head is accepted, before any body byte; for a
+    /// gathered small body, before its first write that does not complete it, see docs/ENGINE.md)
     /// goes here rather than into a `.dkresume` file: creating, renaming and unlinking a file per download
     /// cost more than the transfer of a small file (an inode and three directory operations under the
     /// directory's lock, contended by every concurrent download into it; issue #18). Like that first
