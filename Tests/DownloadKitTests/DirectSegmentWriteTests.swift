@@ -36,14 +36,6 @@ struct DirectSegmentWriteTests {
         }
     }
 
-    /// The type of the file system holding `path` (`statfs`'s `f_type`).
-    func fileSystemType(_ path: String) -> Int {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return -1 }
-        defer { close(fd) }
-        return dk_file_system_type(fd)
-    }
-
     /// Writes `size` bytes of the test pattern in pieces of mixed sizes (a few bytes to over 1 MiB, most
     /// offsets unaligned), the pieces in a shuffled order as segment workers would, then reads the file
     /// back. Returns the writer's direct byte count.
@@ -115,23 +107,6 @@ struct DirectSegmentWriteTests {
         defer { unlink(path) }
         #expect(!DirectFile.fileSystems.contains(fileSystemType("/dev/shm")))
         #expect(try writeInPieces(into: path, size: (5 << 20) + 77, direct: true) == 0)
-    }
-
-    /// The share of `path`'s pages in the page cache (`mincore`).
-    func residentShare(_ path: String) throws -> Double {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        try #require(fd >= 0)
-        defer { close(fd) }
-        var info = stat()
-        try #require(fstat(fd, &info) == 0 && info.st_size > 0)
-        let size = Int(info.st_size)
-        let map = mmap(nil, size, PROT_READ, MAP_SHARED, fd, 0)
-        try #require(map != MAP_FAILED)
-        defer { munmap(map, size) }
-        let pages = (size + 4_095) / 4_096
-        var vector = [UInt8](repeating: 0, count: pages)
-        try #require(mincore(map, size, &vector) == 0)
-        return Double(vector.filter { $0 & 1 != 0 }.count) / Double(pages)
     }
 
     @Test func aSegmentedDownloadWritesPastThePageCacheAndEndsWithTheRightFile() async throws {

@@ -66,33 +66,12 @@ struct SmallBodyGatherTests {
         pool.giveBack(second)
     }
 
-    /// The share of `path`'s pages in the page cache (`mincore`).
-    func residentShare(_ path: String) throws -> Double {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        try #require(fd >= 0)
-        defer { close(fd) }
-        var info = stat()
-        try #require(fstat(fd, &info) == 0 && info.st_size > 0)
-        let size = Int(info.st_size)
-        let map = mmap(nil, size, PROT_READ, MAP_SHARED, fd, 0)
-        try #require(map != MAP_FAILED)
-        defer { munmap(map, size) }
-        let pages = (size + 4_095) / 4_096
-        var vector = [UInt8](repeating: 0, count: pages)
-        try #require(mincore(map, size, &vector) == 0)
-        return Double(vector.filter { $0 & 1 != 0 }.count) / Double(pages)
-    }
-
     @Test(arguments: [Int64(64 << 10), 200_123])
     func aSmallBodyIsWrittenPastThePageCacheAndEndsWithTheRightFile(size: Int64) async throws {
         let origin = try FaultOrigin()
         origin.serve("/small", .resource(Resource(size: size, seed: 12)))
         let dir = try ScratchDirectory()
-        let fd = open(dir.path, O_RDONLY | O_CLOEXEC)
-        try #require(fd >= 0)
-        let type = dk_file_system_type(fd)
-        close(fd)
-        try #require(DirectFile.fileSystems.contains(type), "the scratch directory is on ext4 or XFS on this project's machines")
+        try #require(DirectFile.fileSystems.contains(fileSystemType(dir.path)), "the scratch directory is on ext4 or XFS on this project's machines")
         for direct in [true, false] {
             var configuration = testConfiguration()
             configuration.directWrites = direct
