@@ -62,7 +62,9 @@ struct TransferThreadsTests {
     }
 
     @Test func parkedThreadsExitAfterTheirIdleTime() async throws {
-        let pool = TransferThreads(idleSeconds: 0.2, maxParked: 8)
+        // An idle time long enough that a poll delayed by a loaded machine (TSan in CI once slept past
+        // 0.2 s) still sees the thread parked before it exits.
+        let pool = TransferThreads(idleSeconds: 2, maxParked: 8)
         let done = DispatchGroup()
         for _ in 0..<3 {
             done.enter()
