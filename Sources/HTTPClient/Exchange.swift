@@ -35,6 +35,35 @@ public enum BodyDisposition: Sendable, Hashable {
     /// without splice support), go to the body callback exactly as with ``stream``; the caller writes
     /// them at the same running position (`offset` plus the body bytes seen so far).
     case spliceToFile(fileDescriptor: Int32, offset: Int64)
+    /// Read the body straight into memory the caller owns: each read goes into the window
+    /// ``BodyReceiver/window(limit:)`` gives and is reported to ``BodyReceiver/received(_:)`` (never to
+    /// the body callback), so the bytes are copied once, by the kernel. Bytes that arrived together with
+    /// the head, and bodies without a `Content-Length`, go to the body callback exactly as with ``stream``.
+    case receiveInPlace(InPlaceBody)
+}
+
+/// Memory a body is received into (``BodyDisposition/receiveInPlace(_:)``). The exchange calls it on
+/// the thread that called `execute`, one call at a time, only while that call runs.
+public protocol BodyReceiver: AnyObject {
+    /// Where the next body bytes go: at least one and at most `limit` bytes. Called before each read.
+    func window(limit: Int) -> UnsafeMutableRawBufferPointer
+    /// `count` bytes were read into the last window. Throwing ends the exchange with that error.
+    func received(_ count: Int) throws
+}
+
+/// A ``BodyReceiver`` as a ``BodyDisposition`` payload; two are equal when they hold the same receiver.
+public struct InPlaceBody: Hashable, @unchecked Sendable {
+    // @unchecked: the receiver is used only on the thread of the `execute` call whose `onHead` returned
+    // it, and only during that call (``BodyReceiver``); the disposition never crosses threads.
+    public let receiver: any BodyReceiver
+
+    public init(_ receiver: any BodyReceiver) {
+        self.receiver = receiver
+    }
+
+    public static func == (lhs: InPlaceBody, rhs: InPlaceBody) -> Bool { lhs.receiver === rhs.receiver }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(receiver)) }
 }
 
 /// A failed write of a spliced body into the destination file (for example `ENOSPC`).
@@ -602,6 +631,25 @@ public final class DKHTTPClient: Sendable {
         return moved
     }
 
+    /// Reads up to `count` body bytes from the connection into the receiver's windows. Returns the bytes
+    /// taken past the parser (fewer than `count` when the peer closed early; the parser then reports the
+    /// truncation).
+    private func receiveInPlace(
+        _ count: Int64, from connection: Connection, into receiver: any BodyReceiver, idleTimeout: Duration
+    ) throws -> Int64 {
+        var moved: Int64 = 0
+        while moved < count {
+            let left = count - moved
+            let window = receiver.window(limit: Int(clamping: left))
+            precondition(!window.isEmpty && Int64(window.count) <= left, "a BodyReceiver window must hold 1…limit bytes")
+            let received = try connection.read(into: window, deadline: .after(idleTimeout), remaining: left)
+            if received == 0 { return moved }  // EOF before the announced length: the caller's parser reports it
+            moved += Int64(received)
+            try receiver.received(received)
+        }
+        return moved
+    }
+
     /// Reads `count` bytes out of the splice pipe into the receive buffer and delivers them to `onBody`.
     private func drain(
         pipe: Int32, count: Int, into buffer: ReceiveBuffer, onBody: (UnsafeRawBufferPointer) throws -> Void
@@ -863,13 +911,22 @@ public final class DKHTTPClient: Sendable {
                 }
                 offset += step.consumed
             }
-            // A Content-Length body on a plain connection can skip user space from here on.
+            // A Content-Length body on a plain connection can skip user space from here on; one received in
+            // place skips the receive buffer.
+            var outOfBand: Int64?
             if case .spliceToFile(let fileDescriptor, let start) = disposition, !connection.isTLS, !spliceUnsupported,
                 let remaining = parser.remainingFixedBodyBytes, remaining > 0
             {
-                let moved = try splice(
+                outOfBand = try splice(
                     remaining, from: connection, into: fileDescriptor, at: start + bodyBytes, buffer: buffer,
                     idleTimeout: idleTimeout, onBody: onBody, onSpliced: onSpliced, unsupported: &spliceUnsupported)
+            } else if case .receiveInPlace(let body) = disposition, let remaining = parser.remainingFixedBodyBytes,
+                remaining > 0
+            {
+                outOfBand = try receiveInPlace(
+                    remaining, from: connection, into: body.receiver, idleTimeout: idleTimeout)
+            }
+            if let moved = outOfBand {
                 if moved > 0 {
                     try parser.consumeBodyOutOfBand(moved)
                     bodyBytes += moved

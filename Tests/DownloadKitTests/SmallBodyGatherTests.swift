@@ -39,12 +39,12 @@ struct SmallBodyGatherTests {
         }
         #expect(Array(body.pending) == Array(expected[0..<fed]))
         // Write 3,192 bytes: the next pending byte is file offset 8,192, a block start, at an aligned address.
-        body.consumed(3_192)
+        body.consumed(3_192, now: 0)
         #expect(body.start == 8_192)
         #expect(Int(bitPattern: body.pending.baseAddress) % DirectFile.alignment == 0)
         #expect(Array(body.pending) == Array(expected[3_192..<fed]))
         // Then an unaligned amount: the rest moves to its block's place and stays in order.
-        body.consumed(10_000)
+        body.consumed(10_000, now: 0)
         #expect(body.start == Int64(start + 13_192))
         #expect(Int(bitPattern: body.pending.baseAddress) % DirectFile.alignment == Int(body.start) % DirectFile.alignment)
         let rest = Array(expected[fed..<200_000])
@@ -52,6 +52,36 @@ struct SmallBodyGatherTests {
         #expect(Array(body.pending) == Array(expected[13_192..<200_000]))
         // Past the capacity nothing is appended.
         #expect(!pattern(SmallBodyGather.capacity, from: 0).withUnsafeBytes { body.append($0, now: 0) })
+    }
+
+    /// Bytes received in place (``SmallBodyGather/freeSpace(limit:)``, ``SmallBodyGather/received(_:now:)``)
+    /// land where ``SmallBodyGather/append(_:now:)`` would have put them, and keep their place when the
+    /// ones before them are written.
+    @Test func bytesReceivedInPlaceFollowThePendingOnesAndKeepTheirOrder() throws {
+        let start = 5_000
+        let body = try #require(SmallBodyGather(remaining: 200_000, at: Int64(start)))
+        let expected = pattern(200_000, from: start)
+        #expect(expected[0..<700].withUnsafeBytes { body.append($0, now: 0) })
+        var fed = 700
+        for size in [3_000, 60_000] {
+            let space = body.freeSpace(limit: size)
+            #expect(space.count == size)
+            expected[fed..<(fed + size)].withUnsafeBytes { space.copyMemory(from: $0) }
+            body.received(size, now: 1)
+            fed += size
+        }
+        #expect(Array(body.pending) == Array(expected[0..<fed]))
+        #expect(body.oldestArrival == 0, "the clock runs from the oldest pending byte")
+        // The first 3,700 written (as when they waited a progress interval): the rest stays, counted from now.
+        body.consumed(3_700, now: 2)
+        #expect(Array(body.pending) == Array(expected[3_700..<fed]))
+        #expect(body.oldestArrival == 2)
+        let rest = 200_000 - fed
+        let space = body.freeSpace(limit: .max)
+        #expect(space.count >= rest, "the rest of the body always fits")
+        expected[fed...].withUnsafeBytes { space.copyMemory(from: $0) }
+        body.received(rest, now: 3)
+        #expect(Array(body.pending) == Array(expected[3_700...]))
     }
 
     @Test func thePoolHandsOutAtMostItsLimitAndReusesWhatComesBack() throws {

@@ -59,9 +59,23 @@ final class SmallBodyGather {
         return true
     }
 
+    /// The free space after the pending bytes, at most `limit` bytes: where the next bytes of the body are
+    /// received in place (``BodyDisposition/receiveInPlace(_:)``). Empty only when the buffer is full.
+    func freeSpace(limit: Int) -> UnsafeMutableRawBufferPointer {
+        let end = Int(start - base) + count
+        return UnsafeMutableRawBufferPointer(start: buffer + end, count: max(0, min(limit, Self.capacity - end)))
+    }
+
+    /// Takes `received` bytes that arrived at `now` into ``freeSpace(limit:)``'s space as pending.
+    func received(_ received: Int, now: Double) {
+        precondition(received >= 0 && received <= Self.capacity - (Int(start - base) + count))
+        if count == 0 && received > 0 { oldestArrival = now }
+        count += received
+    }
+
     /// Marks the first `written` pending bytes as in the file; the next ones start at the block that
-    /// holds the new first pending byte.
-    func consumed(_ written: Int) {
+    /// holds the new first pending byte, and count as arrived at `now` (they are newer than the written ones).
+    func consumed(_ written: Int, now: Double) {
         let next = start + Int64(written)
         let remaining = count - written
         let alignment = Int64(DirectFile.alignment)
@@ -72,6 +86,7 @@ final class SmallBodyGather {
         base = newBase
         start = next
         count = remaining
+        if remaining > 0 { oldestArrival = now }
     }
 }
 

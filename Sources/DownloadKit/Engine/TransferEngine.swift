@@ -316,6 +316,17 @@ final class TransferEngine {
             var partDigest: (digest: DKDigest, expected: [UInt8])?
             var gathered: (body: SmallBodyGather, writer: SegmentFileWriter)?
             defer { gathered = nil }  // the buffer goes back to the pool
+            /// Throws when `count` more body bytes would run past a 206's `Content-Range`. Gathered bytes
+            /// are not credited yet: they count against the range too.
+            func checkBodyLimit(_ count: Int) throws {
+                guard let end = machine.bodyLimit else { return }
+                let gatheredCount = Int64(gathered?.body.count ?? 0)
+                if machine.resource.offset + gatheredCount + Int64(count) > end + 1 {
+                    throw DownloadError(
+                        .contentRangeMismatch, "the 206 body runs past the end of its Content-Range (byte \(end))",
+                        httpStatus: 206, isTransient: true)
+                }
+            }
             do {
                 _ = try client.execute(
                     httpRequest, cancellation: control.cancellation, buffer: buffer,
@@ -353,7 +364,21 @@ final class TransferEngine {
                             self.machine.bodyStarts()
                             self.publishDecisions()
                             writing = true
-                            if gathered != nil { return .stream }
+                            if let (body, writer) = gathered {
+                                // Received in place: the kernel copies the bytes into the gather buffer itself.
+                                return .receiveInPlace(
+                                    InPlaceBody(
+                                        GatherReceiver(body) { count in
+                                            try checkBodyLimit(count)
+                                            let now = monotonicSeconds()
+                                            let waiting = body.count
+                                            body.received(count, now: now)
+                                            // The bytes that were there before these, when they waited long enough.
+                                            if self.gatheredBytesAreDue(body, now: now) {
+                                                try self.writeGathered(body, through: writer, prefix: waiting)
+                                            }
+                                        }))
+                            }
                             if kernelMayMoveBytes {
                                 return .spliceToFile(fileDescriptor: file.fd, offset: self.machine.resource.offset)
                             }
@@ -361,22 +386,12 @@ final class TransferEngine {
                         }
                     },
                     onBody: { bytes in
-                        // Gathered bytes are not credited yet: they count against the range too.
-                        let gatheredCount = Int64(gathered?.body.count ?? 0)
-                        if let end = self.machine.bodyLimit,
-                            self.machine.resource.offset + gatheredCount + Int64(bytes.count) > end + 1
-                        {
-                            throw DownloadError(
-                                .contentRangeMismatch, "the 206 body runs past the end of its Content-Range (byte \(end))",
-                                httpStatus: 206, isTransient: true)
-                        }
+                        try checkBodyLimit(bytes.count)
                         if let (body, writer) = gathered {
                             // Bytes that waited a progress interval go into the file (and the progress) first,
                             // so a slow or stalling link still shows them.
                             let now = monotonicSeconds()
-                            if body.count > 0, now - body.oldestArrival >= self.configuration.progressInterval.asSeconds {
-                                try self.writeGathered(body, through: writer)
-                            }
+                            if self.gatheredBytesAreDue(body, now: now) { try self.writeGathered(body, through: writer) }
                             if !body.append(bytes, now: now) {
                                 try self.writeGathered(body, through: writer)
                                 guard body.append(bytes, now: now) else { return try self.write(bytes, to: file) }
@@ -417,6 +432,12 @@ final class TransferEngine {
         return writer.writesDirect ? (body, writer) : nil
     }
 
+    /// Whether the oldest gathered byte has waited a progress interval: those bytes then go into the file
+    /// before the next ones are taken, so a slow or stalling link still shows them.
+    private func gatheredBytesAreDue(_ body: SmallBodyGather, now: Double) -> Bool {
+        body.count > 0 && now - body.oldestArrival >= configuration.progressInterval.asSeconds
+    }
+
     /// Writes the gathered bytes at the file's end (whole blocks direct, the ends through the page cache)
     /// and credits them; on a failure credits what reached the file, like ``write(_:to:)``.
     ///
@@ -425,12 +446,16 @@ final class TransferEngine {
     /// no attribute block allocated and freed, docs/BENCHMARKS.md, "Small files: past the page cache").
     /// A `kill -9` between this write and the final rename leaves a partial without a record, which the
     /// next run fetches again: the same at most 256 KiB a `kill -9` during the gathering costs.
-    private func writeGathered(_ body: SmallBodyGather, through writer: SegmentFileWriter) throws {
-        let bytes = body.pending
+    ///
+    /// `prefix` writes only the first pending bytes (the ones that arrived before the last read); the rest
+    /// stay pending, counted from now.
+    private func writeGathered(_ body: SmallBodyGather, through writer: SegmentFileWriter, prefix: Int? = nil) throws {
+        let pending = body.pending
+        let bytes = UnsafeRawBufferPointer(rebasing: pending[..<min(prefix ?? pending.count, pending.count)])
         guard !bytes.isEmpty else { return }
         if machine.resource.totalLength != machine.resource.offset + Int64(bytes.count) { try recordValidatorsCheckpoint() }
         var written = 0
-        defer { body.consumed(written) }
+        defer { body.consumed(written, now: monotonicSeconds()) }
         do {
             try writer.write(bytes, at: machine.resource.offset, written: &written)
         } catch {
@@ -895,4 +920,20 @@ final class BackgroundCheckpointState: Sendable {
             return state.failure
         }
     }
+}
+
+/// Receives a gathered body in place (``BodyDisposition/receiveInPlace(_:)``): the next bytes go into the
+/// gather buffer's free space, and `onReceived` takes them (the range check, the gather, a due write).
+private final class GatherReceiver: BodyReceiver {
+    private let body: SmallBodyGather
+    private let onReceived: (Int) throws -> Void
+
+    init(_ body: SmallBodyGather, onReceived: @escaping (Int) throws -> Void) {
+        self.body = body
+        self.onReceived = onReceived
+    }
+
+    func window(limit: Int) -> UnsafeMutableRawBufferPointer { body.freeSpace(limit: limit) }
+
+    func received(_ count: Int) throws { try onReceived(count) }
 }
