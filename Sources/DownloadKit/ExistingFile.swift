@@ -17,52 +17,109 @@ public enum ExistingFilePolicy: Sendable, Hashable {
     case keepIfNotModified
 }
 
-/// The validators of a finished file, kept in its extended attributes (`user.downloadkit.etag`,
-/// `user.downloadkit.last-modified`) so that a later conditional download can ask "has it changed?"
-/// after the resume info is gone, and the URL it came from (`user.downloadkit.url`, no userinfo) so that
-/// a manager that died between the final rename and its task row's update recognises the file as the
-/// task's. Written on the partial before its rename. Best effort: file systems without user xattrs fall
-/// back to the mtime (and such a manager downloads the file again).
+/// The validators of a finished file, kept in one extended attribute (`user.downloadkit.validators`) so
+/// that a later conditional download can ask "has it changed?" after the resume info is gone, with the
+/// URL it came from (no userinfo) so that a manager that died between the final rename and its task row's
+/// update recognises the file as the task's. Written on the partial before its rename. Best effort: file
+/// systems without user xattrs fall back to the mtime (and such a manager downloads the file again).
+///
+/// The value is text: a version line `1`, then the entity tag, the `Last-Modified` date and the URL, one
+/// per line (an empty line for one the response did not have); none of them can hold a line break (the
+/// response parser refuses control bytes in fields, and URLs percent-encode them). One attribute, not
+/// three: on ext4 only the first small one fits inside the inode, and each later `fsetxattr` rewrote the
+/// external block — files that share their `ETag` and `Last-Modified` (same size and mtime on nginx) then
+/// shared that block part-way and freed their own copy, a block allocated, freed and (on a `discard`
+/// mount) discarded per file (docs/BENCHMARKS.md, "Small files: one attribute").
+///
+/// Files finished by earlier versions carry three attributes instead (`user.downloadkit.etag`,
+/// `user.downloadkit.last-modified`, `user.downloadkit.url`); they are read when the new one is absent.
 package enum FinishedFileValidators {
-    static let entityTagAttribute = "user.downloadkit.etag"
-    static let lastModifiedAttribute = "user.downloadkit.last-modified"
-    static let urlAttribute = "user.downloadkit.url"
+    static let attribute = "user.downloadkit.validators"
+    static let version = "1"
+    static let legacyEntityTagAttribute = "user.downloadkit.etag"
+    static let legacyLastModifiedAttribute = "user.downloadkit.last-modified"
+    static let legacyURLAttribute = "user.downloadkit.url"
+
+    /// The fields a finished file records (nil for one it does not have).
+    package struct Values: Equatable, Sendable {
+        package var entityTag: String?
+        package var lastModified: String?
+        package var url: String?
+    }
 
     static func record(entityTag: String?, lastModified: String?, url: String, fd: Int32) {
-        for (name, value) in [(entityTagAttribute, entityTag), (lastModifiedAttribute, lastModified), (urlAttribute, url)] {
-            if let value {
-                let bytes = Array(value.utf8)
-                _ = bytes.withUnsafeBytes { dk_fsetxattr(fd, name, $0.baseAddress, $0.count) }
-            } else {
-                _ = dk_fremovexattr(fd, name)
-            }
+        let bytes = Array(encode(Values(entityTag: entityTag, lastModified: lastModified, url: url)).utf8)
+        _ = bytes.withUnsafeBytes { dk_fsetxattr(fd, attribute, $0.baseAddress, $0.count) }
+    }
+
+    /// The attribute's text. A value with a line break could not be told apart from the next field: it is
+    /// left out (the engine never has one, see above).
+    static func encode(_ values: Values) -> String {
+        func field(_ value: String?) -> String {
+            guard let value, !value.utf8.contains(where: { $0 == 0x0A || $0 == 0x0D }) else { return "" }
+            return value
         }
+        return [version, field(values.entityTag), field(values.lastModified), field(values.url)].joined(separator: "\n")
+    }
+
+    /// The fields of an attribute's text; nil for another version or shape (treated as no validators).
+    static func decode(_ text: String) -> Values? {
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        guard lines.count == 4, lines[0] == version[...] else { return nil }
+        func field(_ line: Substring) -> String? { line.isEmpty ? nil : String(line) }
+        return Values(entityTag: field(lines[1]), lastModified: field(lines[2]), url: field(lines[3]))
     }
 
     package static func read(at path: String) -> (entityTag: String?, lastModified: String?) {
-        let values = read([entityTagAttribute, lastModifiedAttribute], at: path)
-        return (values[0], values[1])
+        let values = values(at: path)
+        return (values?.entityTag, values?.lastModified)
     }
 
     /// The URL recorded on a finished file (without userinfo), or nil.
-    package static func recordedURL(at path: String) -> String? { read([urlAttribute], at: path)[0] }
+    package static func recordedURL(at path: String) -> String? { values(at: path)?.url }
 
-    private static func read(_ names: [String], at path: String) -> [String?] {
+    /// The file's validators: the attribute when it is there (a malformed one gives none), else the three
+    /// attributes of earlier versions.
+    static func values(at path: String) -> Values? {
         let fd = path.withCString { cPath in retryingOnEINTR({ open(cPath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }) }
-        guard fd >= 0 else { return names.map { _ in nil } }
+        guard fd >= 0 else { return nil }
         defer { close(fd) }
-        func value(_ name: String) -> String? {
-            var buffer = [UInt8](repeating: 0, count: 8192)
-            let count = buffer.withUnsafeMutableBytes { dk_fgetxattr(fd, name, $0.baseAddress, $0.count) }
-            guard count > 0 else { return nil }
-            // A value with control bytes is not ours (or was tampered with): never put it in a header.
-            // A tab is legal in a field value (RFC 9110 §5.5).
-            guard let text = String(validating: buffer[0..<count], as: UTF8.self),
-                text.unicodeScalars.allSatisfy({ ($0.value >= 0x20 && $0.value < 0x7F) || $0 == "\t" })
-            else { return nil }
-            return text
+        switch value(of: attribute, fd: fd, lineBreaks: true) {
+        case .text(let text): return decode(text) ?? Values()
+        case .refused: return Values()
+        case .absent: break
         }
-        return names.map(value)
+        func legacy(_ name: String) -> String? {
+            if case .text(let text) = value(of: name, fd: fd, lineBreaks: false), !text.isEmpty { return text }
+            return nil
+        }
+        let values = Values(
+            entityTag: legacy(legacyEntityTagAttribute), lastModified: legacy(legacyLastModifiedAttribute),
+            url: legacy(legacyURLAttribute))
+        return values == Values() ? nil : values
+    }
+
+    private enum Value {
+        case absent
+        /// There, but not text we wrote.
+        case refused
+        case text(String)
+    }
+
+    /// An attribute's value. Line breaks are allowed only where they separate fields.
+    private static func value(of name: String, fd: Int32, lineBreaks: Bool) -> Value {
+        var buffer = [UInt8](repeating: 0, count: 8192)
+        let count = buffer.withUnsafeMutableBytes { dk_fgetxattr(fd, name, $0.baseAddress, $0.count) }
+        // ERANGE: larger than any value of ours.
+        guard count >= 0 else { return errno == ERANGE ? .refused : .absent }
+        // A value with other control bytes is not ours (or was tampered with): never put it in a header.
+        // A tab is legal in a field value (RFC 9110 §5.5).
+        guard let text = String(validating: buffer[0..<count], as: UTF8.self),
+            text.unicodeScalars.allSatisfy({
+                ($0.value >= 0x20 && $0.value < 0x7F) || $0 == "\t" || (lineBreaks && $0 == "\n")
+            })
+        else { return .refused }
+        return .text(text)
     }
 }
 

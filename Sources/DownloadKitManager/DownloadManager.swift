@@ -969,7 +969,7 @@ public actor DownloadManager {
     /// The task's temp file, its resume info and its segment journal (what `remove` and `cancel` delete).
     /// The result of a task whose file was renamed into place but whose row still says waiting or running:
     /// no working files remain, and the file at its destination carries the task's URL in
-    /// `user.downloadkit.url` (written on the partial before the rename, see `FinishedFileValidators`).
+    /// `user.downloadkit.validators` (written on the partial before the rename, see `FinishedFileValidators`).
     nonisolated func finishedBeforeTheRowWasUpdated(_ task: ManagedTask) -> DownloadResult? {
         guard partialPaths(task).allSatisfy({ !FileSystem.exists($0) }) else { return nil }
         let path: String
