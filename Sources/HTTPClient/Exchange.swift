@@ -45,7 +45,8 @@ public enum BodyDisposition: Sendable, Hashable {
 /// Memory a body is received into (``BodyDisposition/receiveInPlace(_:)``). The exchange calls it on
 /// the thread that called `execute`, one call at a time, only while that call runs.
 public protocol BodyReceiver: AnyObject {
-    /// Where the next body bytes go: at least one and at most `limit` bytes. Called before each read.
+    /// Where the next body bytes go, at most `limit` bytes (more are not used). Called before each read; an
+    /// empty window sends the rest of the body to the body callback instead.
     func window(limit: Int) -> UnsafeMutableRawBufferPointer
     /// `count` bytes were read into the last window. Throwing ends the exchange with that error.
     func received(_ count: Int) throws
@@ -640,8 +641,10 @@ public final class DKHTTPClient: Sendable {
         var moved: Int64 = 0
         while moved < count {
             let left = count - moved
-            let window = receiver.window(limit: Int(clamping: left))
-            precondition(!window.isEmpty && Int64(window.count) <= left, "a BodyReceiver window must hold 1…limit bytes")
+            let offered = receiver.window(limit: Int(clamping: left))
+            // A receiver out of room: the rest of the body goes to the body callback.
+            guard !offered.isEmpty else { return moved }
+            let window = UnsafeMutableRawBufferPointer(rebasing: offered[..<Int(min(Int64(offered.count), left))])
             let received = try connection.read(into: window, deadline: .after(idleTimeout), remaining: left)
             if received == 0 { return moved }  // EOF before the announced length: the caller's parser reports it
             moved += Int64(received)

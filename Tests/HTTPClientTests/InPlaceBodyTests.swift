@@ -81,6 +81,33 @@ import TestOrigin
         #expect(second.filled == size)
     }
 
+    /// A receiver out of room (an empty window) is not a failure: the rest of the body arrives through the
+    /// body callback, in order.
+    @Test func aReceiverOutOfRoomHandsTheRestToTheBodyCallback() throws {
+        let origin = try FaultOrigin()
+        let size = 200_000
+        origin.serve("/r", .resource(Resource(size: Int64(size), seed: 98)))
+        let receiver = Receiver(capacity: 50_000, step: 1 << 20)
+        var streamed: [UInt8] = []
+        var streamedBeforeInPlace = 0
+        let summary = try DKHTTPClient().execute(
+            DKHTTPRequest(url: try HTTPURL(origin.url("/r"))),
+            onHead: { _ in .receiveInPlace(InPlaceBody(receiver)) },
+            onBody: { bytes in
+                if receiver.reads == 0 { streamedBeforeInPlace += bytes.count }
+                streamed.append(contentsOf: bytes)
+            })
+        #expect(summary.bodyBytes == Int64(size))
+        #expect(receiver.reads > 0)
+        // What came with the head, then the receiver's 50,000 bytes, then the rest through the callback.
+        let head = Array(streamed[..<streamedBeforeInPlace])
+        let whole = head + Array(UnsafeRawBufferPointer(rebasing: receiver.storage[..<receiver.filled]))
+            + Array(streamed[streamedBeforeInPlace...])
+        #expect(receiver.filled == 50_000)
+        #expect(whole.count == size)
+        #expect(whole.withUnsafeBytes { TestPattern.firstMismatch(in: $0, offset: 0, seed: 98) } == nil)
+    }
+
     @Test func chunkedBodiesFallBackToTheBodyCallback() throws {
         let origin = try FaultOrigin()
         origin.serve("/c", .resource(Resource(size: 100_000, seed: 95, chunked: true)))
