@@ -29,7 +29,7 @@ public enum ExistingFilePolicy: Sendable, Hashable {
 /// three: on ext4 only the first small one fits inside the inode, and each later `fsetxattr` rewrote the
 /// external block — files that share their `ETag` and `Last-Modified` (same size and mtime on nginx) then
 /// shared that block part-way and freed their own copy, a block allocated, freed and (on a `discard`
-/// mount) discarded per file (docs/BENCHMARKS.md, "Small files: one attribute").
+/// mount) discarded per file (docs/BENCHMARKS.md, "Small files: received in place, one attribute").
 ///
 /// Files finished by earlier versions carry three attributes instead (`user.downloadkit.etag`,
 /// `user.downloadkit.last-modified`, `user.downloadkit.url`); they are read when the new one is absent.
