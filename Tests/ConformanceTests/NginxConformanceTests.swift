@@ -467,6 +467,28 @@ struct NginxConformanceTests {
         #expect(entries.map(\.status) == [301, 302, 200])
     }
 
+    /// Bodies of 64 to 256 KiB are gathered and received in place (over TLS the session decrypts straight
+    /// into the gather buffer), with and without a checksum reading them on the way: exact bytes from nginx.
+    @Test(arguments: Scheme.allCases)
+    fileprivate func smallBodiesReceivedInPlaceArriveExactly(_ scheme: Scheme) async throws {
+        let fixture = try NginxFixture()
+        for (index, size) in [64 << 10, 200_123, 256 << 10].enumerated() {
+            let seed = Self.seed + UInt64(index) + 1
+            try NginxFixture.writePatternFile(fixture.root.file("s\(index).bin"), size: size, seed: seed)
+            let hex = DKDigest.hex(DKDigest.hash(.sha256, TestPattern.bytes(offset: 0, count: size, seed: seed)))
+            for checksum in [nil, Checksum(algorithm: .sha256, expectedHex: hex)] {
+                let destination = fixture.downloads.file("s\(index)-\(checksum == nil ? "plain" : "sum").bin")
+                let (outcome, _) = await runDownload(
+                    DownloadRequest(url: fixture.url("/s\(index).bin", scheme), destination: .file(destination), checksum: checksum),
+                    configuration: fixture.downloadConfiguration())
+                let result = try outcome.get()
+                #expect(result.bytes == Int64(size))
+                if checksum != nil { #expect(result.checksumHex == hex) }
+                #expect(fileMatchesPattern(destination, size: Int64(size), seed: seed), "\(scheme) \(size)")
+            }
+        }
+    }
+
     @Test func httpsToHTTPRedirectIsRefusedUnlessAllowed() async throws {
         let target = try NginxFixture()
         let fixture = try NginxFixture(insecureTarget: target.nginx.httpPort)

@@ -120,6 +120,40 @@ struct SmallBodyGatherTests {
         }
     }
 
+    /// A checksum or a Content-MD5 no longer keeps a small body in the page cache: the digests read each
+    /// gathered piece as it is written, and a wrong one still fails the download.
+    @Test func aChecksummedSmallBodyIsGatheredAndVerified() async throws {
+        let size: Int64 = 150_000
+        let bytes = TestPattern.bytes(offset: 0, count: Int(size), seed: 18)
+        let md5 = Base64.encode(DKDigest.hash(.md5, bytes))
+        let origin = try FaultOrigin()
+        origin.serve("/sum", .resource(Resource(size: size, seed: 18, contentMD5: md5)))
+        origin.serve("/badmd5", .resource(Resource(size: size, seed: 18, contentMD5: Base64.encode([UInt8](repeating: 1, count: 16)))))
+        // Cut once after 70,000 bytes: the digests go on across the retry's second body.
+        origin.serve("/cut", .resource(Resource(size: size, seed: 18, faults: [.closeAfter(bytes: 70_000, times: 1)])))
+        let dir = try ScratchDirectory()
+        try #require(DirectFile.fileSystems.contains(fileSystemType(dir.path)), "the scratch directory is on ext4 or XFS on this project's machines")
+        let hex = DKDigest.hex(DKDigest.hash(.sha256, bytes))
+        let checksum = Checksum(algorithm: .sha256, expectedHex: hex)
+        for path in ["/sum", "/cut"] {
+            let name = "ok" + path.dropFirst()
+            let (result, _) = await runDownload(
+                DownloadRequest(url: origin.url(path), destination: .file(dir.file(name)), checksum: checksum))
+            #expect(try result.get().checksumHex == hex)
+            // Before anything reads the file back.
+            let resident = try residentShare(dir.file(name))
+            #expect(resident < 0.15, "\(Int(resident * 100)) % of the pages are cached: the body was not gathered")
+            #expect(fileMatchesPattern(dir.file(name), size: size, seed: 18))
+        }
+        #expect(origin.requests("/cut").last?.header("Range") == "bytes=70000-")
+        let wrong = Checksum(algorithm: .sha256, expectedHex: String(repeating: "0", count: 64))
+        let (bad, _) = await runDownload(DownloadRequest(url: origin.url("/sum"), destination: .file(dir.file("bad")), checksum: wrong))
+        #expect(bad.error?.code == .checksumMismatch)
+        let (badMD5, _) = await runDownload(DownloadRequest(url: origin.url("/badmd5"), destination: .file(dir.file("badmd5"))))
+        #expect(badMD5.error?.code == .contentMD5Mismatch)
+        #expect(!FileManager.default.fileExists(atPath: dir.file("bad")) && !FileManager.default.fileExists(atPath: dir.file("badmd5")))
+    }
+
     @Test func whatArrivedBeforeTheConnectionDroppedIsKeptAndTheRestIsAskedFor() async throws {
         let size: Int64 = 200_000
         let origin = try FaultOrigin()

@@ -314,7 +314,7 @@ final class TransferEngine {
             if restart != nil { try discardPartialData() }
             var writing = false
             var partDigest: (digest: DKDigest, expected: [UInt8])?
-            var gathered: (body: SmallBodyGather, writer: SegmentFileWriter)?
+            var gathered: GatheredBody?
             defer { gathered = nil }  // the buffer goes back to the pool
             /// Throws when `count` more body bytes would run past a 206's `Content-Range`. Gathered bytes
             /// are not credited yet: they count against the range too.
@@ -349,12 +349,12 @@ final class TransferEngine {
                             // Content-Length bodies). A manager's buckets are there but unlimited until a limit is
                             // set; one set mid-body still holds on average (spliced bytes are accounted too,
                             // a pipe's worth at a time) and the next exchange reads through the buffer.
-                            let kernelMayMoveBytes =
-                                self.digest == nil && partDigest == nil && self.rateLimiters.allSatisfy(\.isUnlimited)
-                                && !WriteFence.guards(self.tempPath)
-                            // A small body is gathered instead and written in one piece, past the page cache. Its
-                            // record waits for its first write that does not complete it (``writeGathered``).
-                            if kernelMayMoveBytes { gathered = self.smallBodyGather(file) }
+                            let unpaced = self.rateLimiters.allSatisfy(\.isUnlimited) && !WriteFence.guards(self.tempPath)
+                            let kernelMayMoveBytes = self.digest == nil && partDigest == nil && unpaced
+                            // A small body is gathered instead and written in one piece, past the page cache (a
+                            // checksum and a Content-MD5 read each piece as it is written). Its record waits for
+                            // its first write that does not complete it (``writeGathered``).
+                            if unpaced { gathered = self.smallBodyGather(file, partDigest: partDigest?.digest) }
                             if gathered == nil {
                                 try self.recordValidatorsCheckpoint()
                             } else if self.infoDirty {
@@ -364,8 +364,9 @@ final class TransferEngine {
                             self.machine.bodyStarts()
                             self.publishDecisions()
                             writing = true
-                            if let (body, writer) = gathered {
+                            if let gathered {
                                 // Received in place: the kernel copies the bytes into the gather buffer itself.
+                                let body = gathered.body
                                 return .receiveInPlace(
                                     InPlaceBody(
                                         GatherReceiver(body) { count in
@@ -375,7 +376,7 @@ final class TransferEngine {
                                             body.received(count, now: now)
                                             // The bytes that were there before these, when they waited long enough.
                                             if self.gatheredBytesAreDue(body, now: now) {
-                                                try self.writeGathered(body, through: writer, prefix: waiting)
+                                                try self.writeGathered(gathered, prefix: waiting)
                                             }
                                         }))
                             }
@@ -387,14 +388,18 @@ final class TransferEngine {
                     },
                     onBody: { bytes in
                         try checkBodyLimit(bytes.count)
-                        if let (body, writer) = gathered {
+                        if let gathered {
                             // Bytes that waited a progress interval go into the file (and the progress) first,
                             // so a slow or stalling link still shows them.
                             let now = monotonicSeconds()
-                            if self.gatheredBytesAreDue(body, now: now) { try self.writeGathered(body, through: writer) }
+                            let body = gathered.body
+                            if self.gatheredBytesAreDue(body, now: now) { try self.writeGathered(gathered) }
                             if !body.append(bytes, now: now) {
-                                try self.writeGathered(body, through: writer)
-                                guard body.append(bytes, now: now) else { return try self.write(bytes, to: file) }
+                                try self.writeGathered(gathered)
+                                if !body.append(bytes, now: now) {
+                                    try self.write(bytes, to: file)
+                                    gathered.partDigest?.update(bytes)
+                                }
                             }
                             return
                         }
@@ -406,10 +411,10 @@ final class TransferEngine {
                     })
             } catch {
                 // What arrived before the failure goes into the file (and is credited) before it surfaces.
-                if let (body, writer) = gathered { try writeGathered(body, through: writer) }
+                if let gathered { try writeGathered(gathered) }
                 throw error
             }
-            if let (body, writer) = gathered { try writeGathered(body, through: writer) }
+            if let gathered { try writeGathered(gathered) }
             if writing {
                 publishProgress()
                 if let part = partDigest, part.digest.finalize() != part.expected {
@@ -422,14 +427,23 @@ final class TransferEngine {
         }
     }
 
+    /// A small body being gathered (``SmallBodyGather``), the writer that puts it past the page cache, and
+    /// the response's Content-MD5 digest when it has one (the download's checksum is ``digest``).
+    private struct GatheredBody {
+        let body: SmallBodyGather
+        let writer: SegmentFileWriter
+        let partDigest: DKDigest?
+    }
+
     /// A gather for the body about to start, when it is small enough (``SmallBodyGather``), its length is
-    /// known, direct writes are on and the file system takes them; else nil (the body is spliced).
-    private func smallBodyGather(_ file: FileHandleFD) -> (body: SmallBodyGather, writer: SegmentFileWriter)? {
+    /// known, direct writes are on and the file system takes them; else nil (the body is spliced, or
+    /// streamed when a digest reads it).
+    private func smallBodyGather(_ file: FileHandleFD, partDigest: DKDigest?) -> GatheredBody? {
         guard configuration.directWrites, let total = machine.resource.totalLength,
             let body = SmallBodyGather(remaining: total - machine.resource.offset, at: machine.resource.offset)
         else { return nil }
         let writer = SegmentFileWriter(file, direct: true)
-        return writer.writesDirect ? (body, writer) : nil
+        return writer.writesDirect ? GatheredBody(body: body, writer: writer, partDigest: partDigest) : nil
     }
 
     /// Whether the oldest gathered byte has waited a progress interval: those bytes then go into the file
@@ -448,16 +462,22 @@ final class TransferEngine {
     /// next run fetches again: the same at most 256 KiB a `kill -9` during the gathering costs.
     ///
     /// `prefix` writes only the first pending bytes (the ones that arrived before the last read); the rest
-    /// stay pending, counted from now.
-    private func writeGathered(_ body: SmallBodyGather, through writer: SegmentFileWriter, prefix: Int? = nil) throws {
+    /// stay pending, counted from now. The digests read what reached the file, as with ``write(_:to:)``.
+    private func writeGathered(_ gathered: GatheredBody, prefix: Int? = nil) throws {
+        let body = gathered.body
         let pending = body.pending
         let bytes = UnsafeRawBufferPointer(rebasing: pending[..<min(prefix ?? pending.count, pending.count)])
         guard !bytes.isEmpty else { return }
         if machine.resource.totalLength != machine.resource.offset + Int64(bytes.count) { try recordValidatorsCheckpoint() }
         var written = 0
-        defer { body.consumed(written, now: monotonicSeconds()) }
+        defer {
+            let inFile = UnsafeRawBufferPointer(rebasing: bytes[..<written])
+            digest?.update(inFile)
+            gathered.partDigest?.update(inFile)
+            body.consumed(written, now: monotonicSeconds())
+        }
         do {
-            try writer.write(bytes, at: machine.resource.offset, written: &written)
+            try gathered.writer.write(bytes, at: machine.resource.offset, written: &written)
         } catch {
             machine.bodyWritten(written)
             throw error
