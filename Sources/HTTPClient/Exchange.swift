@@ -56,14 +56,18 @@ public protocol BodyReceiver: AnyObject {
 public struct InPlaceBody: Hashable, @unchecked Sendable {
     // @unchecked: the receiver is used only on the thread of the `execute` call whose `onHead` returned
     // it, and only during that call (``BodyReceiver``); the disposition never crosses threads.
+    /// Where the body goes.
     public let receiver: any BodyReceiver
 
+    /// Wraps `receiver` for ``BodyDisposition/receiveInPlace(_:)``.
     public init(_ receiver: any BodyReceiver) {
         self.receiver = receiver
     }
 
+    /// Whether both hold the same receiver object.
     public static func == (lhs: InPlaceBody, rhs: InPlaceBody) -> Bool { lhs.receiver === rhs.receiver }
 
+    /// Hashes the receiver's identity.
     public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(receiver)) }
 }
 
