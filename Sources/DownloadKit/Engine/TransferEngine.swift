@@ -394,14 +394,10 @@ final class TransferEngine {
                             let now = monotonicSeconds()
                             let body = gathered.body
                             if self.gatheredBytesAreDue(body, now: now) { try self.writeGathered(gathered) }
-                            if !body.append(bytes, now: now) {
-                                try self.writeGathered(gathered)
-                                if !body.append(bytes, now: now) {
-                                    try self.write(bytes, to: file)
-                                    gathered.partDigest?.update(bytes)
-                                }
-                            }
-                            return
+                            if body.append(bytes, now: now) { return }
+                            try self.writeGathered(gathered)
+                            if body.append(bytes, now: now) { return }
+                            // Still no room: these bytes go straight into the file, as on the stream path.
                         }
                         try self.write(bytes, to: file)
                         partDigest?.digest.update(bytes)
