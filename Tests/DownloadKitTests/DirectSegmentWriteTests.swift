@@ -128,7 +128,11 @@ struct DirectSegmentWriteTests {
             if direct {
                 #expect(resident < 0.5, "\(Int(resident * 100)) % of the pages are cached")
             } else {
-                #expect(resident > 0.9, "\(Int(resident * 100)) % of the pages are cached")
+                // The control shows that the probe sees cached pages. Not "over 90 %": this project's VMs
+                // reclaim page cache hard (about 1 GB kept of 24), and under a sanitizer's memory use a
+                // CI run found 14 of 16 pages of a small file left. Three quarters is still far from what a
+                // direct run leaves (under half).
+                #expect(resident > 0.75, "\(Int(resident * 100)) % of the pages are cached")
             }
             #expect(fileMatchesPattern(dir.file(name), size: size, seed: 91))
         }

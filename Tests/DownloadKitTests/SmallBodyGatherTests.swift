@@ -114,7 +114,10 @@ struct SmallBodyGatherTests {
             if direct {
                 #expect(resident < 0.15, "\(Int(resident * 100)) % of the pages are cached")
             } else {
-                #expect(resident > 0.9, "\(Int(resident * 100)) % of the pages are cached")
+                // The control shows that the probe sees cached pages. Not "over 90 %": this project's VMs
+                // reclaim page cache hard (about 1 GB kept of 24), and under a sanitizer's memory use a
+                // CI run found 14 of 16 pages left. Half is still far from what a direct run leaves.
+                #expect(resident > 0.5, "\(Int(resident * 100)) % of the pages are cached")
             }
             #expect(fileMatchesPattern(dir.file(name), size: size, seed: 12))
         }
