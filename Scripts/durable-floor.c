@@ -15,6 +15,13 @@
 // MODE 5 is MODE 4 with the body written past the page cache, as DownloadKit writes a gathered small
 // body (`SmallBodyGather`): copied into a page-aligned buffer and written through a second descriptor
 // opened with `O_DIRECT`.
+// MODE 6 is DownloadKit's sequence since 2026-11-28 for a small body that arrives whole: create
+// `NAME.part` and lock it, write the body with `O_DIRECT` through a second descriptor, fdatasync, `fchmod`,
+// set the validators as one attribute (no record is set or removed), close, rename, and the shared
+// directory fsync. MODE 7 is MODE 6 with the body in an unnamed file (`O_TMPFILE`, no lock) linked to NAME
+// at the end: on a no-journal ext4 the first fdatasync of a file with a new directory entry also writes
+// the directory (`ext4_sync_parent`), which an unnamed file does not have (docs/BENCHMARKS.md, "Small
+// files: the directory inside fdatasync").
 //
 //   cc -O2 -pthread -o /tmp/durable-floor Scripts/durable-floor.c
 //   mkdir /tmp/floor-1 && /tmp/durable-floor /tmp/floor-1 1000 16 [MODE]
@@ -72,11 +79,38 @@ static void fail(const char *what, const char *path) {
     exit(1);
 }
 
+// MODE 6 and 7 for file `i` (see the top).
+static void sequence_6_or_7(int i, int dfd, const char *partial, const char *final, void *aligned) {
+    int fd = mode == 7 ? open(directory, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600)
+                       : open(partial, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) fail("open", partial);
+    if (mode == 6 && flock(fd, LOCK_EX | LOCK_NB) != 0) fail("flock", partial);
+    char proc[64], value[256];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    int direct = open(proc, O_WRONLY | O_DIRECT | O_CLOEXEC);
+    if (direct < 0) fail("open O_DIRECT", proc);
+    memcpy(aligned, body, sizeof body);
+    if (pwrite(direct, aligned, sizeof body, 0) != (ssize_t)sizeof body) fail("pwrite O_DIRECT", partial);
+    close(direct);
+    if (fdatasync(fd) != 0) fail("fdatasync", partial);
+    if (fchmod(fd, 0644) != 0) fail("fchmod", partial);
+    int n = snprintf(value, sizeof value, "1\n\"6a3f%04x-10000\"\nFri, 27 Nov 2026 07:30:%02d GMT\nhttp://127.0.0.1:18080/small/f-%04d.bin",
+                     i, i % 60, i);
+    if (fsetxattr(fd, "user.dk.validators", value, (size_t)n, 0) != 0) fail("fsetxattr", partial);
+    if (mode == 6) {
+        if (rename(partial, final) != 0) fail("rename", partial);
+    } else if (linkat(AT_FDCWD, proc, AT_FDCWD, final, AT_SYMLINK_FOLLOW) != 0) {
+        fail("linkat", final);
+    }
+    close(fd);
+    group_sync(dfd);
+}
+
 static void *work(void *unused) {
     (void)unused;
     char partial[4096], final[4096];
     void *aligned = NULL;
-    if (mode == 5 && posix_memalign(&aligned, 4096, sizeof body) != 0) fail("posix_memalign", directory);
+    if (mode >= 5 && posix_memalign(&aligned, 4096, sizeof body) != 0) fail("posix_memalign", directory);
     int dfd = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) fail("open directory", directory);
     for (;;) {
@@ -87,6 +121,10 @@ static void *work(void *unused) {
         snprintf(partial, sizeof partial, "%s/f-%04d.bin.part", directory, i);
         snprintf(final, sizeof final, "%s/f-%04d.bin", directory, i);
         const char *path = mode == 1 ? final : partial;
+        if (mode >= 6) {
+            sequence_6_or_7(i, dfd, partial, final, aligned);
+            continue;
+        }
         int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fd < 0) fail("open", path);
         if (mode >= 4) {
@@ -141,15 +179,15 @@ static void *work(void *unused) {
 
 int main(int argc, char **argv) {
     if (argc < 4) {
-        fprintf(stderr, "usage: %s DIRECTORY FILES THREADS [MODE: 0 durable (default), 1 plain, 2 syncfs after rename (unsafe), 3 syncfs group commit, 4 DownloadKit's sequence, 5 the same written O_DIRECT]\n", argv[0]);
+        fprintf(stderr, "usage: %s DIRECTORY FILES THREADS [MODE: 0 durable (default), 1 plain, 2 syncfs after rename (unsafe), 3 syncfs group commit, 4 DownloadKit's sequence, 5 the same written O_DIRECT, 6 DownloadKit's sequence since 2026-11-28, 7 the same in an O_TMPFILE]\n", argv[0]);
         return 2;
     }
     directory = argv[1];
     total = atoi(argv[2]);
     int threads = atoi(argv[3]);
     mode = argc > 4 ? atoi(argv[4]) : 0;
-    if (total < 1 || threads < 1 || threads > 256 || mode < 0 || mode > 5) {
-        fprintf(stderr, "FILES must be at least 1, THREADS 1 to 256 and MODE 0 to 5\n");
+    if (total < 1 || threads < 1 || threads > 256 || mode < 0 || mode > 7) {
+        fprintf(stderr, "FILES must be at least 1, THREADS 1 to 256 and MODE 0 to 7\n");
         return 2;
     }
     memset(body, 7, sizeof body);
@@ -165,6 +203,6 @@ int main(int argc, char **argv) {
     double wall = (double)(end.tv_sec - start.tv_sec) + (double)(end.tv_nsec - start.tv_nsec) / 1e9;
     double cpu = (double)usage.ru_utime.tv_sec + (double)usage.ru_utime.tv_usec / 1e6 + (double)usage.ru_stime.tv_sec
         + (double)usage.ru_stime.tv_usec / 1e6;
-    printf("%s: %.0f files/s, %.3f CPU-ms a file\n", mode == 1 ? "plain" : mode == 2 ? "syncfs after rename (unsafe)" : mode == 3 ? "syncfs group commit" : mode == 4 ? "DownloadKit's sequence" : mode == 5 ? "DownloadKit's sequence, O_DIRECT" : "durable", total / wall, cpu * 1000 / total);
+    printf("%s: %.0f files/s, %.3f CPU-ms a file\n", mode == 1 ? "plain" : mode == 2 ? "syncfs after rename (unsafe)" : mode == 3 ? "syncfs group commit" : mode == 4 ? "DownloadKit's sequence" : mode == 5 ? "DownloadKit's sequence, O_DIRECT" : mode == 6 ? "DownloadKit's sequence since 2026-11-28" : mode == 7 ? "the same in an O_TMPFILE" : "durable", total / wall, cpu * 1000 / total);
     return 0;
 }

@@ -199,6 +199,13 @@ extension ScenarioContext {
             let directory = runsDirectory + "/\(client.kind.rawValue)-\(run)"
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             defer { syncFileSystem() }
+            // The origin's files are read into the page cache before every run, as the large files are
+            // (warmPageCache): this VM evicted about 1 % of them within 3 s of a read, and a run that found
+            // them as earlier runs left them sent some 700 of nginx's reads to the disk (docs/BENCHMARKS.md,
+            // "Small files: the directory inside fdatasync").
+            for file in 0..<count {
+                try warmPageCache(path: Self.smallFileDirectory(cache: cacheDirectory, count: count) + "/" + Self.smallFileName(file))
+            }
             let invocation = try client.manyInvocation(
                 urls: urls, listPath: listPath, directory: directory, configDirectory: downloadDirectory)
             let logBase = logDirectory + "/small-files-\(client.kind.rawValue)-\(run)"
