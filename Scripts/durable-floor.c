@@ -52,7 +52,7 @@ static long started, finished;
 static int syncing;
 static int unsafe_link;
 
-// Returns after a syncfs (MODE 2, 3) or a directory fsync (MODE 4) that began after the call; callers
+// Returns after a syncfs (MODE 2, 3) or a directory fsync (MODE 4 to 7) that began after the call; callers
 // that arrive while one runs share the next.
 static void group_sync(int dfd) {
     pthread_mutex_lock(&sync_lock);

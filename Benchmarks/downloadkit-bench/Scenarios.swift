@@ -189,6 +189,7 @@ extension ScenarioContext {
         // every run pay for the churn — clients and runs alike, more run after run (docs/BENCHMARKS.md,
         // "Small files"). A previous bench's runs in this output directory are moved aside, not deleted.
         let runsDirectory = downloadDirectory + "/" + Self.smallFileRunsName
+        let sourceDirectory = Self.smallFileDirectory(cache: cacheDirectory, count: count)
         if FileManager.default.fileExists(atPath: runsDirectory) {
             try FileManager.default.moveItem(
                 atPath: runsDirectory,
@@ -203,9 +204,7 @@ extension ScenarioContext {
             // (warmPageCache): this VM evicted about 1 % of them within 3 s of a read, and a run that found
             // them as earlier runs left them sent some 700 of nginx's reads to the disk (docs/BENCHMARKS.md,
             // "Small files: the directory inside fdatasync").
-            for file in 0..<count {
-                try warmPageCache(path: Self.smallFileDirectory(cache: cacheDirectory, count: count) + "/" + Self.smallFileName(file))
-            }
+            for file in 0..<count { try warmPageCache(path: sourceDirectory + "/" + Self.smallFileName(file)) }
             let invocation = try client.manyInvocation(
                 urls: urls, listPath: listPath, directory: directory, configDirectory: downloadDirectory)
             let logBase = logDirectory + "/small-files-\(client.kind.rawValue)-\(run)"
