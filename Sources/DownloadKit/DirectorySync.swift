@@ -84,12 +84,14 @@ final class DirectorySync: @unchecked Sendable {
                 }
                 condition.lock()
                 states[directory, default: GroupCommit()].finished(target: target, succeeded: failure == nil)
+                // A successful sync covers the leader's own ticket (its target is at least that ticket),
+                // so the leader returns either way. The waiters are woken after the unlock, so that they
+                // do not wake only to block on the lock the leader still holds.
+                leave(directory)
+                condition.unlock()
                 condition.broadcast()
-                if let failure {
-                    leave(directory)
-                    condition.unlock()
-                    throw failure
-                }
+                if let failure { throw failure }
+                return
             }
         }
     }

@@ -41,8 +41,11 @@ final class TransferThreads: @unchecked Sendable {
         // more threads are parked than jobs are queued is always taken.
         if parked > jobs.count {
             jobs.append(job)
-            condition.signal()
             condition.unlock()
+            // Signalled after unlocking: a thread woken while the lock is still held blocks on it at once
+            // (two more futex calls and a context switch per transfer). A parked thread whose wait ends
+            // before the signal still takes the job: it looks at `jobs` before it leaves (`work`).
+            condition.signal()
             return
         }
         condition.unlock()
