@@ -63,6 +63,7 @@ func measure(
     _ executable: String, _ arguments: [String], stdoutPath: String, stderrPath: String,
     environment extra: [String: String] = [:]
 ) throws -> Measurement {
+    try warmExecutable(executable)
     guard let gnuTimePath else {
         var result = try spawnAndWait(
             executable, arguments, stdoutPath: stdoutPath, stderrPath: stderrPath, environment: extra)
@@ -92,6 +93,7 @@ func measureKilling(
     _ executable: String, _ arguments: [String], stdoutPath: String, stderrPath: String,
     environment extra: [String: String] = [:], timeout: Double, shouldKill: () -> Bool
 ) throws -> Measurement {
+    try warmExecutable(executable)
     let (child, start) = try spawnChild(
         executable, arguments, stdoutPath: stdoutPath, stderrPath: stderrPath, environment: extra)
     var status: Int32 = 0

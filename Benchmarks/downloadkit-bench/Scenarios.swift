@@ -204,7 +204,7 @@ extension ScenarioContext {
             // (warmPageCache): this VM evicted about 1 % of them within 3 s of a read, and a run that found
             // them as earlier runs left them sent some 700 of nginx's reads to the disk (docs/BENCHMARKS.md,
             // "Small files: the directory inside fdatasync").
-            for file in 0..<count { try warmPageCache(path: sourceDirectory + "/" + Self.smallFileName(file)) }
+            try warmPageCache(paths: (0..<count).map { sourceDirectory + "/" + Self.smallFileName($0) })
             let invocation = try client.manyInvocation(
                 urls: urls, listPath: listPath, directory: directory, configDirectory: downloadDirectory)
             let logBase = logDirectory + "/small-files-\(client.kind.rawValue)-\(run)"
