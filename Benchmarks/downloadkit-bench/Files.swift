@@ -98,7 +98,10 @@ func warmPageCache(paths: [String]) throws {
 /// binary and the Swift libraries dropped from the page cache (`posix_fadvise(DONTNEED)`, 3 pairs by
 /// hand, 2026-11-28), and the small-files scenario's first DownloadKit run was its slowest in three
 /// bench runs in a row. A larger program loses more, which is a start-up cost, not the per-file
-/// throughput these rows compare. A program `ldd` cannot read (a script) is warmed alone.
+/// throughput these rows compare. A program `ldd` cannot read (a script) is warmed alone. `measure`
+/// calls this for every run; the file scenarios call it before ``settlePageCache(directory:bytes:)`` as
+/// well, so that reading a program the VM evicted (about 115 MiB for DownloadKit's, 18 MiB for curl's)
+/// does not take pages the settle had just freed for the run.
 func warmExecutable(_ path: String) throws {
     let files = try LoadedFiles.shared.files(of: path)
     try warmPageCache(paths: files)

@@ -267,6 +267,8 @@ struct ScenarioContext {
         for file in cleanup { unlink(file) }
         try warmPageCache(path: cacheDirectory + path)
         // Every client that writes a file starts from the same memory state (see settlePageCache).
+        // The program is read in first, so that reading it does not take pages the settle just freed.
+        try warmExecutable(invocation.executable)
         if scenario.sink == .file { try settlePageCache(directory: downloadDirectory, bytes: testCase.bytes) }
 
         let logBase = logDirectory + "/\(scenario.rawValue)-\(name)-\(testCase.bytes)-\(run)"

@@ -128,6 +128,7 @@ extension ScenarioContext {
             // this VM hands cold page cache back to the host between runs (see warmPageCache).
             try warmPageCache(path: cacheDirectory + "/" + BenchRunner.fileName(bytes: bytes))
             // Every client starts from the same memory state, whatever the run before it freed.
+            try warmExecutable(invocation.executable)  // before the settle: see BenchRunner's file runs
             try settlePageCache(directory: downloadDirectory, bytes: bytes)
             let logBase = logDirectory + "/\(name.rawValue)-\(client.kind.rawValue)-\(connections)-\(run)"
             let before = try limited.accessLog().count
