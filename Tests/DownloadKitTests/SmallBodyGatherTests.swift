@@ -194,7 +194,10 @@ struct SmallBodyGatherTests {
     @Test func aStalledBodyShowsProgressForWhatArrivedBeforeItEnds() async throws {
         let size: Int64 = 200_000
         let origin = try FaultOrigin()
-        origin.serve("/stall", .resource(Resource(size: size, seed: 14, faults: [.stallAfter(bytes: 100_000, seconds: 0.3, times: 1)])))
+        // The stall must outlast any pause of the client's own thread: a client held off the CPU for the
+        // whole stall finds the rest of the body already in its socket, reads it with the first half in one
+        // piece, and never sees a stall to report (a TSan CI run on 2 CPUs did, with a stall of 0.3 s).
+        origin.serve("/stall", .resource(Resource(size: size, seed: 14, faults: [.stallAfter(bytes: 100_000, seconds: 1.5, times: 1)])))
         let dir = try ScratchDirectory()
         let (result, events) = await runDownload(DownloadRequest(url: origin.url("/stall"), destination: .file(dir.file("stall"))))
         #expect(try result.get().bytes == size)
