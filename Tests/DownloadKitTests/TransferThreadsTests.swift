@@ -61,10 +61,12 @@ struct TransferThreadsTests {
         #expect(names.withLock { $0 } == (0..<10).map { "dk-job-\($0)" })
     }
 
-    @Test func parkedThreadsExitAfterTheirIdleTime() async throws {
-        // An idle time long enough that a poll delayed by a loaded machine (TSan in CI once slept past
-        // 0.2 s) still sees the thread parked before it exits.
-        let pool = TransferThreads(idleSeconds: 2, maxParked: 8)
+    @Test func parkedThreadsExitAfterTheirIdleTime() throws {
+        // The idle time must outlast any delay of the poll below, or the threads park and exit between two
+        // looks and the test never sees them parked. The poll blocks its own thread (usleep) rather than
+        // awaiting Task.sleep: under TSan on 2 CPUs the cooperative pool, busy with the other suites, once
+        // resumed a 5 ms sleep more than 2 s late (an idle time of 2 s then failed; 0.2 s had before).
+        let pool = TransferThreads(idleSeconds: 5, maxParked: 8)
         let done = DispatchGroup()
         for _ in 0..<3 {
             done.enter()
@@ -72,10 +74,10 @@ struct TransferThreadsTests {
         }
         #expect(done.wait(timeout: .now() + 10) == .success)
         let parkedBy = Date(timeIntervalSinceNow: 10)
-        while pool.parkedCount < 1 && Date() < parkedBy { try await Task.sleep(for: .milliseconds(5)) }
+        while pool.parkedCount < 1 && Date() < parkedBy { usleep(5_000) }
         #expect(pool.parkedCount >= 1)
-        let exitedBy = Date(timeIntervalSinceNow: 10)
-        while pool.parkedCount > 0 && Date() < exitedBy { try await Task.sleep(for: .milliseconds(20)) }
+        let exitedBy = Date(timeIntervalSinceNow: 20)
+        while pool.parkedCount > 0 && Date() < exitedBy { usleep(20_000) }
         #expect(pool.parkedCount == 0)
     }
 
