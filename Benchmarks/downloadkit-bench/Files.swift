@@ -117,19 +117,11 @@ private final class LoadedFiles: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         if let files = known[executable] { return files }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/ldd")
-        process.arguments = [executable]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        let result = try ProcessRunner.run("ldd", [executable])
         // Lines are "name => /path (0x…)", "/path (0x…)" or "linux-vdso.so.1 (0x…)"; keep the paths.
         var files = [executable]
-        if process.terminationStatus == 0 {
-            for line in String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline) {
+        if result.succeeded {
+            for line in result.output.split(whereSeparator: \.isNewline) {
                 for word in line.split(separator: " ") where word.hasPrefix("/") {
                     files.append(String(word))
                 }
