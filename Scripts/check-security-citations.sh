@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Every test SECURITY.md cites exists (issue #20): each `Suite.function` names a `struct Suite` in Tests/
-# and a `func function` inside that suite's file, and each bare `function` following it in the same cell
-# (", `other`") a func of the same suite. Run by Scripts/test.sh; exits non-zero listing dangling citations.
+# Every test SECURITY.md and docs/THREAT-MODEL.md cite exists (issues #20, #44): each `Suite.function` names a
+# `struct Suite` in Tests/ and a `func function` inside that suite's file, and each bare `function` following it
+# in the same cell (", `other`") a func of the same suite. Run by Scripts/test.sh; exits non-zero listing dangling citations.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 python3 - <<'PY'
 import re, subprocess, sys, pathlib
-text = pathlib.Path("SECURITY.md").read_text()
+documents = ["SECURITY.md", "docs/THREAT-MODEL.md"]
 files = {}
 for path in pathlib.Path("Tests").rglob("*.swift"):
     if ".build" in path.parts or not path.is_file():
@@ -15,7 +15,8 @@ for path in pathlib.Path("Tests").rglob("*.swift"):
     for m in re.finditer(r"\bstruct (\w+Tests)\b", src):
         files.setdefault(m.group(1), []).append((path, src))
 missing, checked = [], 0
-for cell in re.split(r"\|", text):
+cells = [cell for document in documents for cell in re.split(r"\|", pathlib.Path(document).read_text())]
+for cell in cells:
     suite = None
     for m in re.finditer(r"`([A-Z]\w*Tests)(?:\.(\w+))?`|`([a-z]\w{12,})`", cell):
         if m.group(1):
@@ -32,7 +33,7 @@ for cell in re.split(r"\|", text):
             if not any(re.search(r"\bfunc " + re.escape(name) + r"\b", src) for _, src in files[suite]):
                 missing.append(f"{suite}.{name}")
 if missing:
-    print("SECURITY.md cites tests that do not exist:", *sorted(set(missing)), sep="\n  ")
+    print(" and ".join(documents), "cite tests that do not exist:", *sorted(set(missing)), sep="\n  ")
     sys.exit(1)
-print(f"SECURITY.md: {checked} cited tests exist")
+print(f"{' and '.join(documents)}: {checked} cited tests exist")
 PY

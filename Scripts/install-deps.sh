@@ -11,6 +11,9 @@ command -v curl >/dev/null || need+=(curl)
 command -v tinyproxy >/dev/null || need+=(tinyproxy)      # HTTP proxy + CONNECT with Basic auth (proxy tests)
 command -v microsocks >/dev/null || need+=(microsocks)    # SOCKS5 with RFC 1929 auth (proxy tests)
 command -v nft >/dev/null || [ -x /usr/sbin/nft ] || need+=(nftables)   # Happy Eyeballs test: drop SYNs in a netns
+# The attacker suite plays another local user (setpriv --reuid=65534, user nobody) and starts the daemon
+# under a low descriptor limit (prlimit): both from util-linux.
+{ command -v setpriv >/dev/null && command -v prlimit >/dev/null; } || need+=(util-linux)
 command -v ip >/dev/null || [ -x /usr/sbin/ip ] || need+=(iproute2)
 # Fleet tests (Tests/FleetTests): a private PostgreSQL server started from /usr/lib/postgresql/*/bin.
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need+=(postgresql)

@@ -63,3 +63,35 @@ package struct DestinationColumns: Sendable, Hashable {
         }
     }
 }
+
+/// The columns of a stored task that must make sense before the task may run: its destination
+/// (``DestinationColumns/refusal``) and its checksum. One rule for every store (SQLite's `TaskStore`,
+/// `PostgresTaskStore`): a row a store cannot stand behind is restored or claimed as a failure naming the
+/// column, never run with the column ignored.
+package struct StoredTaskColumns: Sendable {
+    package var destination: DestinationColumns
+    /// The `checksum` column as stored (`ALGO=HEX`), or nil for none.
+    package var checksum: String?
+
+    package init(destination: DestinationColumns, checksum: String?) {
+        self.destination = destination
+        self.checksum = checksum
+    }
+
+    /// The checksum the task verifies; nil when the column is empty or does not parse (then ``refusal``
+    /// says so).
+    package var parsedChecksum: Checksum? { checksum.flatMap(Checksum.init(parsing:)) }
+
+    /// Why the task cannot run, or nil. A checksum column that does not parse (a damaged or hand-edited
+    /// row) fails the task with `invalidChecksum`: downloading it unverified would drop the one check the
+    /// caller asked for.
+    package var refusal: ManagedTaskError? {
+        if let refusal = destination.refusal { return refusal }
+        if let checksum, parsedChecksum == nil {
+            return ManagedTaskError(
+                code: "invalidChecksum",
+                message: "the stored checksum \"\(checksum.prefix(200))\" is not ALGO=HEX with a known algorithm")
+        }
+        return nil
+    }
+}

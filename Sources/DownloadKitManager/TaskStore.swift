@@ -372,16 +372,18 @@ struct TaskRecord: FetchableRecord, TableRecord, Sendable {
     /// The task this row describes; an unknown state reads as paused (a newer schema's state must not
     /// make an older manager run or drop the task).
     var task: ManagedTask {
-        let columns = DestinationColumns(
-            kind: destinationKind, path: destinationPath, namingRule: namingRule, namingFileID: namingFileID)
-        let destination = columns.destination(fileID: fileID, taskID: id)
+        let columns = StoredTaskColumns(
+            destination: DestinationColumns(
+                kind: destinationKind, path: destinationPath, namingRule: namingRule, namingFileID: namingFileID),
+            checksum: checksum)
+        let destination = columns.destination.destination(fileID: fileID, taskID: id)
         let refusal = columns.refusal
         return ManagedTask(
             id: id, originalURL: originalURL, currentURL: currentURL, fileID: fileID, destination: destination,
             path: finalPath, state: refusal == nil ? ManagedTaskState(rawValue: state) ?? .paused : .failed,
             bytesReceived: bytesReceived,
             totalBytes: totalBytes, priority: DownloadPriority(rawValue: priority), queueOrder: queueOrder,
-            group: groupName, checksum: checksum.flatMap(Checksum.init(parsing:)), headers: headers,
+            group: groupName, checksum: columns.parsedChecksum, headers: headers,
             metadata: metadata, requiresUnmeteredNetwork: requiresUnmeteredNetwork, rateLimit: rateLimit,
             error: refusal ?? errorCode.map { ManagedTaskError(code: $0, message: errorMessage ?? "") },
             createdAt: Date(timeIntervalSince1970: createdAt), updatedAt: Date(timeIntervalSince1970: updatedAt),

@@ -14,6 +14,9 @@ public struct FleetTask: Sendable, Hashable {
     public var leaseUntil: Date?
     /// Whether the task runs under a lease that has not run out (by the server's clock when read).
     public var leaseIsLive: Bool
+    /// Why the row cannot run as stored (a relative destination, a checksum that does not parse), or nil
+    /// (``StoredTaskColumns/refusal``: the same rule as the SQLite store's).
+    package var refusal: ManagedTaskError? = nil
 }
 
 /// A worker's hold on one task: the task as claimed and the epoch that fences every write of it.
@@ -22,11 +25,18 @@ public struct Lease: Sendable, Hashable {
     public var task: ManagedTask
     /// The lease's epoch: the claim's number for this task (1 for the first); every write is fenced by it.
     public var epoch: Int64
+    /// Why the claimed row cannot run (``FleetTask/refusal``): the worker records the task failed with it.
+    package var refusal: ManagedTaskError?
 
     /// A lease on `task` under `epoch`.
     public init(task: ManagedTask, epoch: Int64) {
+        self.init(task: task, epoch: epoch, refusal: nil)
+    }
+
+    package init(task: ManagedTask, epoch: Int64, refusal: ManagedTaskError?) {
         self.task = task
         self.epoch = epoch
+        self.refusal = refusal
     }
 }
 

@@ -191,8 +191,9 @@ public actor FleetWorker {
         let task = lease.task
         let store = self.store
         let workerID = configuration.workerID
-        if let refusal = DestinationColumns(task.destination).refusal {
-            Task { await self.failedToStart(lease, DownloadError(.fileSystem, refusal.message)) }
+        if let refusal = lease.refusal {
+            // The stored code (`invalidDestination`, `invalidChecksum`) is the one the SQLite store restores.
+            Task { await self.failedToStart(lease, DownloadError(DownloadError.Code(refusal.code), refusal.message)) }
             return
         }
         let fence = WriteFence(until: deadline) { _ in

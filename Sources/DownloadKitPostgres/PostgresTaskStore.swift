@@ -538,7 +538,7 @@ public final class PostgresTaskStore: TaskStoring {
             var leases: [Lease] = []
             for row in try await connection.query(query, logger: logger).collect() {
                 let task = try Self.fleetTask(row.makeRandomAccess())
-                leases.append(Lease(task: task.task, epoch: task.leaseEpoch))
+                leases.append(Lease(task: task.task, epoch: task.leaseEpoch, refusal: task.refusal))
             }
             try await connection.query(
                 "UPDATE downloadkit_worker SET seen_at = now() WHERE id = \(worker)", logger: logger
@@ -717,11 +717,14 @@ public final class PostgresTaskStore: TaskStoring {
     static func fleetTask(_ row: PostgresRandomAccessRow) throws -> FleetTask {
         let id = try row["id"].decode(String.self)
         let fileID = try row["file_id"].decode(String?.self)
-        let destination = DestinationColumns(
-            kind: try row["destination_kind"].decode(String.self), path: try row["destination_path"].decode(String.self),
-            namingRule: try row["naming_rule"].decode(String?.self),
-            namingFileID: try row["naming_file_id"].decode(String?.self)
-        ).destination(fileID: fileID, taskID: id)
+        let columns = StoredTaskColumns(
+            destination: DestinationColumns(
+                kind: try row["destination_kind"].decode(String.self),
+                path: try row["destination_path"].decode(String.self),
+                namingRule: try row["naming_rule"].decode(String?.self),
+                namingFileID: try row["naming_file_id"].decode(String?.self)),
+            checksum: try row["checksum"].decode(String?.self))
+        let destination = columns.destination.destination(fileID: fileID, taskID: id)
         let errorCode = try row["error_code"].decode(String?.self)
         let task = ManagedTask(
             id: id, originalURL: try row["original_url"].decode(String.self),
@@ -732,7 +735,7 @@ public final class PostgresTaskStore: TaskStoring {
             totalBytes: try row["total_bytes"].decode(Int64?.self),
             priority: DownloadPriority(rawValue: Int(try row["priority"].decode(Int64.self))),
             queueOrder: try row["queue_order"].decode(Int64.self), group: try row["group_name"].decode(String?.self),
-            checksum: try row["checksum"].decode(String?.self).flatMap(Checksum.init(parsing:)),
+            checksum: columns.parsedChecksum,
             headers: TaskFieldsJSON.decode(try row["headers"].decode(String?.self)),
             metadata: TaskFieldsJSON.decode(try row["metadata"].decode(String?.self)),
             requiresUnmeteredNetwork: try row["requires_unmetered_network"].decode(Bool.self),
@@ -746,7 +749,8 @@ public final class PostgresTaskStore: TaskStoring {
         return FleetTask(
             task: task, leaseOwner: try row["lease_owner"].decode(String?.self),
             leaseEpoch: try row["lease_epoch"].decode(Int64.self), leaseUntil: until,
-            leaseIsLive: task.state == .running && (until.map { $0 > serverNow } ?? false))
+            leaseIsLive: task.state == .running && (until.map { $0 > serverNow } ?? false),
+            refusal: columns.refusal)
     }
 }
 

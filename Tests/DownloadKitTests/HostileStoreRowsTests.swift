@@ -87,6 +87,39 @@ struct HostileStoreRowsTests {
         }
     }
 
+    /// A checksum column that does not parse (a hand-edited or damaged row) restores the task failed with
+    /// `invalidChecksum` naming the value; before, the value was dropped as it was read and the task ran
+    /// and completed unverified. A sound checksum beside it still reads back as it was stored.
+    @Test func aChecksumThatDoesNotParseRestoresFailedNotUnverified() async throws {
+        let scratch = try ScratchDirectory()
+        let state = scratch.file("state")
+        let sound = try #require(Checksum(parsing: "sha256=" + String(repeating: "ab", count: 32)))
+        let first = try await DownloadManager(stateDirectory: state, configuration: managerConfiguration())
+        let ids = try await first.enqueue([
+            .init(url: "http://127.0.0.1:1/c.bin", destination: .file(scratch.file("c.bin")), checksum: sound),
+            .init(url: "http://127.0.0.1:1/d.bin", destination: .file(scratch.file("d.bin")), checksum: sound),
+        ])
+        await first.close()
+        let store = try TaskStore(directory: state)
+        var records = try store.loadAll().filter { ids.contains($0.id) }
+        try #require(records.count == 2)
+        for index in records.indices {
+            records[index].state = "paused"
+            if records[index].id == ids[0] { records[index].checksum = "sha256=zz" }
+        }
+        try store.write(records)
+
+        let manager = try await DownloadManager(stateDirectory: state, configuration: managerConfiguration())
+        let damaged = await manager.task(ids[0])
+        #expect(damaged?.state == .failed)
+        #expect(damaged?.error?.code == "invalidChecksum", "\(String(describing: damaged?.error))")
+        #expect(damaged?.error?.message.contains("sha256=zz") == true)
+        let intact = await manager.task(ids[1])
+        #expect(intact?.state == .paused)
+        #expect(intact?.checksum == sound)
+        await manager.close()
+    }
+
     /// A relative destination given to enqueue is what the caller meant from where it stood: stored absolute.
     @Test func enqueueStoresRelativeDestinationsAbsolute() {
         let cwd = FileManager.default.currentDirectoryPath
