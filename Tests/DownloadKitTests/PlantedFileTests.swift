@@ -143,6 +143,24 @@ struct PlantedFileTests {
         #expect(fileMatchesPattern(dir.file("dl.bin"), size: Self.size, seed: 444))
     }
 
+    /// A destination planted by nobody is never reported as an unchanged download of ours
+    /// (`.keepIfNotModified`), even when the server answers 304; the same file of ours is.
+    @Test func aDestinationPlantedByAnotherUserIsNotKeptAsUnchanged() throws {
+        let origin = try FaultOrigin()
+        defer { origin.shutdown() }
+        origin.serve("/k", .response(status: 304, headers: [], body: []))
+        let dir = try SharedDirectory(.sticky)
+        try OtherUser.run(["/usr/bin/touch", dir.file("planted.bin")])
+        try Data("ours".utf8).write(to: URL(fileURLWithPath: dir.file("ours.bin")))
+        func outcome(_ name: String) throws -> DownloadResult? {
+            var request = DownloadRequest(url: origin.url("/k"), destination: .file(dir.file(name)))
+            request.existingFile = .keepIfNotModified
+            return try Download.existingFileOutcome(request, configuration: testConfiguration(), client: nil)
+        }
+        #expect(try outcome("planted.bin") == nil)
+        #expect(try outcome("ours.bin")?.keptExistingFile == true)
+    }
+
     /// Plants a genuine record (what the engine would write for `bytes` received into `partial`) at `path`,
     /// written by nobody.
     func plantRecord(naming partial: String, bytes: Int64, url: String, at path: String, in dir: SharedDirectory) throws {
