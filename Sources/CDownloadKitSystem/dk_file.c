@@ -114,7 +114,10 @@ int dk_owned_check(int fd, int strict) {
 int dk_owned_open(const char *path, int flags, mode_t mode, int strict, int *refusal) {
     *refusal = DK_ACCEPTED;
     int truncate = (flags & O_TRUNC) != 0;
-    int opened = (flags & ~O_TRUNC) | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK;
+    // A FIFO planted at the name would block an O_RDONLY or O_WRONLY open until a peer comes (O_RDWR never
+    // blocks on Linux): those are opened non-blocking, and the flag is cleared once the file is accepted.
+    int nonblocking = (flags & O_ACCMODE) != O_RDWR && !(flags & O_NONBLOCK);
+    int opened = (flags & ~O_TRUNC) | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | (nonblocking ? O_NONBLOCK : 0);
     int fd;
     do { fd = open(path, opened, mode); } while (fd < 0 && errno == EINTR);
     if (fd < 0) {
@@ -138,7 +141,7 @@ int dk_owned_open(const char *path, int flags, mode_t mode, int strict, int *ref
         errno = saved;
         return -1;
     }
-    if (!(flags & O_NONBLOCK)) (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    if (nonblocking) (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     if (truncate) {
         int status;
         do { status = ftruncate(fd, 0); } while (status != 0 && errno == EINTR);

@@ -91,7 +91,7 @@ int dk_owned_check(int fd, int strict);
 
 /// Opens `path` with `flags | O_NOFOLLOW | O_CLOEXEC` (and `mode` when creating) and applies
 /// ``dk_owned_check`` to the descriptor. `O_TRUNC` is applied only after the check passed (ftruncate),
-/// so a refused file never loses a byte; a FIFO is opened non-blocking and refused. Returns the
+/// so a refused file never loses a byte; a FIFO never blocks the open (non-blocking unless `O_RDWR`) and is refused. Returns the
 /// descriptor, or -1 with errno set and `*refusal` set to the `DK_REFUSED_*` code (or 0 when the open
 /// itself failed for another reason; errno is then that failure's, EPERM for a refusal).
 int dk_owned_open(const char *path, int flags, mode_t mode, int strict, int *refusal);
