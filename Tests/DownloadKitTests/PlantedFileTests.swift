@@ -125,6 +125,30 @@ struct PlantedFileTests {
         }
     }
 
+    /// A record is trusted only as ssh trusts a key: ours, not writable by others, one link, not a link.
+    @Test func aRecordWritableByOthersLinkedOrALinkIsNotRead() throws {
+        let dir = try ScratchDirectory()
+        let info = ResumeInfo(originalURL: "http://example.com/x", tempFilePath: dir.file("x.dkpart"))
+        try info.write(to: dir.file("mine.dkresume"))
+        try info.write(to: dir.file("open.dkresume"))
+        #expect(chmod(dir.file("open.dkresume"), 0o666) == 0)
+        try info.write(to: dir.file("linked.dkresume"))
+        #expect(link(dir.file("linked.dkresume"), dir.file("second-name")) == 0)
+        #expect(symlink(dir.file("mine.dkresume"), dir.file("link.dkresume")) == 0)
+        func outcome(_ name: String) -> String {
+            switch ResumeInfo.readRecord(at: dir.file(name)) {
+            case .absent: "absent"
+            case .trusted: "trusted"
+            case .refused(let why): why
+            }
+        }
+        #expect(outcome("mine.dkresume") == "trusted")
+        #expect(outcome("missing.dkresume") == "absent")
+        #expect(outcome("open.dkresume").contains("\(dir.file("open.dkresume")): it is writable by its group or by others"))
+        #expect(outcome("linked.dkresume").contains("\(dir.file("linked.dkresume")): it has another hard link"))
+        #expect(outcome("link.dkresume").contains("\(dir.file("link.dkresume")): it is a symbolic link"))
+    }
+
     /// A record of ours naming a partial in the working directory is still adopted (Apple's resume data
     /// names its own temp file): the checks refuse only what this user did not write.
     @Test func aRecordOfOursNamingOurPartialIsStillAdopted() async throws {
