@@ -100,3 +100,114 @@ ssize_t dk_lgetxattr(const char *path, const char *name, void *value, size_t siz
 int dk_fremovexattr(int fd, const char *name) {
     return fremovexattr(fd, name);
 }
+
+int dk_owned_check(int fd, int strict) {
+    struct stat st;
+    if (fstat(fd, &st) != 0) return -1;
+    if (!S_ISREG(st.st_mode)) return DK_REFUSED_NOT_REGULAR;
+    if (st.st_uid != geteuid()) return DK_REFUSED_OTHER_OWNER;
+    if (strict && (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) return DK_REFUSED_WRITABLE_BY_OTHERS;
+    if (strict && st.st_nlink != 1) return DK_REFUSED_LINKED;
+    return DK_ACCEPTED;
+}
+
+int dk_owned_open(const char *path, int flags, mode_t mode, int strict, int *refusal) {
+    *refusal = DK_ACCEPTED;
+    int truncate = (flags & O_TRUNC) != 0;
+    // A FIFO planted at the name would block an O_RDONLY or O_WRONLY open until a peer comes (O_RDWR never
+    // blocks on Linux): those are opened non-blocking, and the flag is cleared once the file is accepted.
+    int nonblocking = (flags & O_ACCMODE) != O_RDWR && !(flags & O_NONBLOCK);
+    int opened = (flags & ~O_TRUNC) | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | (nonblocking ? O_NONBLOCK : 0);
+    int fd;
+    do { fd = open(path, opened, mode); } while (fd < 0 && errno == EINTR);
+    if (fd < 0) {
+        // Name the refusal by what is there: O_NOFOLLOW fails with ELOOP on a link, but with O_CREAT some
+        // kernels answer EACCES first for another user's link or file in a sticky directory.
+        int saved = errno;
+        struct stat st;
+        if (saved == ELOOP) *refusal = DK_REFUSED_SYMLINK;
+        else if (saved != ENOENT && lstat(path, &st) == 0) {
+            if (S_ISLNK(st.st_mode)) *refusal = DK_REFUSED_SYMLINK;
+            else if (st.st_uid != geteuid()) *refusal = DK_REFUSED_OTHER_OWNER;
+        }
+        errno = saved;
+        return -1;
+    }
+    int verdict = dk_owned_check(fd, strict);
+    if (verdict != DK_ACCEPTED) {
+        int saved = verdict < 0 ? errno : EPERM;
+        close(fd);
+        if (verdict > 0) *refusal = verdict;
+        errno = saved;
+        return -1;
+    }
+    if (nonblocking) (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    if (truncate) {
+        int status;
+        do { status = ftruncate(fd, 0); } while (status != 0 && errno == EINTR);
+        if (status != 0) {
+            int saved = errno;
+            close(fd);
+            errno = saved;
+            return -1;
+        }
+    }
+    return fd;
+}
+
+const char *dk_refusal_text(int refusal) {
+    switch (refusal) {
+    case DK_REFUSED_SYMLINK: return "is a symbolic link";
+    case DK_REFUSED_NOT_REGULAR: return "is not a regular file";
+    case DK_REFUSED_OTHER_OWNER: return "belongs to another user";
+    case DK_REFUSED_WRITABLE_BY_OTHERS: return "is writable by its group or by others";
+    case DK_REFUSED_LINKED: return "has another hard link";
+    default: return "is acceptable";
+    }
+}
+
+static int dk_create_exclusive(const char *name, mode_t mode) {
+    int fd;
+    do { fd = open(name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, mode); } while (fd < 0 && errno == EINTR);
+    return fd;
+}
+
+int dk_create_temporary(const char *prefix, mode_t mode, char *name, size_t capacity) {
+    int length = snprintf(name, capacity, "%s%d", prefix, (int)getpid());
+    if (length < 0 || (size_t)length >= capacity) { errno = ENAMETOOLONG; return -1; }
+    int fd = dk_create_exclusive(name, mode);
+    if (fd >= 0 || errno != EEXIST) return fd;
+    // Our own leftover (a run of this pid that died, or an earlier failed write): take the name again.
+    struct stat st;
+    if (lstat(name, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && st.st_nlink == 1 && unlink(name) == 0) {
+        fd = dk_create_exclusive(name, mode);
+        if (fd >= 0 || errno != EEXIST) return fd;
+    }
+    // Someone else's (planted) name: left alone; a fresh unique name instead.
+    for (int attempt = 0; attempt < 16; attempt++) {
+        unsigned int token = 0;
+        if (dk_random_bytes(&token, sizeof token) != 0) return -1;
+        length = snprintf(name, capacity, "%s%d-%08x", prefix, (int)getpid(), token);
+        if (length < 0 || (size_t)length >= capacity) { errno = ENAMETOOLONG; return -1; }
+        fd = dk_create_exclusive(name, mode);
+        if (fd >= 0 || errno != EEXIST) return fd;
+    }
+    errno = EEXIST;
+    return -1;
+}
+
+int dk_rename_noreplace(const char *from, const char *to) {
+    int status;
+    do { status = renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE); } while (status != 0 && errno == EINTR);
+    return status;
+}
+
+int dk_unlink_if_owned(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) != 0) return errno == ENOENT ? 0 : -1;
+    if (st.st_uid != geteuid()) return 1;
+    int status;
+    do { status = unlink(path); } while (status != 0 && errno == EINTR);
+    if (status != 0) return errno == ENOENT ? 0 : -1;
+    return 0;
+}

@@ -59,6 +59,10 @@ public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible 
         /// Another download (another `Download`, manager task or process) is writing the same
         /// destination: its partial file is locked. Nothing was touched; retry once it is done.
         public static let destinationInUse = Code("destinationInUse")
+        /// A file where the download keeps its working files (partial, record, journal) is not one this
+        /// user created: a symbolic link, not a regular file, another user's, writable by others or with
+        /// a second hard link (issue #44). Nothing was read from or written to it; the detail names the file.
+        public static let untrustedFile = Code("untrustedFile")
         /// The segment map failed its final accounting (a byte missing or credited twice): the file is
         /// not moved into place.
         public static let segmentAccounting = Code("segmentAccounting")

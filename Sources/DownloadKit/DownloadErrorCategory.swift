@@ -69,7 +69,7 @@ extension DownloadError {
         case .checksumMismatch, .contentMD5Mismatch: return .integrity
         case .contentRangeMismatch, .serverIgnoredRange, .protocolViolation: return .protocolViolation
         case .insufficientSpace, .diskFull: return .space
-        case .fileSystem, .invalidResumeData: return .fileSystem
+        case .fileSystem, .invalidResumeData, .untrustedFile: return .fileSystem
         case .destinationInUse: return .inUse
         case .cancelled, .paused: return .stopped
         default: return .other

@@ -140,6 +140,10 @@ extension Download {
             path: path, bytes: Int64(st.st_size), resumedFrom: Int64(st.st_size), bytesTransferred: 0,
             finalURL: request.url, checksumHex: nil, isResumable: false, keptExistingFile: true)
         if request.existingFile == .keep { return kept }
+        // Another user's file is no evidence of a download of ours, whatever a server says of its date or
+        // validators (issue #44: planted in a shared directory, it would be reported as this download).
+        // It is downloaded again, and the final rename replaces it.
+        guard st.st_uid == geteuid() else { return nil }
 
         let url: HTTPURL
         do {

@@ -36,15 +36,15 @@ final class FileHandleFD {
 
     /// Opens (creating if needed, mode 0600: partial data is private until it is renamed into place)
     /// a file for reading and writing, without truncating it and without following a symbolic link.
-    static func openForUpdate(_ path: String) throws(FileSystemError) -> FileHandleFD {
-        let fd = path.withCString { cPath in retryingOnEINTR({ open(cPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600) }) }
-        if fd < 0 { throw FileSystemError("open", path: path, errno: errno) }
-        return FileHandleFD(fd: fd, path: path)
+    /// - Throws: ``DownloadError/Code/untrustedFile`` naming the file when it is not one this user could
+    ///   have created as a partial (``FileSystem/openOwned(_:_:role:strict:)``), else ``FileSystemError``.
+    static func openForUpdate(_ path: String) throws -> FileHandleFD {
+        FileHandleFD(fd: try FileSystem.openOwned(path, O_RDWR | O_CREAT, role: "partial file"), path: path)
     }
 
-    /// Opens an existing file read-only.
+    /// Opens an existing file read-only, without following a symbolic link.
     static func openForReading(_ path: String) throws(FileSystemError) -> FileHandleFD {
-        let fd = path.withCString { cPath in retryingOnEINTR({ open(cPath, O_RDONLY | O_CLOEXEC) }) }
+        let fd = path.withCString { cPath in retryingOnEINTR({ open(cPath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }) }
         if fd < 0 { throw FileSystemError("open", path: path, errno: errno) }
         return FileHandleFD(fd: fd, path: path)
     }
@@ -141,7 +141,63 @@ final class FileHandleFD {
 }
 
 /// Path and directory helpers for the engine.
+///
+/// Files beside a destination (issue #44, docs/ENGINE.md "Files beside a destination"): the partial,
+/// the record and its temporary name, the journal and the staging name of a cross-device move are opened,
+/// created and removed only through ``openOwned(_:_:role:strict:)``, ``createTemporary(_:role:)`` and
+/// ``removeIfOwned(_:)``, which call the one implementation in CDownloadKitSystem (`dk_owned_open`,
+/// `dk_create_temporary`, `dk_unlink_if_owned`; the cookie jar and `--log-file` call the same functions).
+///
+/// Decision: by path, with `O_NOFOLLOW` on the last component and every check made on the open
+/// descriptor (fstat), not relative to an open directory descriptor (openat/renameat/unlinkat). The
+/// attacker of issue #44 plants names inside a shared directory; the directory's own path is the
+/// caller's choice. The engine, the manager, the fleet and the CLI pass working files around as paths,
+/// and moving all of them to directory descriptors was more than the change could carry safely.
 package enum FileSystem {
+    /// Opens `path` without following a symbolic link and checks the open descriptor: a regular file
+    /// of the effective user; with `strict` (records, partials, journals) also not writable by its group
+    /// or others and with one link, as ssh checks its keys. `O_TRUNC` is applied only after the check.
+    /// - Parameters:
+    ///   - role: What the file is to the download ("partial file", "resume record", "segment journal"),
+    ///     for the error.
+    /// - Returns: The descriptor (close-on-exec).
+    /// - Throws: ``DownloadError`` with ``DownloadError/Code/untrustedFile`` naming the file and why it was
+    ///   refused; ``FileSystemError`` when the open itself fails.
+    package static func openOwned(_ path: String, _ flags: Int32, role: String, strict: Bool = true) throws -> Int32 {
+        var refusal: Int32 = 0
+        let fd = dk_owned_open(path, flags, 0o600, strict ? 1 : 0, &refusal)
+        if fd >= 0 { return fd }
+        let code = errno
+        if refusal != 0 { throw untrusted(path, role: role, refusal: refusal) }
+        throw FileSystemError("open", path: path, errno: code)
+    }
+
+    /// The error for a file beside a destination that this download did not create.
+    static func untrusted(_ path: String, role: String, refusal: Int32) -> DownloadError {
+        DownloadError(
+            .untrustedFile,
+            "refusing the \(role) \(path): it \(String(cString: dk_refusal_text(refusal))), so it is not a file this user "
+                + "created (remove it, or use another path)")
+    }
+
+    /// Creates a temporary file beside `path` exclusively (`<path>.tmp-<pid>`, or a unique name when a
+    /// file or link that is not ours holds that one; ``dk_create_temporary``), mode 0600.
+    /// - Returns: The descriptor and the name used.
+    static func createTemporary(_ prefix: String) throws(FileSystemError) -> (fd: Int32, path: String) {
+        var name = [CChar](repeating: 0, count: Int(PATH_MAX) + 64)
+        let fd = dk_create_temporary(prefix, 0o600, &name, name.count)
+        if fd < 0 { throw FileSystemError("open", path: prefix + "<pid>", errno: errno) }
+        return (fd, String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
+    }
+
+    /// Removes `path` (a file or a link) only when it belongs to this user; another user's file stays
+    /// (a planted name costs a refused or restarted download, never another user's file). A missing
+    /// file is not an error.
+    static func removeIfOwned(_ path: String) throws(FileSystemError) {
+        try WriteFence.check("unlink", path)
+        if dk_unlink_if_owned(path) < 0 { throw FileSystemError("unlink", path: path, errno: errno) }
+    }
+
     /// Whether `directory` holds an entry whose name ends in `suffix`: one `readdir`, each name compared
     /// in place. `true` when the directory cannot be read (the caller then looks at each path itself).
     package static func containsName(endingWith suffix: String, in directory: String) -> Bool {
@@ -246,8 +302,7 @@ package enum FileSystem {
         }
         let code = errno
         guard code == EXDEV else { throw FileSystemError("rename", path: destination, errno: code) }
-        let staging = destination + ".dkmove-\(getpid())"
-        try copyFile(from: source, to: staging)
+        let staging = try copyFile(from: source, besideDestination: destination)
         if retryingOnEINTR({ rename(staging, destination) }) != 0 {
             let failure = errno
             _ = retryingOnEINTR({ unlink(staging) })
@@ -274,9 +329,20 @@ package enum FileSystem {
         }
         // No hard links here (another file system, or one without links): copy beside the destination,
         // then link the copy in (or, without link support at all, check and rename).
-        let staging = destination + ".dkmove-\(getpid())"
-        if code == EXDEV { try copyFile(from: source, to: staging) } else if retryingOnEINTR({ rename(source, staging) }) != 0 {
-            throw FileSystemError("rename", path: staging, errno: errno)
+        let staging: String
+        if code == EXDEV {
+            staging = try copyFile(from: source, besideDestination: destination)
+        } else {
+            // Without link support: the staging name is created exclusively (never a planted one), then
+            // the partial renamed over that empty file of ours.
+            let created = try createTemporary(destination + ".dkmove-")
+            close(created.fd)
+            staging = created.path
+            if retryingOnEINTR({ rename(source, staging) }) != 0 {
+                let failure = errno
+                _ = retryingOnEINTR({ unlink(staging) })
+                throw FileSystemError("rename", path: staging, errno: failure)
+            }
         }
         var placed = retryingOnEINTR({ link(staging, destination) }) == 0
         if !placed, errno != EEXIST, !exists(destination) { placed = retryingOnEINTR({ rename(staging, destination) }) == 0 }
@@ -291,11 +357,24 @@ package enum FileSystem {
         return true
     }
 
-    private static func copyFile(from source: String, to destination: String) throws(FileSystemError) {
+    /// Copies `source` into a staging file created exclusively beside `finalPath` (`<finalPath>.dkmove-<pid>`
+    /// or a unique name, never a planted file or link), fsynced, mode 0644 like the finished file.
+    /// - Returns: The staging path; it is removed when the copy fails.
+    private static func copyFile(from source: String, besideDestination finalPath: String) throws(FileSystemError) -> String {
         let input = try FileHandleFD.openForReading(source)
-        let outputFD = destination.withCString { cPath in retryingOnEINTR({ open(cPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }) }
-        if outputFD < 0 { throw FileSystemError("open", path: destination, errno: errno) }
+        let (outputFD, destination) = try createTemporary(finalPath + ".dkmove-")
         defer { close(outputFD) }
+        do throws(FileSystemError) {
+            try copy(input, to: outputFD, path: destination)
+        } catch {
+            _ = retryingOnEINTR({ unlink(destination) })
+            throw error
+        }
+        return destination
+    }
+
+    private static func copy(_ input: FileHandleFD, to outputFD: Int32, path destination: String) throws(FileSystemError) {
+        _ = fchmod(outputFD, 0o644)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { buffer.deallocate() }
         guard let base = buffer.baseAddress else { return }

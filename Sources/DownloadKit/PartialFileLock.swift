@@ -1,3 +1,4 @@
+import CDownloadKitSystem
 import Glibc
 
 /// One destination, one writer: the engine holds an exclusive advisory lock (`flock`) on its open
@@ -47,15 +48,25 @@ enum PartialFileLock {
 /// Paths read from a resume record (ours or Apple's) are data, not instructions.
 enum RecordPath {
     /// Whether `path` may be adopted as a download's partial: it lies directly in `directory` (no
-    /// `..`, no other directory), is a regular file (not a symbolic link) and belongs to this user.
+    /// `..`, no other directory) and passes the checks of every file beside a destination, made on an
+    /// open descriptor (``FileSystem/openOwned(_:_:role:strict:)``): a regular file, not a symbolic link,
+    /// of this user, not writable by its group or others, with one link (issue #44).
     static func isAdoptable(_ path: String, in directory: String) -> Bool {
         guard !path.isEmpty else { return false }
         let name = FileSystem.lastComponent(of: path)
         guard !name.isEmpty, name != ".", name != ".." else { return false }
         guard sameDirectory(FileSystem.directory(of: path), directory) else { return false }
-        var st = stat()
-        guard lstat(path, &st) == 0 else { return false }
-        return (st.st_mode & S_IFMT) == S_IFREG && st.st_uid == geteuid()
+        guard let fd = try? FileSystem.openOwned(path, O_RDONLY, role: "partial file") else { return false }
+        close(fd)
+        return true
+    }
+
+    /// Renames the partial a record names to `tempPath` when ``isAdoptable(_:in:)`` allows it, never
+    /// replacing a file that appeared at `tempPath` meanwhile (`renameat2(RENAME_NOREPLACE)`). The
+    /// partial is checked once more on its descriptor when the engine opens and locks it.
+    static func adopt(_ path: String, as tempPath: String, in directory: String) {
+        guard isAdoptable(path, in: directory) else { return }
+        _ = dk_rename_noreplace(path, tempPath)
     }
 
     private static func sameDirectory(_ a: String, _ b: String) -> Bool {

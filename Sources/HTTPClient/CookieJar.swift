@@ -1,3 +1,4 @@
+internal import CDownloadKitSystem
 import Glibc
 import HTTPWire
 
@@ -133,14 +134,19 @@ public final class CookieJar: Sendable, Hashable {
         return String(decoding: bytes, as: UTF8.self)
     }
 
+    /// Writes the jar through a temporary name beside it, created exclusively (`dk_create_temporary`, the
+    /// project's one primitive for files beside a destination; issue #44): a file or symbolic link another
+    /// user planted at `<jar>.tmp-<pid>` is never opened or truncated, a unique name is used instead.
+    /// The rename replaces the jar's name itself (never a link's target).
     private static func writeFile(_ path: String, _ text: String) throws(AuthFileError) {
-        let temporary = path + ".tmp-\(getpid())"
         func failure(_ what: String) -> AuthFileError {
             let code = errno
             return AuthFileError(path: path, errno: code, detail: "\(what): \(String(cString: strerror(code)))")
         }
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw failure("cannot create \(temporary)") }
+        var name = [CChar](repeating: 0, count: Int(PATH_MAX) + 64)
+        let fd = dk_create_temporary(path + ".tmp-", 0o600, &name, name.count)
+        guard fd >= 0 else { throw failure("cannot create \(path).tmp-\(getpid())") }
+        let temporary = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         var ok = fchmod(fd, 0o600) == 0
         let bytes = Array(text.utf8)
         var written = 0

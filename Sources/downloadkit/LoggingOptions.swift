@@ -1,4 +1,5 @@
 import ArgumentParser
+import DownloadKit
 import Foundation
 import Logging
 
@@ -38,16 +39,16 @@ struct LoggingOptions: ParsableArguments {
         guard let level else { return nil }
         let sink: FileHandle
         if let logFile {
-            if !FileManager.default.fileExists(atPath: logFile) {
-                guard FileManager.default.createFile(atPath: logFile, contents: nil, attributes: [.posixPermissions: 0o600]) else {
-                    throw ValidationError("cannot create --log-file \(logFile)")
-                }
+            // Appended to through the project's one open for files others may plant (issue #44): never
+            // through a symbolic link, and only a regular file of ours (created 0600 when missing). Not the
+            // strict check: a log file of ours may be group-writable or have another link.
+            let fd: Int32
+            do {
+                fd = try FileSystem.openOwned(logFile, O_WRONLY | O_APPEND | O_CREAT, role: "log file", strict: false)
+            } catch {
+                throw ValidationError("cannot open --log-file for writing: \(error)")
             }
-            guard let handle = FileHandle(forWritingAtPath: logFile) else {
-                throw ValidationError("cannot open --log-file \(logFile) for writing")
-            }
-            handle.seekToEndOfFile()
-            sink = handle
+            sink = FileHandle(fileDescriptor: fd, closeOnDealloc: true)
         } else {
             sink = FileHandle.standardError
         }

@@ -62,4 +62,56 @@ ssize_t dk_lgetxattr(const char *path, const char *name, void *value, size_t siz
 /// fremovexattr; 0 or -1 with errno set.
 int dk_fremovexattr(int fd, const char *name);
 
+// MARK: Files beside a destination (issue #44, docs/ENGINE.md "Files beside a destination")
+//
+// The one implementation, for DownloadKit (partial, record, journal, staging names), HTTPClient (the
+// cookie jar's temporary name) and the CLI (--log-file): a name in a directory others can write is
+// opened without following a symbolic link, checked on the open descriptor (fstat, as ssh checks its
+// keys), created exclusively when it is a temporary name, and removed only when it is ours.
+
+/// Why ``dk_owned_check`` refused a file (0: accepted).
+enum {
+    DK_ACCEPTED = 0,
+    /// The name is a symbolic link (`O_NOFOLLOW` failed with ELOOP).
+    DK_REFUSED_SYMLINK = 1,
+    /// Not a regular file (a directory, FIFO, device, socket).
+    DK_REFUSED_NOT_REGULAR = 2,
+    /// Owned by another user than the effective one.
+    DK_REFUSED_OTHER_OWNER = 3,
+    /// Writable by its group or by others (strict check only).
+    DK_REFUSED_WRITABLE_BY_OTHERS = 4,
+    /// Has more than one hard link (strict check only): another name reaches the same bytes.
+    DK_REFUSED_LINKED = 5,
+};
+
+/// Checks the file open on `fd` (fstat): a regular file owned by the effective user; with `strict`
+/// also neither group- nor other-writable and with exactly one link. Returns a `DK_REFUSED_*` code,
+/// `DK_ACCEPTED`, or -1 with errno set when fstat fails.
+int dk_owned_check(int fd, int strict);
+
+/// Opens `path` with `flags | O_NOFOLLOW | O_CLOEXEC` (and `mode` when creating) and applies
+/// ``dk_owned_check`` to the descriptor. `O_TRUNC` is applied only after the check passed (ftruncate),
+/// so a refused file never loses a byte; a FIFO never blocks the open (non-blocking unless `O_RDWR`) and is refused. Returns the
+/// descriptor, or -1 with errno set and `*refusal` set to the `DK_REFUSED_*` code (or 0 when the open
+/// itself failed for another reason; errno is then that failure's, EPERM for a refusal).
+int dk_owned_open(const char *path, int flags, mode_t mode, int strict, int *refusal);
+
+/// A short phrase for a `DK_REFUSED_*` code ("is a symbolic link", "belongs to another user", …).
+const char *dk_refusal_text(int refusal);
+
+/// Creates a fresh temporary file exclusively (`O_CREAT | O_EXCL | O_NOFOLLOW`, `O_WRONLY`) named
+/// `prefix` + the pid. When that name exists and is a regular file of ours with one link (our own
+/// leftover) it is removed and the name taken again; anything else there (a planted file or link) is
+/// left alone and a unique name `prefix` + pid + `-` + random hex is taken instead. The name used is
+/// written to `name` (`capacity` bytes). Returns the descriptor or -1 with errno set.
+int dk_create_temporary(const char *prefix, mode_t mode, char *name, size_t capacity);
+
+/// `renameat2(RENAME_NOREPLACE)`: moves `from` to `to` only if `to` does not exist (EEXIST otherwise).
+/// Returns 0 or -1 with errno set.
+int dk_rename_noreplace(const char *from, const char *to);
+
+/// Unlinks `path` only when it is ours (lstat: owned by the effective user, a link or file alike).
+/// Returns 0 when removed or absent, 1 when left alone (another user's), -1 with errno on failure.
+int dk_unlink_if_owned(const char *path);
+
 #endif

@@ -108,7 +108,7 @@ final class TransferEngine {
             // Unlink while the lock is held, so no second writer can lock the doomed file.
             if holdsLock {
                 try? FileSystem.remove(tempPath)
-                try? FileSystem.remove(infoPath)
+                try? FileSystem.removeIfOwned(infoPath)
                 SegmentJournal.remove(forTempFile: tempPath)
             }
             file = nil
@@ -127,14 +127,14 @@ final class TransferEngine {
                 // The bytes are complete but wrong: nothing here is worth resuming.
                 // Unlink while the lock is held, so no second writer can lock the doomed file.
                 try? FileSystem.remove(tempPath)
-                try? FileSystem.remove(infoPath)
+                try? FileSystem.removeIfOwned(infoPath)
                 SegmentJournal.remove(forTempFile: tempPath)
                 file = nil
             } else if machine.resource.offset == 0 && !machine.resource.savedSegments.contains(where: { $0.written > 0 }) {
                 // Nothing was received anywhere (404, TLS failure, redirect loop…): leave no clutter behind.
                 // Unlink while the lock is held, so no second writer can lock the doomed file.
                 try? FileSystem.remove(tempPath)
-                try? FileSystem.remove(infoPath)
+                try? FileSystem.removeIfOwned(infoPath)
                 SegmentJournal.remove(forTempFile: tempPath)
                 file = nil
             } else if !tempPath.isEmpty && file != nil {
@@ -183,35 +183,44 @@ final class TransferEngine {
         if workingDirectory != destinationDirectory { try FileSystem.createDirectories(workingDirectory) }
 
         recordFileMayExist = FileSystem.exists(infoPath)
-        if resumeInfo == nil {
+        if resumeInfo == nil, recordFileMayExist {
             // A corrupt or foreign plist is not fatal: the machine then restarts unless a validator proves
             // the bytes. The `.dkresume` file, when there is one, is newer than the partial's own record.
-            if recordFileMayExist { resumeInfo = try? ResumeInfo.read(from: infoPath) }
-            if resumeInfo == nil { resumeInfo = ResumeInfo.stored(onPartial: tempPath) }
-        }
-        if let info = resumeInfo {
-            machine.adopt(info, recordedOriginalURL: try? HTTPURL(info.originalURL))
-            created = info.created
-            // Apple resume data names its own temp file; adopt it when it is there and ours is not.
-            // Only a file of ours in the working directory qualifies (docs/RESUME-INFO.md, "Paths"): a
-            // planted record must never move another file into place.
-            if !FileSystem.exists(tempPath), info.tempFilePath != tempPath,
-                RecordPath.isAdoptable(info.tempFilePath, in: workingDirectory)
-            {
-                _ = rename(info.tempFilePath, tempPath)
+            // It is trusted only when this user wrote it (issue #44, docs/ENGINE.md "Files beside a
+            // destination"): another user's record is never read, nor any path it names.
+            switch ResumeInfo.readRecord(at: infoPath) {
+            case .trusted(let info): resumeInfo = info
+            case .refused(let why): configuration.logger?.info("not resuming from the record: \(why); the download starts over")
+            case .absent: break
             }
         }
+        // Apple resume data names its own temp file; adopt it when it is there and ours is not. Only a file
+        // of ours in the working directory qualifies (docs/RESUME-INFO.md, "Paths"): a planted record must
+        // never move another file into place, and the rename never replaces a partial that appeared since.
+        if let info = resumeInfo, info.tempFilePath != tempPath, !FileSystem.exists(tempPath) {
+            RecordPath.adopt(info.tempFilePath, as: tempPath, in: workingDirectory)
+        }
+        var replacementURL: HTTPURL?
         if let replacement = request.replacementURL {
             do {
-                machine.replaceURL(try HTTPURL(replacement))
+                replacementURL = try HTTPURL(replacement)
             } catch {
                 throw DownloadError(.invalidURL, "invalid replacement URL \(replacement): \(error.detail)")
             }
         }
 
+        // The partial is checked on its open descriptor (ours, not writable by others, one link) before
+        // a byte is read from or written to it.
         let (handle, size) = try PartialFileLock.openLocked(
             tempPath, destination: destinationPath ?? FileSystem.directory(of: tempPath))
         file = handle
+        // The partial's own record, read from the descriptor just checked.
+        if resumeInfo == nil { resumeInfo = ResumeInfo.stored(onPartialDescriptor: handle.fd) }
+        if let info = resumeInfo {
+            machine.adopt(info, recordedOriginalURL: try? HTTPURL(info.originalURL))
+            created = info.created
+        }
+        if let replacementURL { machine.replaceURL(replacementURL) }
         // Under the lock no other live process writes this download's records: stale temporary ones are
         // swept now, and only when a writer can have died here (it leaves its partial or its record).
         if size > 0 || recordFileMayExist { ResumeInfo.removeStaleTemporaryFiles(for: infoPath) }
@@ -800,7 +809,7 @@ final class TransferEngine {
         let destination = try placeFinalFile()
         // Whether this unlink survives a power loss does not matter: a resume-info file without its
         // temp file only makes a rerun download again.
-        if recordFileMayExist { try FileSystem.remove(infoPath) }
+        if recordFileMayExist { try FileSystem.removeIfOwned(infoPath) }
         SegmentJournal.remove(forTempFile: tempPath)
         // The lock on the partial is released only now, after the rename and the cleanup.
         self.file = nil

@@ -23,9 +23,15 @@ extension ResumeInfo {
     ///   the temporary file is removed on failure.
     public func write(to path: String, format: PropertyListFormat = .binary, durable: Bool = true) throws(ResumeInfoError) {
         let data = try encoded(format: format)
-        let temporary = path + ".tmp-\(getpid())"
-        let descriptor = retryingOnEINTR({ open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o600) })
-        guard descriptor >= 0 else { throw Self.ioError("open", temporary) }
+        // Created exclusively (issue #44): a file or link planted at the temporary name is never opened;
+        // it is left alone and a unique name is used instead (`FileSystem.createTemporary`).
+        let descriptor: Int32
+        let temporary: String
+        do {
+            (descriptor, temporary) = try FileSystem.createTemporary(path + ".tmp-")
+        } catch {
+            throw ResumeInfoError(.ioFailed, errno: error.errno, "open \(error.path): \(String(cString: strerror(error.errno)))")
+        }
         var isOpen = true
         do throws(ResumeInfoError) {
             let writeErrno = data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) -> Int32? in
@@ -94,6 +100,44 @@ extension ResumeInfo {
         return try? decode(Data(bytes[0..<count]))
     }
 
+    /// The record stored on a partial this download opened (and checked: ``FileSystem/openOwned(_:_:role:strict:)``),
+    /// read from the descriptor, so it is the checked file's attribute and no other's.
+    static func stored(onPartialDescriptor descriptor: Int32) -> ResumeInfo? {
+        let size = dk_fgetxattr(descriptor, partialAttribute, nil, 0)
+        guard size > 0, size <= maxFileBytes else { return nil }
+        var bytes = [UInt8](repeating: 0, count: size)
+        let count = bytes.withUnsafeMutableBytes { dk_fgetxattr(descriptor, partialAttribute, $0.baseAddress, $0.count) }
+        guard count > 0 else { return nil }
+        return try? decode(Data(bytes[0..<count]))
+    }
+
+    /// The outcome of reading a download's own record file (``readRecord(at:)``).
+    enum RecordFile {
+        /// There is no record file (or it cannot be opened or decoded: the download restarts unless a
+        /// validator proves the bytes).
+        case absent
+        /// The record, written by this user.
+        case trusted(ResumeInfo)
+        /// A file is there that this user did not write; the detail names it and why. Never read.
+        case refused(String)
+    }
+
+    /// Reads the engine's own record file `NAME.dkresume`, trusting it only when this user wrote it: it is
+    /// opened without following a link and the open descriptor is checked (a regular file owned by the
+    /// effective user, not group- or other-writable, one link), as ssh checks its keys (issue #44).
+    /// Imported resume data (``Download/init(resumingWith:destination:configuration:client:)``,
+    /// ``read(from:)``) is not checked: the caller handing it in is the trust decision.
+    static func readRecord(at path: String) -> RecordFile {
+        var refusal: Int32 = 0
+        let descriptor = dk_owned_open(path, O_RDONLY, 0, 1, &refusal)
+        guard descriptor >= 0 else {
+            return refusal == 0 ? .absent : .refused(FileSystem.untrusted(path, role: "resume record", refusal: refusal).detail)
+        }
+        defer { _ = close(descriptor) }
+        guard let info = try? read(descriptor: descriptor, path: path) else { return .absent }
+        return .trusted(info)
+    }
+
     /// Removes the record ``store(onPartial:path:)`` left on a partial (before it becomes the finished file).
     static func removeStored(fromPartial descriptor: Int32) {
         _ = dk_fremovexattr(descriptor, partialAttribute)
@@ -121,9 +165,12 @@ extension ResumeInfo {
                 return kill(pid, 0) != 0 && errno == ESRCH
             }
             guard stale else { continue }
-            _ = withUnsafePointer(to: &entry.pointee.d_name) {
-                $0.withMemoryRebound(to: CChar.self, capacity: MemoryLayout.size(ofValue: entry.pointee.d_name)) {
-                    unlinkat(dirfd(handle), $0, 0)
+            withUnsafePointer(to: &entry.pointee.d_name) {
+                $0.withMemoryRebound(to: CChar.self, capacity: MemoryLayout.size(ofValue: entry.pointee.d_name)) { name in
+                    // Only our own leftovers: another user's file at such a name is not ours to remove (issue #44).
+                    var status = stat()
+                    guard fstatat(dirfd(handle), name, &status, AT_SYMLINK_NOFOLLOW) == 0, status.st_uid == geteuid() else { return }
+                    _ = unlinkat(dirfd(handle), name, 0)
                 }
             }
         }
@@ -145,6 +192,17 @@ extension ResumeInfo {
             digits += 1
             index += 1
         }
+        // `FileSystem.createTemporary`'s unique name when the plain one was taken: `<pid>-<8 hex digits>`.
+        if index < name.count, name[index] == UInt8(ascii: "-"), digits > 0 {
+            var hex = 0
+            index += 1
+            while index < name.count, name[index] != 0 {
+                guard isHexDigit(name[index]) else { return nil }
+                hex += 1
+                index += 1
+            }
+            guard hex == 8 else { return nil }
+        }
         guard digits > 0, pid > 0, pid <= Int64(Int32.max) else { return nil }
         return Int32(pid)
     }
@@ -158,6 +216,15 @@ extension ResumeInfo {
         let descriptor = retryingOnEINTR({ open(path, O_RDONLY | O_CLOEXEC) })
         guard descriptor >= 0 else { throw ioError("open", path) }
         defer { _ = close(descriptor) }
+        return try read(descriptor: descriptor, path: path)
+    }
+
+    private static func isHexDigit(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
+    }
+
+    /// Reads and decodes the record open on `descriptor` (at most ``maxFileBytes``).
+    private static func read(descriptor: Int32, path: String) throws(ResumeInfoError) -> ResumeInfo {
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         while true {

@@ -30,9 +30,12 @@ final class SegmentJournal: Sendable {
 
     /// Creates (or empties) the journal for a download of `total` bytes on this boot and appends `runs`
     /// (what is already written), so the journal alone describes the temp file from now on.
-    init(path: String, total: Int64, runs: [Range<Int64>]) throws(FileSystemError) {
-        let fd = path.withCString { cPath in retryingOnEINTR({ open(cPath, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0o600) }) }
-        if fd < 0 { throw FileSystemError("open", path: path, errno: errno) }
+    ///
+    /// An existing journal is emptied only when this user wrote it (issue #44): a symbolic link, another
+    /// user's file, or one writable by others at this name is refused, untouched.
+    /// - Throws: ``DownloadError/Code/untrustedFile`` naming the journal, or ``FileSystemError``.
+    init(path: String, total: Int64, runs: [Range<Int64>]) throws {
+        let fd = try FileSystem.openOwned(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, role: "segment journal")
         var bytes = Self.encode(magic: Self.headerMagic, Self.bootHash(FileSystem.bootID), total)
         for run in runs { bytes += Self.encode(magic: Self.recordMagic, run.lowerBound, run.upperBound) }
         do {
@@ -89,11 +92,10 @@ final class SegmentJournal: Sendable {
         }
     }
 
-    /// The ranges a journal proves were written, or none when it is missing, from another boot, or for
-    /// another total.
+    /// The ranges a journal proves were written, or none when it is missing, from another boot, for
+    /// another total, or not written by this user (the checks of ``FileSystem/openOwned(_:_:role:strict:)``).
     static func read(path: String, total: Int64) -> [Range<Int64>] {
-        let fd = path.withCString { cPath in retryingOnEINTR({ open(cPath, O_RDONLY | O_CLOEXEC) }) }
-        guard fd >= 0 else { return [] }
+        guard let fd = try? FileSystem.openOwned(path, O_RDONLY, role: "segment journal") else { return [] }
         defer { close(fd) }
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 64 << 10)
@@ -129,14 +131,15 @@ final class SegmentJournal: Sendable {
         return ranges
     }
 
-    /// Removes the journal beside `tempPath`, if there is one. Most downloads never have one: a lookup
+    /// Removes the journal beside `tempPath`, if there is one of ours. Most downloads never have one: a lookup
     /// (lock-free once the kernel caches the miss) comes first, because `unlink` takes the directory's lock
     /// for writing even when the name is absent, and every download finishing into that directory waits
     /// on it (6 % of the small-files scenario's CPU went to that wait; issue #18).
     static func remove(forTempFile tempPath: String) {
         let journal = path(forTempFile: tempPath)
         var status = stat()
-        guard lstat(journal, &status) == 0 else { return }
+        // Only ours: another user's file or link at this name stays (issue #44).
+        guard lstat(journal, &status) == 0, status.st_uid == geteuid() else { return }
         _ = unlink(journal)
     }
 
