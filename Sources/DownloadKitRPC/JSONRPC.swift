@@ -56,14 +56,14 @@ public struct RPCLimits: Sendable, Hashable {
     /// Most calls in one batch or `system.multicall`; default 1000.
     public var maxBatch: Int
     /// Most bytes of answers to one message (a batch, its `system.multicall`s and their results together):
-    /// calls past it are answered with ``RPCError/responseTooLarge(_:)``; default 16 MiB (aria2 front ends
+    /// calls past it are answered with ``RPCError/responseTooLarge(_:)``; default 8 MiB (aria2 front ends
     /// ask for a few hundred KiB; the 10 × 100 `tellWaiting [0,1000]` asked for 377 MB).
     public var maxResponseBytes: Int
     /// What a wrong or missing `token:` costs its caller before the `Unauthorized` answer; default 1 s.
     public var badTokenDelay: Duration
 
     public init(
-        maxBytes: Int = 2 << 20, maxDepth: Int = 64, maxBatch: Int = 1000, maxResponseBytes: Int = 16 << 20,
+        maxBytes: Int = 2 << 20, maxDepth: Int = 64, maxBatch: Int = 1000, maxResponseBytes: Int = 8 << 20,
         badTokenDelay: Duration = .seconds(1)
     ) {
         self.maxBytes = maxBytes
