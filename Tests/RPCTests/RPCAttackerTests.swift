@@ -174,6 +174,40 @@ struct RPCAttackerTests {
         }
     }
 
+    @Test func theAccessPolicyDecidesOnOriginAndHost() {
+        let local = RPCAccessPolicy(boundHost: "127.0.0.1", port: 6800, hasSecret: false, allowOriginAll: false)
+        #expect(local.decide(origin: nil, host: "127.0.0.1:6800") == .allow(corsOrigin: nil))
+        #expect(local.decide(origin: "http://localhost:6800", host: "localhost:6800") == .allow(corsOrigin: nil))
+        #expect(local.decide(origin: "null", host: "127.0.0.1:6800") != .allow(corsOrigin: nil))
+        #expect(local.decide(origin: "http://127.0.0.1:6801", host: "127.0.0.1:6800") != .allow(corsOrigin: nil))
+        #expect(local.decide(origin: nil, host: "[::1]:6800") == .allow(corsOrigin: nil))
+        #expect(local.decide(origin: nil, host: "[::1]:6801") != .allow(corsOrigin: nil))
+        let ariaNg = RPCAccessPolicy(boundHost: "127.0.0.1", port: 6800, hasSecret: true, allowOriginAll: true)
+        #expect(ariaNg.decide(origin: "https://ariang.example", host: "127.0.0.1:6800") == .allow(corsOrigin: "*"))
+        #expect(ariaNg.decide(origin: "https://ariang.example", host: "evil.example") != .allow(corsOrigin: "*"))
+        // An exposed listener (it has a secret): any Host, the token guards.
+        let exposed = RPCAccessPolicy(boundHost: "0.0.0.0", port: 6800, hasSecret: true, allowOriginAll: false)
+        #expect(exposed.decide(origin: nil, host: "nas.lan:6800") == .allow(corsOrigin: nil))
+        #expect(throws: Aria2RPCServer.ConfigurationError.self) {
+            try Aria2RPCServer.checkedAddress(host: "0.0.0.0", listenAll: true, hasSecret: false)
+        }
+    }
+
+    @Test func aSecretFileOthersMayReadIsRefusedNamingIt() throws {
+        let scratch = try ScratchDirectory()
+        let path = scratch.file("secret")
+        try "tok\n".write(toFile: path, atomically: false, encoding: .utf8)
+        for mode: mode_t in [0o640, 0o604, 0o620] {
+            chmod(path, mode)
+            #expect(throws: RPCSecretFileError.tooOpen(path: path, mode: UInt32(S_IFREG) | UInt32(mode))) {
+                try RPCSecret.read(fromFile: path)
+            }
+        }
+        chmod(path, 0o600)
+        #expect(try RPCSecret.read(fromFile: path) == "tok")
+        #expect(throws: RPCSecretFileError.notRegular(path: scratch.path)) { try RPCSecret.read(fromFile: scratch.path) }
+    }
+
     // MARK: - Existing files (issue #44, item 4)
 
     @Test func anExistingFileIsRenamedLikeAria2AndOverwrittenOnlyWhenAllowed() async throws {
