@@ -144,7 +144,9 @@ public actor Aria2RPCService {
         }
     }
 
-    /// One call's response text, charged to the message's budget.
+    /// One call's response text, charged to the message's budget. Once the budget is spent, the rest of
+    /// the message is answered with the error without being run (so a message costs at most one budget
+    /// of work, however many multicalls it holds).
     private func answer(_ call: Result<RPCRequest, RPCFailure>, _ budget: inout MessageBudget) async -> String {
         let id: JSONValue
         var text: String
@@ -152,12 +154,16 @@ public actor Aria2RPCService {
         case .failure(let failure):
             id = failure.id
             text = RPCResponse.failure(id: failure.id, error: failure.error).serialized
+        case .success(let request) where budget.remainingBytes == 0:
+            id = request.id
+            text = ""
         case .success(let request):
             id = request.id
             text = await respond(to: request, budget: &budget).serialized
         }
-        if text.utf8.count > budget.remainingBytes {
+        if text.isEmpty || text.utf8.count > budget.remainingBytes {
             text = RPCResponse.failure(id: id, error: .responseTooLarge(limits.maxResponseBytes)).serialized
+            budget.remainingBytes = 0
         }
         budget.remainingBytes = max(0, budget.remainingBytes - text.utf8.count)
         return text
@@ -314,7 +320,10 @@ public actor Aria2RPCService {
         var bytes = 0
         func charge(_ result: JSONValue) throws(RPCError) {
             bytes += result.serialized.utf8.count + 1
-            guard bytes <= budget.remainingBytes else { throw .responseTooLarge(limits.maxResponseBytes) }
+            guard bytes <= budget.remainingBytes else {
+                budget.remainingBytes = 0  // the work is spent: the rest of the message is not run
+                throw .responseTooLarge(limits.maxResponseBytes)
+            }
         }
         for call in calls {
             guard let object = call.objectValue, let name = object["methodName"]?.stringValue else {

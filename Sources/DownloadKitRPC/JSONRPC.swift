@@ -56,7 +56,7 @@ public struct RPCLimits: Sendable, Hashable {
     /// Most calls in one batch or `system.multicall`; default 1000.
     public var maxBatch: Int
     /// Most bytes of answers to one message (a batch, its `system.multicall`s and their results together):
-    /// calls past it are answered with ``RPCError/responseTooLarge(_:)``; default 8 MiB (aria2 front ends
+    /// calls past it are answered with ``RPCError/responseTooLarge(_:)`` without being run; default 8 MiB (aria2 front ends
     /// ask for a few hundred KiB; the 10 × 100 `tellWaiting [0,1000]` asked for 377 MB).
     public var maxResponseBytes: Int
     /// What a wrong or missing `token:` costs its caller before the `Unauthorized` answer; default 1 s.
