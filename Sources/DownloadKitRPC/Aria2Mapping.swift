@@ -304,7 +304,8 @@ public enum Aria2Shapes {
             "downloadSpeed": .string(String(task.state == .running ? downloadSpeed : 0)),
             "uploadSpeed": .string("0"),
             "connections": .string(String(task.state == .running ? connections : 0)),
-            "numPieces": .string(String((total + pieceLength - 1) / pieceLength)),
+            // Divided, not rounded up by adding: a server's Content-Length can be Int64.max.
+            "numPieces": .string(String(total / pieceLength + (total % pieceLength == 0 ? 0 : 1))),
             "pieceLength": .string(String(pieceLength)),
             "dir": .string(directory(of: task)),
             "files": files(task),

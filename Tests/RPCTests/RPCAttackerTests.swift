@@ -1,4 +1,5 @@
 import DownloadKit
+import DownloadKitManager
 import DownloadKitRPC
 import Foundation
 import Testing
@@ -340,6 +341,17 @@ struct RPCAttackerTests {
         #expect(Aria2Window.position(bound, from: .current, current: 2, count: 3) == 2)
         #expect(Aria2Window.position(-bound, from: .end, current: 2, count: 3) == 0)
         #expect(Aria2Window.position(5, from: .set, current: 0, count: 0) == 0)
+    }
+
+    @Test func aServersHugeLengthIsShownNotTrappedOn() {
+        let now = Date()
+        let task = ManagedTask(
+            id: "huge", originalURL: "http://h/a", currentURL: "http://h/a", fileID: nil, destination: .file("/a"),
+            path: "/a", state: .running, bytesReceived: 1, totalBytes: Int64.max, priority: .normal, queueOrder: 0,
+            group: nil, checksum: nil, headers: [:], metadata: [:], requiresUnmeteredNetwork: false, rateLimit: nil,
+            error: nil, createdAt: now, updatedAt: now, finishedAt: nil)
+        let status = Aria2Shapes.status(task, downloadSpeed: 0, connections: 1)
+        #expect(status.objectValue?["numPieces"] == .string(String(Int64.max / Aria2Shapes.pieceLength + 1)))
     }
 
     // MARK: - Response size (issue #44, item 6)
