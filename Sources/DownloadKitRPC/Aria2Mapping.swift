@@ -99,6 +99,11 @@ public struct Aria2TaskOptions: Sendable, Hashable {
     public var maxConnectionPerServer: Int?
     public var maxTries: Int?
     public var timeout: Int?
+    /// `allow-overwrite=true`: an existing file at `dir/out` may be replaced (aria2's default: false).
+    public var allowOverwrite = false
+    /// `auto-file-renaming` (aria2's default: true): an existing file at `dir/out` makes the download
+    /// `name.1.ext`, `name.2.ext`, …; when false such an `addUri` is refused.
+    public var autoFileRenaming = true
 
     public init() {}
 
@@ -130,13 +135,13 @@ public struct Aria2TaskOptions: Sendable, Hashable {
                 guard let limit = Aria2Size.parse(try Self.string(name, value)) else { throw Self.bad(name) }
                 maxDownloadLimit = limit
             case "pause":
-                let text = try Self.string(name, value)
-                guard text == "true" || text == "false" else { throw Self.bad(name) }
-                pause = text == "true"
+                pause = try Self.bool(name, value)
             case "split": split = try Self.positive(name, value)
             case "max-connection-per-server": maxConnectionPerServer = try Self.positive(name, value)
             case "max-tries": maxTries = try Self.count(name, value)
             case "timeout": timeout = try Self.positive(name, value)
+            case "allow-overwrite": allowOverwrite = try Self.bool(name, value)
+            case "auto-file-renaming": autoFileRenaming = try Self.bool(name, value)
             default: break
             }
         }
@@ -154,9 +159,17 @@ public struct Aria2TaskOptions: Sendable, Hashable {
         throw bad(name)
     }
 
+    private static func bool(_ name: String, _ value: JSONValue) throws(RPCError) -> Bool {
+        if case .bool(let flag) = value { return flag }
+        let text = try string(name, value)
+        guard text == "true" || text == "false" else { throw bad(name) }
+        return text == "true"
+    }
+
+    /// A count within ``RPCParams/countRange`` (a larger number is refused, never trapped on).
     private static func count(_ name: String, _ value: JSONValue) throws(RPCError) -> Int {
-        guard let number = Int(try string(name, value)), number >= 0 else { throw bad(name) }
-        return number
+        guard let number = Int64(try string(name, value)), RPCParams.countRange.contains(number) else { throw bad(name) }
+        return Int(number)
     }
 
     private static func positive(_ name: String, _ value: JSONValue) throws(RPCError) -> Int {
@@ -165,14 +178,84 @@ public struct Aria2TaskOptions: Sendable, Hashable {
         return number
     }
 
-    /// The destination these options ask for (nil: the manager's default directory, named from the response).
-    public func destination(defaultDirectory: String) -> DownloadDestination? {
+    /// The destination these options ask for, as given (a directory destination is named from the response).
+    public func destination(defaultDirectory: String) -> DownloadDestination {
         switch (dir, out) {
         case (let dir?, let out?): .file(dir + "/" + out)
         case (nil, let out?): .file(defaultDirectory + "/" + out)
         case (let dir?, nil): .directory(dir, naming: .fromResponse)
         case (nil, nil): .directory(defaultDirectory, naming: .fromResponse)
         }
+    }
+
+    /// The destination with aria2's rule for a file that is already there: a `dir`/`out` path where
+    /// `exists` finds a file (of any type) is kept, and the download goes to the first free
+    /// `name.N.ext` (N = 1…9999, the extension after the last dot of the name, as aria2c 1.37 names
+    /// `existing.1.txt`) — unless `allow-overwrite=true`. With `auto-file-renaming=false` it is refused.
+    /// A path with only its partial data (`path.dkpart`, no file) is not renamed: that download resumes.
+    public func destination(
+        defaultDirectory: String, exists: (String) -> Bool
+    ) throws(RPCError) -> DownloadDestination {
+        let chosen = destination(defaultDirectory: defaultDirectory)
+        guard case .file(let path) = chosen, !allowOverwrite, exists(path) else { return chosen }
+        guard autoFileRenaming else {
+            throw .aria2("File \((path as NSString).lastPathComponent) exists and auto-file-renaming is false; set allow-overwrite=true to replace it.")
+        }
+        for number in 1...9999 {
+            let candidate = Self.renamed(path, number)
+            if !exists(candidate) && !exists(candidate + ".dkpart") { return .file(candidate) }
+        }
+        throw .aria2("File \((path as NSString).lastPathComponent) exists and no free name.N.ext is left (N up to 9999).")
+    }
+
+    /// `dir/name.ext` → `dir/name.N.ext`; `dir/name` → `dir/name.N`; a leading dot is not an extension.
+    static func renamed(_ path: String, _ number: Int) -> String {
+        let slash = path.lastIndex(of: "/").map { path.index(after: $0) } ?? path.startIndex
+        if let dot = path[slash...].lastIndex(of: "."), dot > slash {
+            return "\(path[..<dot]).\(number)\(path[dot...])"
+        }
+        return "\(path).\(number)"
+    }
+}
+
+/// Whether something is at a path, the link itself for a symbolic link (the effect `addUri` is given).
+enum FileProbe {
+    static func exists(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0
+    }
+}
+
+/// What RPC answers show of credentials: aria2 front ends display URIs and options, and a page of
+/// another origin may read answers (with `--rpc-allow-origin-all`), so userinfo and credential headers
+/// are masked in every answer (docs/RPC.md, "Credentials in answers").
+public enum Aria2Redaction {
+    /// The mask put where a secret was.
+    public static let mask = "***"
+    /// Headers whose values are credentials.
+    public static let credentialHeaders: Set<String> = ["authorization", "proxy-authorization", "cookie"]
+
+    /// A URI with its userinfo masked: `http://user:pass@host/` → `http://user:***@host/`; a userinfo with
+    /// no password (often a token: `https://TOKEN@host/`) → `http://***@host/`. Text that is not an
+    /// absolute URI with an authority is returned unchanged (it has no userinfo to mask).
+    public static func uri(_ text: String) -> String {
+        guard let scheme = text.range(of: "://") else { return text }
+        let authorityStart = scheme.upperBound
+        let authorityEnd = text[authorityStart...].firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? text.endIndex
+        guard let at = text[authorityStart..<authorityEnd].lastIndex(of: "@") else { return text }
+        let userinfo = text[authorityStart..<at]
+        let masked: String
+        if let colon = userinfo.firstIndex(of: ":") {
+            masked = userinfo[..<colon] + ":" + mask
+        } else {
+            masked = mask
+        }
+        return text[..<authorityStart] + masked + text[at...]
+    }
+
+    /// A header value as answers show it: masked for ``credentialHeaders``.
+    public static func headerValue(name: String, _ value: String) -> String {
+        credentialHeaders.contains(name.lowercased()) ? mask : value
     }
 }
 
@@ -192,7 +275,7 @@ public enum Aria2Shapes {
     /// `getUris`: the URI in use (`used` once it started, else `waiting`).
     public static func uris(_ task: ManagedTask) -> JSONValue {
         let status = task.state == .waiting || (task.state == .paused && task.bytesReceived == 0) ? "waiting" : "used"
-        return .array([.object(["uri": .string(task.currentURL), "status": .string(status)])])
+        return .array([.object(["uri": .string(Aria2Redaction.uri(task.currentURL)), "status": .string(status)])])
     }
 
     /// `getFiles`: one file (HTTP downloads have exactly one).
@@ -221,7 +304,8 @@ public enum Aria2Shapes {
             "downloadSpeed": .string(String(task.state == .running ? downloadSpeed : 0)),
             "uploadSpeed": .string("0"),
             "connections": .string(String(task.state == .running ? connections : 0)),
-            "numPieces": .string(String((total + pieceLength - 1) / pieceLength)),
+            // Divided, not rounded up by adding: a server's Content-Length can be Int64.max.
+            "numPieces": .string(String(total / pieceLength + (total % pieceLength == 0 ? 0 : 1))),
             "pieceLength": .string(String(pieceLength)),
             "dir": .string(directory(of: task)),
             "files": files(task),

@@ -9,7 +9,8 @@ import NIOCore
 import ServiceLifecycle
 
 /// The aria2 JSON-RPC listener: `POST /jsonrpc` and a WebSocket at `/jsonrpc` (with notifications),
-/// served by Hummingbird over an ``Aria2RPCService``. Loopback only unless `listenAll`.
+/// served by Hummingbird over an ``Aria2RPCService``. Loopback only unless `listenAll` (and then only with
+/// a secret); every request passes ``RPCAccessPolicy`` (Origin, Host, CORS) first.
 ///
 /// ```swift
 /// let server = Aria2RPCServer(manager: manager, host: "127.0.0.1", port: 6800, secret: "s3cret")
@@ -18,6 +19,8 @@ import ServiceLifecycle
 public final class Aria2RPCServer: Sendable {
     /// Why a server could not be set up.
     public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
+        /// The command-line option that fixes it (`--rpc-listen-all`, `--rpc-secret`).
+        public var option: String
         public var description: String
     }
 
@@ -26,6 +29,8 @@ public final class Aria2RPCServer: Sendable {
     /// The address listened on.
     public let host: String
     public let port: Int
+    /// Who may call (Origin and Host rules, CORS).
+    public let policy: RPCAccessPolicy
     /// The running service group, and whether shutdown was asked for (before or while running).
     private let state = LockedValue<(group: ServiceGroup?, stopRequested: Bool)>((nil, false))
     /// Callers of waitUntilReady; nil once the listener runs.
@@ -36,20 +41,41 @@ public final class Aria2RPCServer: Sendable {
     ///   - host: The address to listen on; must be loopback (127.0.0.0/8, ::1, `localhost`) unless `listenAll`.
     ///   - listenAll: Allow a non-loopback host (aria2's `--rpc-listen-all`; `0.0.0.0` when host is nil).
     ///   - secret: aria2's `--rpc-secret`.
-    /// - Throws: ``ConfigurationError`` for a non-loopback host without `listenAll`.
+    ///   - allowOriginAll: aria2's `--rpc-allow-origin-all`: answers carry `Access-Control-Allow-Origin: *`
+    ///     (pages of any origin read them; they still need the secret to call).
+    /// - Throws: ``ConfigurationError`` for a non-loopback host without `listenAll`, or without a secret.
     public init(
         manager: DownloadManager, host: String? = nil, port: Int = 6800, secret: String? = nil, listenAll: Bool = false,
-        limits: RPCLimits = RPCLimits(), logger: Logger = Logger(label: "DownloadKit.RPC")
+        allowOriginAll: Bool = false, limits: RPCLimits = RPCLimits(), logger: Logger = Logger(label: "DownloadKit.RPC")
     ) throws {
-        let chosen = host ?? (listenAll ? "0.0.0.0" : "127.0.0.1")
-        guard listenAll || Self.isLoopback(chosen) else {
-            throw ConfigurationError(
-                description: "refusing to listen on \(chosen): not a loopback address (use --rpc-listen-all)")
-        }
+        let chosen = try Self.checkedAddress(host: host, listenAll: listenAll, hasSecret: secret != nil)
         self.host = chosen
         self.port = port
+        self.policy = RPCAccessPolicy(
+            boundHost: chosen, port: port, hasSecret: secret != nil, allowOriginAll: allowOriginAll)
         self.service = Aria2RPCService(manager: manager, secret: secret, limits: limits)
         self.logger = logger
+    }
+
+    /// The address a listener with these settings binds: `host`, else 127.0.0.1 (0.0.0.0 with `listenAll`).
+    /// - Throws: ``ConfigurationError`` for a non-loopback address without `listenAll` (option
+    ///   `--rpc-listen-all`) or without a secret (option `--rpc-secret`).
+    public static func checkedAddress(
+        host: String?, listenAll: Bool, hasSecret: Bool
+    ) throws(ConfigurationError) -> String {
+        let chosen = host ?? (listenAll ? "0.0.0.0" : "127.0.0.1")
+        guard listenAll || isLoopback(chosen) else {
+            throw ConfigurationError(
+                option: "--rpc-listen-all",
+                description: "refusing to listen on \(chosen): not a loopback address (use --rpc-listen-all)")
+        }
+        guard isLoopback(chosen) || hasSecret else {
+            throw ConfigurationError(
+                option: "--rpc-secret",
+                description: "refusing to listen on \(chosen) without --rpc-secret: any host that reaches it could "
+                    + "download to any path (give the secret with --rpc-secret-file or \(RPCSecret.environmentVariable))")
+        }
+        return chosen
     }
 
     /// Whether `host` is a loopback address (127.0.0.0/8, ::1, localhost).
@@ -65,6 +91,7 @@ public final class Aria2RPCServer: Sendable {
         let service = self.service
         let maxBytes = service.limits.maxBytes
         let router = Router(context: BasicWebSocketRequestContext.self)
+        router.add(middleware: AccessMiddleware(policy: policy))
         router.post("/jsonrpc") { request, _ -> Response in
             let body: ByteBuffer
             do {
@@ -77,11 +104,8 @@ public final class Aria2RPCServer: Sendable {
             return Self.response(reply, status: .ok)
         }
         router.on("/jsonrpc", method: .options) { _, _ -> Response in
-            var headers = HTTPFields()
-            headers[.accessControlAllowOrigin] = "*"
-            headers[.accessControlAllowMethods] = "POST, GET, OPTIONS"
-            headers[.accessControlAllowHeaders] = "Content-Type"
-            return Response(status: .ok, headers: headers)
+            // The middleware adds the CORS headers when the policy allows them (--rpc-allow-origin-all).
+            Response(status: .ok)
         }
         router.ws("/jsonrpc") { inbound, outbound, _ in
             let notifications = await service.notifications()
@@ -155,10 +179,130 @@ public final class Aria2RPCServer: Sendable {
         await serviceGroup?.triggerGracefulShutdown()
     }
 
-    private static func response(_ body: Data, status: HTTPResponse.Status) -> Response {
+    static func response(_ body: Data, status: HTTPResponse.Status) -> Response {
         var headers = HTTPFields()
         headers[.contentType] = "application/json-rpc"
-        headers[.accessControlAllowOrigin] = "*"
         return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(data: body)))
+    }
+}
+
+/// Applies ``RPCAccessPolicy`` to every request (POST, the WebSocket upgrade's GET, OPTIONS) before its
+/// handler runs: a refused one gets 403 with a JSON-RPC error and no CORS header; an allowed one gets the
+/// CORS headers the policy decides.
+struct AccessMiddleware<Context: RequestContext>: RouterMiddleware {
+    let policy: RPCAccessPolicy
+
+    func handle(
+        _ request: Request, context: Context, next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        let origin = request.headers[.origin]
+        let host = request.head.authority  // HTTP/1.1's Host header (swift-http-types keeps it here)
+        switch policy.decide(origin: origin, host: host) {
+        case .refuse(let reason):
+            let failure = RPCResponse.failure(id: .null, error: RPCError(code: -32600, message: "Forbidden: \(reason)"))
+            return Aria2RPCServer.response(Data(failure.serialized.utf8), status: .forbidden)
+        case .allow(let corsOrigin):
+            var response = try await next(request, context)
+            if let corsOrigin {
+                response.headers[.accessControlAllowOrigin] = corsOrigin
+                if request.method == .options {
+                    response.headers[.accessControlAllowMethods] = "POST, GET, OPTIONS"
+                    response.headers[.accessControlAllowHeaders] = "Content-Type"
+                }
+            }
+            return response
+        }
+    }
+}
+
+/// Who may use an RPC listener, as a browser's security model expects (docs/RPC.md, "Browsers"). Pure.
+///
+/// - **Host** (DNS rebinding: a page of `evil.example` whose name resolves to 127.0.0.1 is same-origin
+///   with the listener): must name the listener — `localhost`, `127.0.0.1`, `::1` or the bound address,
+///   with our port or none. A listener on a non-loopback address (it has a secret, the server refuses
+///   to start otherwise) takes any Host: clients reach it by names it cannot know, and the token guards
+///   every call there.
+/// - **Origin**: none (curl, aria2p, any non-browser client) or the listener's own origin is always
+///   allowed. A foreign origin (any web page, POST or WebSocket) is refused without a secret; with a
+///   secret it may call (AriaNg), as every call must carry the token.
+/// - **CORS**: `Access-Control-Allow-Origin: *` only with `allowOriginAll` (aria2's
+///   `--rpc-allow-origin-all`); otherwise a page of another origin cannot read POST answers. WebSocket
+///   has no CORS: there the token is the guard.
+public struct RPCAccessPolicy: Sendable, Hashable {
+    public var boundHost: String
+    public var port: Int
+    public var hasSecret: Bool
+    public var allowOriginAll: Bool
+
+    public init(boundHost: String, port: Int, hasSecret: Bool, allowOriginAll: Bool) {
+        self.boundHost = boundHost
+        self.port = port
+        self.hasSecret = hasSecret
+        self.allowOriginAll = allowOriginAll
+    }
+
+    /// What to do with one request.
+    public enum Decision: Sendable, Hashable {
+        /// Serve it; add `Access-Control-Allow-Origin: corsOrigin` when not nil.
+        case allow(corsOrigin: String?)
+        /// Answer 403 with this reason.
+        case refuse(String)
+    }
+
+    /// The names the listener answers to (lowercased, IPv6 without brackets).
+    var ownNames: Set<String> {
+        var names: Set<String> = ["localhost", "127.0.0.1", "::1"]
+        names.insert(Self.unbracketed(boundHost.lowercased()))
+        return names
+    }
+
+    /// Whether the listener is on a non-loopback address.
+    var isExposed: Bool { !Aria2RPCServer.isLoopback(boundHost) }
+
+    /// The decision for a request with these `Origin` and `Host` header values.
+    public func decide(origin: String?, host: String?) -> Decision {
+        if let host, !(isExposed && hasSecret), !namesUs(authority: host) {
+            return .refuse("Host \(host) is not this listener's name (DNS rebinding)")
+        }
+        guard let origin else { return .allow(corsOrigin: allowOriginAll ? "*" : nil) }
+        if isOwn(origin: origin) { return .allow(corsOrigin: allowOriginAll ? "*" : nil) }
+        guard hasSecret else {
+            return .refuse("requests from origin \(origin) are refused without --rpc-secret")
+        }
+        return .allow(corsOrigin: allowOriginAll ? "*" : nil)
+    }
+
+    /// Whether `authority` (`name`, `name:port`, `[v6]`, `[v6]:port`) names this listener.
+    func namesUs(authority: String) -> Bool {
+        let text = authority.lowercased()
+        var name = text
+        var portText: Substring?
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]") else { return false }
+            name = String(text[text.index(after: text.startIndex)..<close])
+            let rest = text[text.index(after: close)...]
+            if !rest.isEmpty {
+                guard rest.hasPrefix(":") else { return false }
+                portText = rest.dropFirst()
+            }
+        } else if let colon = text.firstIndex(of: ":") {
+            name = String(text[..<colon])
+            portText = text[text.index(after: colon)...]
+        }
+        if let portText, Int(portText) != port { return false }
+        return ownNames.contains(name)
+    }
+
+    /// Whether `origin` is `http://` + one of our names + our port (a page the listener itself served).
+    func isOwn(origin: String) -> Bool {
+        let text = origin.lowercased()
+        guard text.hasPrefix("http://") else { return false }
+        let authority = text.dropFirst("http://".count)
+        guard !authority.isEmpty, !authority.contains("/"), authority.hasSuffix(":\(port)") || port == 80 else { return false }
+        return namesUs(authority: String(authority))
+    }
+
+    private static func unbracketed(_ host: String) -> String {
+        host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
     }
 }

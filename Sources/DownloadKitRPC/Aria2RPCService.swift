@@ -121,31 +121,63 @@ public actor Aria2RPCService {
 
     // MARK: - Messages
 
-    /// Answers one HTTP body or WebSocket frame: a response object, or an array for a batch.
+    /// What one message (a body or a frame) has used up: bytes of answers it may still produce, and
+    /// whether a wrong token cut it off (every later call of the message is refused without a look).
+    struct MessageBudget {
+        var remainingBytes: Int
+        var cutOff = false
+    }
+
+    /// Answers one HTTP body or WebSocket frame: a response object, or an array for a batch. The answers
+    /// together stay within ``RPCLimits/maxResponseBytes`` (each response is serialized as soon as it is
+    /// made, and one that does not fit is replaced by ``RPCError/responseTooLarge(_:)``).
     public func handle(_ body: Data) async -> Data {
+        var budget = MessageBudget(remainingBytes: limits.maxResponseBytes)
         switch RPCDecoder.decode(body, limits: limits) {
         case .single(let call):
-            return await answer(call).serializedData
+            return Data(await answer(call, &budget).utf8)
         case .batch(let calls):
-            var responses: [JSONValue] = []
-            for call in calls { responses.append(await answer(call)) }
-            return JSONValue.array(responses).serializedData
+            var pieces: [String] = []
+            pieces.reserveCapacity(calls.count)
+            for call in calls { pieces.append(await answer(call, &budget)) }
+            return Data(("[" + pieces.joined(separator: ",") + "]").utf8)
         }
     }
 
-    private func answer(_ call: Result<RPCRequest, RPCFailure>) async -> JSONValue {
+    /// One call's response text, charged to the message's budget. Once the budget is spent, the rest of
+    /// the message is answered with the error without being run (so a message costs at most one budget
+    /// of work, however many multicalls it holds).
+    private func answer(_ call: Result<RPCRequest, RPCFailure>, _ budget: inout MessageBudget) async -> String {
+        let id: JSONValue
+        var text: String
         switch call {
         case .failure(let failure):
-            return RPCResponse.failure(id: failure.id, error: failure.error)
+            id = failure.id
+            text = RPCResponse.failure(id: failure.id, error: failure.error).serialized
+        case .success(let request) where budget.remainingBytes == 0:
+            id = request.id
+            text = ""
         case .success(let request):
-            return await respond(to: request)
+            id = request.id
+            text = await respond(to: request, budget: &budget).serialized
         }
+        if text.isEmpty || text.utf8.count > budget.remainingBytes {
+            text = RPCResponse.failure(id: id, error: .responseTooLarge(limits.maxResponseBytes)).serialized
+            budget.remainingBytes = 0
+        }
+        budget.remainingBytes = max(0, budget.remainingBytes - text.utf8.count)
+        return text
     }
 
-    /// Executes one decoded call and returns its response object.
+    /// Executes one decoded call and returns its response object (as the only call of a message).
     public func respond(to request: RPCRequest) async -> JSONValue {
+        var budget = MessageBudget(remainingBytes: limits.maxResponseBytes)
+        return await respond(to: request, budget: &budget)
+    }
+
+    private func respond(to request: RPCRequest, budget: inout MessageBudget) async -> JSONValue {
         do throws(RPCError) {
-            let result = try await call(request.method, request.params, nested: false)
+            let result = try await call(request.method, request.params, nested: false, budget: &budget)
             return RPCResponse.success(id: request.id, result: result)
         } catch {
             return RPCResponse.failure(id: request.id, error: error)
@@ -153,7 +185,14 @@ public actor Aria2RPCService {
     }
 
     /// Checks the secret and runs a method. `nested` is true inside `system.multicall`.
-    func call(_ method: String, _ rawParams: [JSONValue], nested: Bool) async throws(RPCError) -> JSONValue {
+    ///
+    /// A wrong or missing token costs ``RPCLimits/badTokenDelay`` (a suspension of this call only: the
+    /// actor and the event loops go on serving others) and cuts the rest of its message off: later calls
+    /// of the same batch or multicall are answered `Unauthorized` at once, without comparing their tokens,
+    /// so a batch of N guesses tests one (aria2 delays each wrong token too).
+    func call(
+        _ method: String, _ rawParams: [JSONValue], nested: Bool, budget: inout MessageBudget
+    ) async throws(RPCError) -> JSONValue {
         var params = rawParams
         var token: String?
         if let first = params.first?.stringValue, first.hasPrefix("token:") {
@@ -163,11 +202,14 @@ public actor Aria2RPCService {
         if method != "system.listMethods", method != "system.listNotifications", method != "system.multicall",
             let secret
         {
+            guard !budget.cutOff else { throw .unauthorized }
             guard let token, Self.constantTimeEqual(Array(token.utf8), secret) else {
-                throw .aria2("Unauthorized")
+                budget.cutOff = true
+                try? await Task.sleep(for: limits.badTokenDelay)
+                throw .unauthorized
             }
         }
-        return try await dispatch(method, Params(params), nested: nested)
+        return try await dispatch(method, Params(params), nested: nested, budget: &budget)
     }
 
     /// Compares two byte strings in time that depends only on their lengths.
@@ -184,7 +226,9 @@ public actor Aria2RPCService {
 
     // MARK: - Methods
 
-    private func dispatch(_ method: String, _ p: Params, nested: Bool) async throws(RPCError) -> JSONValue {
+    private func dispatch(
+        _ method: String, _ p: Params, nested: Bool, budget: inout MessageBudget
+    ) async throws(RPCError) -> JSONValue {
         switch method {
         case "aria2.addUri": return try await addUri(p)
         case "aria2.addTorrent": throw .aria2("BitTorrent is not supported by DownloadKit.")
@@ -219,7 +263,8 @@ public actor Aria2RPCService {
                     "index": .string("1"),
                     "servers": .array([
                         .object([
-                            "uri": .string(task.currentURL), "currentUri": .string(task.currentURL),
+                            "uri": .string(Aria2Redaction.uri(task.currentURL)),
+                            "currentUri": .string(Aria2Redaction.uri(task.currentURL)),
                             "downloadSpeed": .string(String(speed)),
                         ])
                     ]),
@@ -259,16 +304,27 @@ public actor Aria2RPCService {
         case "system.listNotifications": return .array(Self.notificationMethods.map(JSONValue.string))
         case "system.multicall":
             guard !nested else { throw .aria2("Recursive system.multicall forbidden.") }
-            return try await multicall(p)
+            return try await multicall(p, budget: &budget)
         default:
             throw .aria2("No such method: \(method)")
         }
     }
 
-    private func multicall(_ p: Params) async throws(RPCError) -> JSONValue {
+    /// `system.multicall`: its results together must fit in what the message has left (measured as they
+    /// are made; the first one past it drops them all and fails the multicall with
+    /// ``RPCError/responseTooLarge(_:)``), so batch × multicall × result size is bounded as one product.
+    private func multicall(_ p: Params, budget: inout MessageBudget) async throws(RPCError) -> JSONValue {
         let calls = try p.array(0)
         guard calls.count <= limits.maxBatch else { throw RPCError.batchTooLong(limits.maxBatch) }
         var results: [JSONValue] = []
+        var bytes = 0
+        func charge(_ result: JSONValue) throws(RPCError) {
+            bytes += result.serialized.utf8.count + 1
+            guard bytes <= budget.remainingBytes else {
+                budget.remainingBytes = 0  // the work is spent: the rest of the message is not run
+                throw .responseTooLarge(limits.maxResponseBytes)
+            }
+        }
         for call in calls {
             guard let object = call.objectValue, let name = object["methodName"]?.stringValue else {
                 results.append(RPCError.aria2("system.multicall expected struct.").json)
@@ -282,11 +338,14 @@ public actor Aria2RPCService {
                 results.append(RPCError.aria2("Missing params. or params is not array.").json)
                 continue
             }
+            let result: JSONValue
             do throws(RPCError) {
-                results.append(.array([try await self.call(name, params, nested: true)]))
+                result = .array([try await self.call(name, params, nested: true, budget: &budget)])
             } catch {
-                results.append(error.json)
+                result = error.json
             }
+            try charge(result)
+            results.append(result)
         }
         return .array(results)
     }
@@ -295,9 +354,10 @@ public actor Aria2RPCService {
         let uris = try p.array(0).compactMap(\.stringValue)
         guard let url = uris.first else { throw .aria2("URI is not provided.") }
         let options = try Aria2TaskOptions(p.object(1) ?? [:])
-        let position = try p.optionalInt(2)
+        let position = try p.optionalInt(2, "position", in: Params.signedRange)
+        let destination = try options.destination(defaultDirectory: defaultDirectory, exists: FileProbe.exists)
         let request = DownloadManager.TaskRequest(
-            url: url, destination: options.destination(defaultDirectory: defaultDirectory),
+            url: url, destination: destination,
             checksum: options.checksum, headers: options.headers,
             rateLimit: options.maxDownloadLimit.flatMap { $0 > 0 ? $0 : nil })
         let id = try await perform { try await manager.enqueue([request])[0] }
@@ -309,7 +369,7 @@ public actor Aria2RPCService {
         } else if let position, await manager.task(id)?.state == .waiting {
             let line = await manager.waitingTaskIDs()
             try await perform {
-                try await manager.move(taskID: id, toPosition: min(max(0, Int(position)), line.count - 1))
+                try await manager.move(taskID: id, toPosition: min(max(0, position), line.count - 1))
             }
         }
         let gid = Aria2GID.gid(forTaskID: id)
@@ -341,21 +401,14 @@ public actor Aria2RPCService {
     /// `changePosition(gid, pos, how)`: `POS_SET`, `POS_CUR`, `POS_END` within the waiting line.
     private func changePosition(_ p: Params) async throws(RPCError) -> JSONValue {
         let gid = try p.gid(0)
-        let offset = Int(try p.int(1))
-        let how = try p.string(2)
+        let offset = try p.int(1, "pos", in: Params.signedRange)
+        guard let how = Aria2Window.Origin(rawValue: try p.string(2)) else { throw .aria2("Illegal argument.") }
         let task = try await task(gid)
         let line = await manager.waitingTaskIDs()
         guard let current = line.firstIndex(of: task.id) else {
             throw .aria2("GID#\(gid) is not in the waiting queue.")
         }
-        let target: Int
-        switch how {
-        case "POS_SET": target = offset
-        case "POS_CUR": target = current + offset
-        case "POS_END": target = line.count - 1 + offset
-        default: throw .aria2("Illegal argument.")
-        }
-        let clamped = min(max(0, target), line.count - 1)
+        let clamped = Aria2Window.position(offset, from: how, current: current, count: line.count)
         try await perform { try await manager.move(taskID: task.id, toPosition: clamped) }
         return .int(Int64(await manager.waitingTaskIDs().firstIndex(of: task.id) ?? clamped))
     }
@@ -372,7 +425,9 @@ public actor Aria2RPCService {
     private func changeGlobalOption(_ p: Params) async throws(RPCError) -> JSONValue {
         let options = p.object(0) ?? [:]
         if let value = options["max-concurrent-downloads"] {
-            guard let limit = (value.stringValue.flatMap { Int($0) } ?? value.intValue.map { Int($0) }), limit > 0 else {
+            guard let limit = (value.stringValue.flatMap { Int($0) } ?? value.intValue.map { Int($0) }),
+                (1...Int(Params.numberBound)).contains(limit)
+            else {
                 throw Aria2TaskOptions.bad("max-concurrent-downloads")
             }
             try await perform { try await manager.setMaxConcurrent(limit) }
@@ -387,8 +442,8 @@ public actor Aria2RPCService {
 
     /// `tellWaiting`/`tellStopped(offset, num, keys)`; a negative offset counts from the end, listing backwards.
     private func tellList(_ p: Params, stopped: Bool) async throws(RPCError) -> JSONValue {
-        let offset = Int(try p.int(0))
-        let count = Int(try p.int(1))
+        let offset = try p.int(0, "offset", in: Params.signedRange)
+        let count = try p.int(1, "num", in: Params.signedRange)
         let keys = try p.keys(2)
         let all = await manager.allTasks()
         var list: [ManagedTask]
@@ -400,17 +455,7 @@ public actor Aria2RPCService {
             list = await manager.waitingTaskIDs().compactMap { byID[$0] }
             list += all.filter { $0.state == .paused }
         }
-        guard count > 0, !list.isEmpty else { return .array([]) }
-        var selected: ArraySlice<ManagedTask>
-        if offset >= 0 {
-            guard offset < list.count else { return .array([]) }
-            selected = list[offset..<min(list.count, offset + count)]
-        } else {
-            let start = list.count + offset
-            guard start >= 0 else { return .array([]) }
-            selected = ArraySlice(list[max(0, start - count + 1)...start].reversed())
-        }
-        return .array(selected.map { status($0, keys: keys) })
+        return .array(Aria2Window.indices(offset: offset, num: count, count: list.count).map { status(list[$0], keys: keys) })
     }
 
     private func globalStat() async -> JSONValue {
@@ -455,7 +500,9 @@ public actor Aria2RPCService {
         options["dir"] = .string(Aria2Shapes.directory(of: task))
         if case .file(let path) = task.destination { options["out"] = .string((path as NSString).lastPathComponent) }
         if !task.headers.isEmpty {
-            options["header"] = .string(task.headers.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)\n" }.joined())
+            options["header"] = .string(
+                task.headers.sorted { $0.key < $1.key }
+                    .map { "\($0.key): \(Aria2Redaction.headerValue(name: $0.key, $0.value))\n" }.joined())
         }
         if let checksum = task.checksum {
             let name = ["sha256": "sha-256", "sha1": "sha-1", "md5": "md5"][checksum.algorithm.rawValue] ?? checksum.algorithm.rawValue
@@ -499,47 +546,13 @@ public actor Aria2RPCService {
     }
 }
 
-/// Positional parameters with aria2's type errors (`The parameter at N has wrong type.`).
-struct Params {
-    var values: [JSONValue]
-    init(_ values: [JSONValue]) { self.values = values }
+typealias Params = RPCParams
 
-    private func wrongType(_ index: Int) -> RPCError { .aria2("The parameter at \(index) has wrong type.") }
-
-    func string(_ index: Int) throws(RPCError) -> String {
-        guard index < values.count, let text = values[index].stringValue else { throw wrongType(index) }
-        return text
-    }
-
+extension RPCParams {
+    /// A GID (aria2's `Invalid GID …` for anything else), lowercased.
     func gid(_ index: Int) throws(RPCError) -> String {
         let text = try string(index)
         guard Aria2GID.isValid(text) else { throw .aria2("Invalid GID \(text)") }
         return text.lowercased()
-    }
-
-    func int(_ index: Int) throws(RPCError) -> Int64 {
-        guard index < values.count, let number = values[index].intValue else { throw wrongType(index) }
-        return number
-    }
-
-    func optionalInt(_ index: Int) throws(RPCError) -> Int64? {
-        guard index < values.count, values[index] != .null else { return nil }
-        return try int(index)
-    }
-
-    func array(_ index: Int) throws(RPCError) -> [JSONValue] {
-        guard index < values.count, let array = values[index].arrayValue else { throw wrongType(index) }
-        return array
-    }
-
-    func object(_ index: Int) -> [String: JSONValue]? {
-        index < values.count ? values[index].objectValue : nil
-    }
-
-    /// An optional `keys` array of strings.
-    func keys(_ index: Int) throws(RPCError) -> [String]? {
-        guard index < values.count, values[index] != .null else { return nil }
-        guard let array = values[index].arrayValue else { throw wrongType(index) }
-        return array.compactMap(\.stringValue)
     }
 }

@@ -31,6 +31,17 @@ public struct RPCError: Error, Sendable, Hashable, CustomStringConvertible {
         RPCError(code: -32600, message: "Invalid Request: more than \(limit) calls in one batch.")
     }
 
+    /// aria2's answer to a missing or wrong `token:` (after the delay ``RPCLimits/badTokenDelay``).
+    public static let unauthorized = RPCError.aria2("Unauthorized")
+    /// A caller number outside what the parameter accepts (never trapped on, never clamped silently).
+    public static func outOfRange(_ name: String, at index: Int, _ value: Int64, _ range: ClosedRange<Int64>) -> RPCError {
+        .aria2("The parameter at \(index) (\(name)) is out of range: \(value) is not in \(range.lowerBound)...\(range.upperBound).")
+    }
+    /// The answers of one message would exceed ``RPCLimits/maxResponseBytes``.
+    public static func responseTooLarge(_ limit: Int) -> RPCError {
+        .aria2("The response would exceed \(limit) bytes; ask for fewer items (smaller num, fewer calls).")
+    }
+
     /// The error object as JSON.
     public var json: JSONValue { .object(["code": .int(Int64(code)), "message": .string(message)]) }
     public var description: String { "\(code) \(message)" }
@@ -44,11 +55,22 @@ public struct RPCLimits: Sendable, Hashable {
     public var maxDepth: Int
     /// Most calls in one batch or `system.multicall`; default 1000.
     public var maxBatch: Int
+    /// Most bytes of answers to one message (a batch, its `system.multicall`s and their results together):
+    /// calls past it are answered with ``RPCError/responseTooLarge(_:)`` without being run; default 8 MiB (aria2 front ends
+    /// ask for a few hundred KiB; the 10 × 100 `tellWaiting [0,1000]` asked for 377 MB).
+    public var maxResponseBytes: Int
+    /// What a wrong or missing `token:` costs its caller before the `Unauthorized` answer; default 1 s.
+    public var badTokenDelay: Duration
 
-    public init(maxBytes: Int = 2 << 20, maxDepth: Int = 64, maxBatch: Int = 1000) {
+    public init(
+        maxBytes: Int = 2 << 20, maxDepth: Int = 64, maxBatch: Int = 1000, maxResponseBytes: Int = 8 << 20,
+        badTokenDelay: Duration = .seconds(1)
+    ) {
         self.maxBytes = maxBytes
         self.maxDepth = maxDepth
         self.maxBatch = maxBatch
+        self.maxResponseBytes = maxResponseBytes
+        self.badTokenDelay = badTokenDelay
     }
 }
 
@@ -170,5 +192,98 @@ public enum RPCResponse {
     /// A server-to-client notification: `{"jsonrpc": "2.0", "method": m, "params": [{"gid": g}]}`.
     public static func notification(method: String, gid: String) -> JSONValue {
         .object(["jsonrpc": .string("2.0"), "method": .string(method), "params": .array([.object(["gid": .string(gid)])])])
+    }
+}
+
+/// Positional parameters with aria2's type errors (`The parameter at N has wrong type.`) and range checks
+/// on every caller number (``RPCError/outOfRange(_:at:_:_:)`` names the parameter). Foundation only, so
+/// the RPC fuzz target reaches it.
+public struct RPCParams: Sendable {
+    /// The largest magnitude of a caller offset, count or position: `Int32.max`. Sums and differences of
+    /// two such numbers and a list length can never overflow `Int`.
+    public static let numberBound = Int64(Int32.max)
+    /// The range offsets and positions may take.
+    public static let signedRange = -numberBound...numberBound
+    /// The range counts may take.
+    public static let countRange: ClosedRange<Int64> = 0...numberBound
+
+    public var values: [JSONValue]
+    public init(_ values: [JSONValue]) { self.values = values }
+
+    private func wrongType(_ index: Int) -> RPCError { .aria2("The parameter at \(index) has wrong type.") }
+
+    public func string(_ index: Int) throws(RPCError) -> String {
+        guard index < values.count, let text = values[index].stringValue else { throw wrongType(index) }
+        return text
+    }
+
+    /// An integer in `range` (a wrong type or a number outside it is an error naming `name`).
+    public func int(_ index: Int, _ name: String, in range: ClosedRange<Int64>) throws(RPCError) -> Int {
+        guard index < values.count else { throw wrongType(index) }
+        guard let number = values[index].intValue else {
+            if case .double(let d) = values[index], d.rounded() == d {
+                // An integral number beyond 64 bits: out of range, not a wrong type.
+                throw .outOfRange(name, at: index, d < 0 ? Int64.min : Int64.max, range)
+            }
+            throw wrongType(index)
+        }
+        guard range.contains(number) else { throw .outOfRange(name, at: index, number, range) }
+        return Int(number)
+    }
+
+    /// An optional integer in `range` (absent or null gives nil).
+    public func optionalInt(_ index: Int, _ name: String, in range: ClosedRange<Int64>) throws(RPCError) -> Int? {
+        guard index < values.count, values[index] != .null else { return nil }
+        return try int(index, name, in: range)
+    }
+
+    public func array(_ index: Int) throws(RPCError) -> [JSONValue] {
+        guard index < values.count, let array = values[index].arrayValue else { throw wrongType(index) }
+        return array
+    }
+
+    public func object(_ index: Int) -> [String: JSONValue]? {
+        index < values.count ? values[index].objectValue : nil
+    }
+
+    /// An optional `keys` array of strings.
+    public func keys(_ index: Int) throws(RPCError) -> [String]? {
+        guard index < values.count, values[index] != .null else { return nil }
+        guard let array = values[index].arrayValue else { throw wrongType(index) }
+        return array.compactMap(\.stringValue)
+    }
+}
+
+/// The list arithmetic of `tellWaiting`/`tellStopped` and `changePosition`, on range-checked numbers
+/// (``RPCParams/numberBound``) so that it cannot overflow. Pure; fuzzed with the decoder.
+public enum Aria2Window {
+    /// The indices `tellWaiting`/`tellStopped(offset, num)` list from a list of `count` items, in order:
+    /// from `offset` forwards, or for a negative offset from `count + offset` backwards (aria2's rule).
+    public static func indices(offset: Int, num: Int, count: Int) -> [Int] {
+        guard num > 0, count > 0 else { return [] }
+        if offset >= 0 {
+            guard offset < count else { return [] }
+            return Array(offset..<(offset + min(num, count - offset)))
+        }
+        let start = count + offset
+        guard start >= 0 else { return [] }
+        return Array(stride(from: start, through: max(0, start - num + 1), by: -1))
+    }
+
+    /// How `changePosition` counts.
+    public enum Origin: String, Sendable {
+        case set = "POS_SET", current = "POS_CUR", end = "POS_END"
+    }
+
+    /// The index `changePosition(pos, how)` moves the item at `current` to in a line of `count` items,
+    /// clamped into the line as aria2 clamps.
+    public static func position(_ offset: Int, from origin: Origin, current: Int, count: Int) -> Int {
+        let target =
+            switch origin {
+            case .set: offset
+            case .current: current + offset
+            case .end: count - 1 + offset
+            }
+        return min(max(0, target), max(0, count - 1))
     }
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import DownloadKit
 import DownloadKitManager
 import DownloadKitRPC
+import Foundation
 
 /// aria2-compatible JSON-RPC options shared by `downloadkit rpc` and `downloadkit daemon`.
 struct RPCOptions: ParsableArguments {
@@ -11,8 +12,14 @@ struct RPCOptions: ParsableArguments {
     @Flag(name: .customLong("rpc-listen-all"), help: "Allow a non-loopback --rpc-listen address (all interfaces when only a port is given).")
     var rpcListenAll = false
 
-    @Option(name: .customLong("rpc-secret"), help: "Require `token:TOKEN` as every call's first parameter (aria2's --rpc-secret).")
+    @Option(name: .customLong("rpc-secret"), help: "Require `token:TOKEN` as every call's first parameter (aria2's --rpc-secret). Visible to other users in the process list: prefer --rpc-secret-file or $DOWNLOADKIT_RPC_SECRET.")
     var rpcSecret: String?
+
+    @Option(name: .customLong("rpc-secret-file"), help: "Read the secret from the first line of PATH (mode 600: a file other users may read is refused).")
+    var rpcSecretFile: String?
+
+    @Flag(name: .customLong("rpc-allow-origin-all"), help: "Add `Access-Control-Allow-Origin: *` to answers, so web pages of any origin read them (they still need the secret). Off by default.")
+    var rpcAllowOriginAll = false
 
     /// The parsed `HOST:PORT` (a bare `PORT` means 127.0.0.1, or all interfaces with --rpc-listen-all).
     var endpoint: (host: String?, port: Int)? {
@@ -33,16 +40,34 @@ struct RPCOptions: ParsableArguments {
     }
 
     func validate() throws {
-        if let endpoint = try endpoint, let host = endpoint.host, !rpcListenAll, !Aria2RPCServer.isLoopback(host) {
-            throw ValidationError("--rpc-listen \(host) is not a loopback address; add --rpc-listen-all to allow it")
-        }
         if let rpcSecret, rpcSecret.isEmpty { throw ValidationError("--rpc-secret must not be empty") }
+        if rpcSecret != nil && rpcSecretFile != nil {
+            throw ValidationError("--rpc-secret and --rpc-secret-file both give the secret; use one")
+        }
+        if let endpoint = try endpoint {
+            let secret = try secret()  // a bad --rpc-secret-file is refused here, before any state is opened
+            do {
+                _ = try Aria2RPCServer.checkedAddress(host: endpoint.host, listenAll: rpcListenAll, hasSecret: secret != nil)
+            } catch {
+                throw ValidationError(error.description)
+            }
+        }
+    }
+
+    /// The secret: --rpc-secret, else the first line of --rpc-secret-file, else $DOWNLOADKIT_RPC_SECRET
+    /// (an empty variable is none), else none.
+    func secret(environment: [String: String] = ProcessInfo.processInfo.environment) throws(RPCSecretFileError) -> String? {
+        if let rpcSecret { return rpcSecret }
+        if let rpcSecretFile { return try RPCSecret.read(fromFile: rpcSecretFile) }
+        if let value = environment[RPCSecret.environmentVariable], !value.isEmpty { return value }
+        return nil
     }
 
     /// The server these options ask for, or nil when --rpc-listen is absent.
     func makeServer(manager: DownloadManager) throws -> Aria2RPCServer? {
         guard let endpoint = try endpoint else { return nil }
         return try Aria2RPCServer(
-            manager: manager, host: endpoint.host, port: endpoint.port, secret: rpcSecret, listenAll: rpcListenAll)
+            manager: manager, host: endpoint.host, port: endpoint.port, secret: try secret(), listenAll: rpcListenAll,
+            allowOriginAll: rpcAllowOriginAll)
     }
 }

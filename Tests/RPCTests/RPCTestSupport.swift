@@ -63,12 +63,13 @@ final class DownloadKitRPCPeer: Sendable {
     let port: Int
     let runner: Task<Void, any Error>
 
-    init(directory: String, secret: String?) async throws {
+    init(directory: String, secret: String?, allowOriginAll: Bool = false, limits: RPCLimits = RPCLimits()) async throws {
         port = try FreePort.allocate()[0]
         manager = try await DownloadManager(
             stateDirectory: directory + "/state",
             configuration: DownloadManagerConfiguration(maxConcurrentDownloads: 5, defaultDownloadDirectory: directory + "/dk"))
-        server = try Aria2RPCServer(manager: manager, host: "127.0.0.1", port: port, secret: secret)
+        server = try Aria2RPCServer(
+            manager: manager, host: "127.0.0.1", port: port, secret: secret, allowOriginAll: allowOriginAll, limits: limits)
         let server = self.server
         runner = Task { try await server.run() }
         await server.waitUntilReady()
