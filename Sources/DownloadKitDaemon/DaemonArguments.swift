@@ -33,6 +33,9 @@ public struct DaemonArguments: ParsableArguments {
 
     public init() {}
 
+    /// Refuses a limit option that is not positive (the message names the option).
+    public func validate() throws { _ = try limits() }
+
     /// The control socket's bounds: the defaults of ``ControlServer/Limits`` with these options applied.
     /// - Throws: `ValidationError` naming the option when a value is not positive.
     public func limits() throws -> ControlServer.Limits {

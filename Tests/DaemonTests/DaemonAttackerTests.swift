@@ -1,3 +1,4 @@
+import DownloadKitDaemon
 import DownloadKitSession
 import Foundation
 import Testing
@@ -98,6 +99,27 @@ struct DaemonAttackerTests {
             try await Task.sleep(nanoseconds: 200_000_000)
         }
         return nil
+    }
+
+    // MARK: - Configuration
+
+    @Test func limitOptionsAreAppliedAndBadValuesNameTheOption() throws {
+        let parsed = try DaemonArguments.parse([
+            "--max-connections", "7", "--max-buffered-bytes", "2000000", "--frame-timeout", "0.5", "--idle-timeout", "90",
+        ])
+        let limits = try parsed.limits()
+        #expect(limits.maxConnections == 7 && limits.maxBufferedBytes == 2_000_000)
+        #expect(limits.frameTimeout == 0.5 && limits.idleTimeout == 90)
+        #expect(ControlServer.Limits().connectionCap(descriptorLimit: 80) == 40)
+        #expect(ControlServer.Limits().connectionCap(descriptorLimit: 1 << 20) == 128)
+        for (option, value) in [("--max-connections", "0"), ("--max-buffered-bytes", "1000"), ("--frame-timeout", "0"), ("--idle-timeout", "-1")] {
+            do {
+                _ = try DaemonArguments.parse([option, value])
+                Issue.record("\(option) \(value) was accepted")
+            } catch {
+                #expect(DaemonArguments.message(for: error).contains(option), "\(DaemonArguments.message(for: error))")
+            }
+        }
     }
 
     // MARK: - Connections and descriptors
