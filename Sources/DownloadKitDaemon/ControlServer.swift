@@ -27,6 +27,10 @@ public struct DaemonError: Error, Sendable, Hashable, CustomStringConvertible {
     public var description: String { detail }
 }
 
+/// glibc's `malloc_trim` (<malloc.h>, not in the Glibc module): gives free heap memory back to the system.
+@_silgen_name("malloc_trim")
+private func malloc_trim(_ pad: Int) -> Int32
+
 /// Wakes the server's poll loop from any thread (a non-blocking pipe; `fd` is its read end).
 final class Wakeup: Sendable {
     let fd: Int32
@@ -59,40 +63,59 @@ final class Wakeup: Sendable {
     }
 }
 
-/// `struct ucred` from <sys/socket.h> (Glibc's module leaves it out without _GNU_SOURCE).
-struct PeerCredentials {
-    var pid: pid_t = 0
-    var uid: uid_t = 0
-    var gid: gid_t = 0
-
-    /// The connected peer's credentials (SO_PEERCRED), or nil when the kernel does not say.
-    static func of(_ fd: Int32) -> PeerCredentials? {
-        var credentials = PeerCredentials()
-        var length = socklen_t(MemoryLayout<PeerCredentials>.size)
-        guard getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0,
-            length == socklen_t(MemoryLayout<PeerCredentials>.size)
-        else { return nil }
-        return credentials
-    }
-}
-
 /// The Unix-socket front end: one poll(2) loop on a dedicated thread owns the listener and every
 /// connection's descriptor and buffers; each connection's requests run in order on one task that calls
 /// the ``SessionRegistry``; replies and events come back through a mailbox.
 ///
 /// Bounds per client: a frame above ``SessionProtocol/maxFrameBytes`` closes the connection before
-/// anything is allocated for it; at most ``Limits/maxQueuedRequests`` decoded requests wait (then the
+/// anything is allocated for it, and a connection never buffers more than one largest frame of input
+/// (the socket is not read past it); at most ``Limits/maxQueuedRequests`` decoded requests wait (then the
 /// socket is not read); at most ``Limits/maxOutboundBytes`` of replies wait to be sent — a client that
 /// does not read its replies past that is disconnected, and events are only loaded from the log while
 /// fewer than ``Limits/eventLowWater`` bytes wait, so a slow reader costs memory, never a stall.
+///
+/// Bounds in all (docs/DAEMON.md "Limits"): at most ``Limits/connectionCap(descriptorLimit:)``
+/// connections (one more is accepted, sent `overloaded` and closed at once); out of descriptors
+/// (EMFILE/ENFILE), a reserved descriptor is freed to accept and refuse the newcomer the same way, else
+/// accepting pauses — the listener never spins; at most ``Limits/maxBufferedBytes`` buffered over all
+/// connections (beyond, the connection holding the most is closed); a frame (or the first frame, the
+/// hello) must arrive complete within ``Limits/frameTimeout``; a connection with no subscription and
+/// nothing in flight is closed after ``Limits/idleTimeout``. Buffers larger than 64 KiB are released
+/// when they drain, and freed memory is handed back to the system (`malloc_trim`).
 public final class ControlServer: @unchecked Sendable {
-    /// Per-connection bounds.
-    public struct Limits: Sendable {
+    /// Per-connection and overall bounds (the daemon's `--max-connections`, `--max-buffered-bytes`,
+    /// `--frame-timeout`, `--idle-timeout`).
+    public struct Limits: Sendable, Hashable {
+        /// Replies waiting to be written to one connection; beyond, the client is disconnected.
         public var maxOutboundBytes = 4 << 20
+        /// Events are loaded for a subscriber only while fewer bytes than this wait to be written to it.
         public var eventLowWater = 256 << 10
+        /// Decoded requests waiting per connection; beyond, its socket is not read.
         public var maxQueuedRequests = 32
+        /// Events loaded from the log at a time.
         public var eventBatch = 256
+        /// Connections served at once (further capped by the descriptor limit, see
+        /// ``connectionCap(descriptorLimit:)``).
+        public var maxConnections = 128
+        /// Bytes buffered over all connections (input not yet decoded plus replies not yet written);
+        /// beyond, the connection holding the most is closed with `overloaded`.
+        public var maxBufferedBytes = 32 << 20
+        /// Seconds a frame may take from its first byte to its last, and a new connection to send its
+        /// first complete frame (the hello).
+        public var frameTimeout: Double = 15
+        /// Seconds a connection with no subscription, no request in flight and nothing buffered may stay
+        /// silent before it is closed.
+        public var idleTimeout: Double = 600
         public init() {}
+
+        /// The connection cap under a descriptor limit (soft `RLIMIT_NOFILE`): ``maxConnections``, but at
+        /// most half the descriptors, so that the sessions' downloads and databases keep the other half.
+        public func connectionCap(descriptorLimit: Int) -> Int {
+            max(1, min(maxConnections, descriptorLimit / 2))
+        }
+
+        /// Input one connection may buffer: the largest frame and its 4-byte length.
+        public static let maxInputBytes = 4 + SessionProtocol.maxFrameBytes
     }
 
     private enum Mail {
@@ -116,13 +139,27 @@ public final class ControlServer: @unchecked Sendable {
         var subscribed = false
         var cursor: Int64 = 0
         var fetching = false
+        /// Monotonic seconds: accepted, last byte moved or reply queued, first byte of the frame being
+        /// received (nil when none is partial), and since when it is only waiting to be closed.
+        let acceptedAt: Double
+        var lastActivity: Double
+        var partialSince: Double?
+        var closingSince: Double?
+        /// Whether a complete frame has arrived (the hello, or what got the connection refused).
+        var receivedFrame = false
 
-        init(id: Int, fd: Int32) {
+        init(id: Int, fd: Int32, now: Double) {
             self.id = id
             self.fd = fd
+            acceptedAt = now
+            lastActivity = now
         }
 
         var waitingBytes: Int { outbound.count - sent }
+        /// What this connection costs in buffers (counted against ``Limits/maxBufferedBytes``).
+        var bufferedBytes: Int { decoder.bufferedBytes + waitingBytes }
+        /// Input it may still buffer.
+        var inputRoom: Int { Limits.maxInputBytes - decoder.bufferedBytes }
     }
 
     /// The socket's path.
@@ -138,6 +175,14 @@ public final class ControlServer: @unchecked Sendable {
     // Owned by the poll thread.
     private var connections: [Int: Connection] = [:]
     private var nextConnectionID = 1
+    private var connectionCap = 1
+    /// A descriptor kept open to be closed when accept fails with EMFILE/ENFILE (-1 when spent).
+    private var reserveFD: Int32 = -1
+    /// Accepting is paused until then (monotonic seconds) when no descriptor could be freed.
+    private var acceptPausedUntil: Double?
+    private var lastDescriptorWarning: Double = -.infinity
+    private var trimPending = false
+    private var lastTrim: Double = -.infinity
 
     init(socketPath: String, registry: SessionRegistry, wakeup: Wakeup, limits: Limits = Limits(), logger: Logger) {
         self.socketPath = socketPath
@@ -150,7 +195,8 @@ public final class ControlServer: @unchecked Sendable {
     // MARK: - Lifecycle
 
     /// Creates the socket (directory 0700 if created, socket 0600), replacing a stale socket file of a
-    /// dead daemon, and starts the poll thread.
+    /// dead daemon, and starts the poll thread. A directory that is not this user's own or that other
+    /// users can write to is refused (``UnixSocket/untrustedDirectory(of:)``).
     /// - Throws: ``DaemonError`` `alreadyRunning` when a daemon answers on the path, else `socket`.
     func start() throws(DaemonError) {
         let directory = (socketPath as NSString).deletingLastPathComponent
@@ -159,6 +205,11 @@ public final class ControlServer: @unchecked Sendable {
                 atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         } catch {
             throw DaemonError(.socket, "cannot create the socket directory \(directory): \(error.localizedDescription)")
+        }
+        // The rule every client applies before connecting: a directory others can write to would let
+        // them replace the socket with their own listener.
+        if let reason = UnixSocket.untrustedDirectory(of: socketPath) {
+            throw DaemonError(.socket, "not listening on \(socketPath): \(reason)")
         }
         guard var address = UnixSocket.address(socketPath) else {
             throw DaemonError(.socket, "the socket path is too long for a Unix socket (max 107 bytes): \(socketPath)")
@@ -192,6 +243,14 @@ public final class ControlServer: @unchecked Sendable {
             throw DaemonError(.socket, "cannot listen on \(socketPath): \(String(cString: strerror(errno)))")
         }
         listenFD = fd
+        var descriptors = rlimit()
+        let descriptorLimit =
+            getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &descriptors) == 0 && descriptors.rlim_cur < rlim_t(Int32.max)
+            ? Int(descriptors.rlim_cur) : 1 << 20
+        connectionCap = limits.connectionCap(descriptorLimit: descriptorLimit)
+        reserveFD = open("/dev/null", O_RDONLY | O_CLOEXEC)
+        logger.info(
+            "serving at most \(connectionCap) connections (descriptor limit \(descriptorLimit)), \(limits.maxBufferedBytes) bytes buffered in all")
         let thread = Thread { [self] in
             loop()
             stopped.signal()
@@ -211,76 +270,158 @@ public final class ControlServer: @unchecked Sendable {
 
     // MARK: - The poll loop
 
+    /// Monotonic seconds.
+    private static func now() -> Double {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
+    }
+
     private func loop() {
         var buffer = [UInt8](repeating: 0, count: 64 << 10)
         while !stopRequested.withLock({ $0 }) {
             let order = Array(connections.keys)
-            var fds = [pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0), pollfd(fd: wakeup.fd, events: Int16(POLLIN), revents: 0)]
+            var now = Self.now()
+            if let until = acceptPausedUntil, now >= until { acceptPausedUntil = nil }
+            let listening = acceptPausedUntil == nil
+            var fds = [
+                pollfd(fd: listenFD, events: listening ? Int16(POLLIN) : 0, revents: 0),
+                pollfd(fd: wakeup.fd, events: Int16(POLLIN), revents: 0),
+            ]
             for id in order {
                 guard let connection = connections[id] else { continue }
                 var events: Int16 = 0
-                if !connection.closeWhenFlushed && connection.queued.withLock({ $0 }) < limits.maxQueuedRequests {
-                    events |= Int16(POLLIN)
-                }
+                if wantsInput(connection) { events |= Int16(POLLIN) }
                 if connection.waitingBytes > 0 { events |= Int16(POLLOUT) }
                 fds.append(pollfd(fd: connection.fd, events: events, revents: 0))
             }
-            _ = poll(&fds, nfds_t(fds.count), 1000)
+            _ = poll(&fds, nfds_t(fds.count), pollTimeout(now: now))
+            now = Self.now()
             if fds[1].revents != 0 { wakeup.drain() }
-            if fds[0].revents & Int16(POLLIN) != 0 { acceptAll() }
-            deliverMail()
+            if listening && fds[0].revents & Int16(POLLIN) != 0 { acceptAll(now: now) }
+            deliverMail(now: now)
             for (index, id) in order.enumerated() {
                 guard let connection = connections[id] else { continue }
                 let revents = fds[index + 2].revents
                 if revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 {
-                    if !read(connection, &buffer) {
+                    // A peer that hung up while its input cannot be taken would report POLLHUP forever.
+                    let open = wantsInput(connection) ? read(connection, &buffer, now: now) : revents & Int16(POLLIN) != 0
+                    if !open {
                         drop(connection)
                         continue
                     }
                 }
-                decodeFrames(connection)
+                decodeFrames(connection, now: now)
             }
+            enforceBufferedBytes()
+            expire(now: now)
             pumpEvents()
             for connection in Array(connections.values) {
-                if !flush(connection) || (connection.closeWhenFlushed && connection.waitingBytes == 0) {
+                if !flush(connection, now: now) || (connection.closeWhenFlushed && connection.waitingBytes == 0) {
                     drop(connection)
                 }
+            }
+            if trimPending && now - lastTrim >= 1 {
+                trimPending = false
+                lastTrim = now
+                _ = malloc_trim(0)
             }
         }
         for connection in Array(connections.values) { drop(connection) }
         close(listenFD)
+        if reserveFD >= 0 { close(reserveFD) }
     }
 
-    private func acceptAll() {
+    /// Whether to read the connection: it is not closing, has room for input and few requests waiting.
+    private func wantsInput(_ connection: Connection) -> Bool {
+        !connection.closeWhenFlushed && connection.inputRoom > 0
+            && connection.queued.withLock({ $0 }) < limits.maxQueuedRequests
+    }
+
+    /// Milliseconds until the next deadline (a frame, a hello, an idle connection, a paused accept), at
+    /// most one second.
+    private func pollTimeout(now: Double) -> Int32 {
+        var next = now + 1
+        if let until = acceptPausedUntil { next = min(next, until) }
+        for connection in connections.values {
+            if let since = connection.closingSince ?? connection.partialSince { next = min(next, since + limits.frameTimeout) }
+            if !connection.receivedFrame { next = min(next, connection.acceptedAt + limits.frameTimeout) }
+            if !connection.subscribed { next = min(next, connection.lastActivity + limits.idleTimeout) }
+        }
+        return Int32(max(10, min(1000, (next - now) * 1000 + 1)))
+    }
+
+    private func acceptAll(now: Double) {
         while true {
             let fd = accept(listenFD, nil, nil)
-            guard fd >= 0 else { return }
-            UnixSocket.setNonBlocking(fd)
+            guard fd >= 0 else {
+                if errno == EMFILE || errno == ENFILE { acceptWithoutDescriptors(now: now, error: errno) }
+                return
+            }
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            let connection = Connection(id: nextConnectionID, fd: fd)
-            nextConnectionID += 1
-            connections[connection.id] = connection
-            let credentials = PeerCredentials.of(fd)
+            let credentials = UnixSocket.PeerCredentials.of(fd)
             guard let credentials, credentials.uid == geteuid() else {
                 let who = credentials.map { "uid \($0.uid) (pid \($0.pid))" } ?? "an unidentifiable peer"
                 logger.warning("refused a connection from \(who): the daemon serves uid \(geteuid()) only")
-                let error = SessionError(.permissionDenied, "downloadkitd serves uid \(geteuid()) only; \(who) is refused")
-                enqueue(connection, FrameEncoder.frame(SessionCodec.encode(ServerMessage.error(id: nil, error))))
-                connection.closeWhenFlushed = true
+                refuseAtOnce(fd, SessionError(.permissionDenied, "downloadkitd serves uid \(geteuid()) only; \(who) is refused"))
                 continue
             }
+            guard connections.count < connectionCap else {
+                logger.notice("refused a connection: \(connections.count) connections are open (the limit)")
+                refuseAtOnce(
+                    fd, SessionError(.overloaded, "downloadkitd serves at most \(connectionCap) connections at once; try again later"))
+                continue
+            }
+            UnixSocket.setNonBlocking(fd)
+            let connection = Connection(id: nextConnectionID, fd: fd, now: now)
+            nextConnectionID += 1
+            connections[connection.id] = connection
             startWorker(connection)
         }
     }
 
-    /// Reads what is there (at most 256 KiB a round); false on EOF or a hard error.
-    private func read(_ connection: Connection, _ buffer: inout [UInt8]) -> Bool {
+    /// accept failed for want of descriptors: frees the reserved one to take the newcomer and refuse it
+    /// (`overloaded`), so the pending connection leaves the backlog; when that is not possible, stops
+    /// polling the listener for 100 ms (or until a connection closes) instead of spinning on it.
+    private func acceptWithoutDescriptors(now: Double, error: Int32) {
+        if now - lastDescriptorWarning >= 10 {
+            lastDescriptorWarning = now
+            logger.warning("accept: \(String(cString: strerror(error))) with \(connections.count) connections open; refusing newcomers")
+        }
+        if reserveFD >= 0 {
+            close(reserveFD)
+            reserveFD = -1
+            let fd = accept(listenFD, nil, nil)
+            if fd >= 0 {
+                refuseAtOnce(fd, SessionError(.overloaded, "downloadkitd is out of file descriptors; try again later"))
+            }
+            reserveFD = open("/dev/null", O_RDONLY | O_CLOEXEC)
+            if fd >= 0 && reserveFD >= 0 { return }
+        }
+        acceptPausedUntil = now + 0.1
+    }
+
+    /// Writes one error frame to a connection that gets no slot, and closes it (nothing is read).
+    private func refuseAtOnce(_ fd: Int32, _ error: SessionError) {
+        let frame = FrameEncoder.frame(SessionCodec.encode(ServerMessage.error(id: nil, error)))
+        UnixSocket.setNonBlocking(fd)
+        _ = frame.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        discardInput(fd)
+        close(fd)
+    }
+
+    /// Reads what is there, at most 256 KiB a round and never more than the connection's input room;
+    /// false on EOF or a hard error.
+    private func read(_ connection: Connection, _ buffer: inout [UInt8], now: Double) -> Bool {
         var total = 0
         while total < 256 << 10 {
-            let count = buffer.withUnsafeMutableBytes { recv(connection.fd, $0.baseAddress, $0.count, 0) }
+            let room = min(buffer.count, connection.inputRoom)
+            guard room > 0 else { return true }
+            let count = buffer.withUnsafeMutableBytes { recv(connection.fd, $0.baseAddress, room, 0) }
             if count > 0 {
                 total += count
-                if !connection.closeWhenFlushed { connection.decoder.append(buffer[0..<count]) }
+                connection.lastActivity = now
+                connection.decoder.append(buffer[0..<count])
                 continue
             }
             if count == 0 { return false }
@@ -290,14 +431,22 @@ public final class ControlServer: @unchecked Sendable {
     }
 
     /// Hands complete frames to the connection's worker while fewer than the limit wait.
-    private func decodeFrames(_ connection: Connection) {
+    private func decodeFrames(_ connection: Connection, now: Double) {
         while !connection.closeWhenFlushed && connection.queued.withLock({ $0 }) < limits.maxQueuedRequests {
             switch connection.decoder.next() {
             case .needMore:
+                if connection.decoder.bufferedBytes == 0 {
+                    connection.partialSince = nil
+                } else if connection.partialSince == nil {
+                    connection.partialSince = now
+                }
                 return
             case .tooLarge(let declared):
+                connection.receivedFrame = true
                 refuse(connection, SessionError(.frameTooLarge, "a frame of \(declared) bytes is over the limit of \(SessionProtocol.maxFrameBytes)"))
             case .frame(let body):
+                connection.receivedFrame = true
+                connection.partialSince = nil
                 do {
                     let message = try SessionCodec.decodeClient(body)
                     connection.queued.withLock { $0 += 1 }
@@ -307,13 +456,70 @@ public final class ControlServer: @unchecked Sendable {
                 }
             }
         }
+        // Complete frames wait for the worker: not the client's delay.
+        connection.partialSince = nil
+    }
+
+    /// Over ``Limits/maxBufferedBytes`` in all: closes the connections holding the most until under.
+    private func enforceBufferedBytes() {
+        var total = connections.values.reduce(0) { $0 + $1.bufferedBytes }
+        while total > limits.maxBufferedBytes {
+            guard let biggest = connections.values.filter({ !$0.closeWhenFlushed }).max(by: { $0.bufferedBytes < $1.bufferedBytes }),
+                biggest.bufferedBytes > 0
+            else { return }
+            total -= biggest.bufferedBytes
+            shed(
+                biggest,
+                SessionError(
+                    .overloaded,
+                    "downloadkitd buffers at most \(limits.maxBufferedBytes) bytes for all clients and this connection held the most (\(biggest.bufferedBytes))"
+                ))
+        }
+    }
+
+    /// Closes connections whose frame, hello or silence took too long.
+    private func expire(now: Double) {
+        for connection in Array(connections.values) {
+            if let since = connection.closingSince {
+                if now - since > limits.frameTimeout { drop(connection) }
+                continue
+            }
+            let seconds = { (value: Double) in value == value.rounded() ? String(Int(value)) : String(value) }
+            if let since = connection.partialSince, now - since > limits.frameTimeout {
+                shed(connection, SessionError(.overloaded, "a frame did not arrive complete within \(seconds(limits.frameTimeout)) s"))
+            } else if !connection.receivedFrame && now - connection.acceptedAt > limits.frameTimeout {
+                shed(connection, SessionError(.overloaded, "no hello within \(seconds(limits.frameTimeout)) s of connecting"))
+            } else if !connection.subscribed && connection.bufferedBytes == 0 && connection.queued.withLock({ $0 }) == 0
+                && now - connection.lastActivity > limits.idleTimeout
+            {
+                shed(connection, SessionError(.overloaded, "idle for \(seconds(limits.idleTimeout)) s without a subscription"))
+            }
+        }
     }
 
     /// Sends a connection-level error and closes once it is written.
     private func refuse(_ connection: Connection, _ error: SessionError) {
         logger.notice("connection \(connection.id): \(error)")
         enqueue(connection, FrameEncoder.frame(SessionCodec.encode(ServerMessage.error(id: nil, error))))
+        closeSoon(connection)
+    }
+
+    /// Like ``refuse(_:_:)``, but what the connection buffered (input and unsent replies) is thrown away
+    /// first and its memory given back.
+    private func shed(_ connection: Connection, _ error: SessionError) {
+        if connection.decoder.capacity > FrameDecoder.retainedCapacity || connection.outbound.capacity > FrameDecoder.retainedCapacity {
+            trimPending = true
+        }
+        connection.decoder.discardAll()
+        connection.outbound = []
+        connection.sent = 0
+        connection.partialSince = nil
+        refuse(connection, error)
+    }
+
+    private func closeSoon(_ connection: Connection) {
         connection.closeWhenFlushed = true
+        if connection.closingSince == nil { connection.closingSince = Self.now() }
         connection.inbox?.finish()
     }
 
@@ -322,8 +528,8 @@ public final class ControlServer: @unchecked Sendable {
             logger.notice("connection \(connection.id): does not read its replies; disconnecting")
             connection.outbound = []
             connection.sent = 0
-            connection.closeWhenFlushed = true
-            connection.inbox?.finish()
+            trimPending = true
+            closeSoon(connection)
             return
         }
         if connection.sent > 0 && connection.sent == connection.outbound.count {
@@ -333,34 +539,51 @@ public final class ControlServer: @unchecked Sendable {
         connection.outbound += bytes
     }
 
-    /// Writes what the socket takes; false on a hard error.
-    private func flush(_ connection: Connection) -> Bool {
+    /// Writes what the socket takes; false on a hard error. Drained storage above 64 KiB is released.
+    private func flush(_ connection: Connection, now: Double) -> Bool {
         while connection.waitingBytes > 0 {
             let count = connection.outbound.withUnsafeBytes { raw in
                 send(connection.fd, raw.baseAddress! + connection.sent, connection.waitingBytes, Int32(MSG_NOSIGNAL))
             }
             if count > 0 {
                 connection.sent += count
+                connection.lastActivity = now
                 continue
             }
             if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) { break }
             return false
         }
-        if connection.sent > 1 << 16 {
+        if connection.waitingBytes == 0 && connection.outbound.capacity > FrameDecoder.retainedCapacity {
+            connection.outbound = []
+            connection.sent = 0
+            trimPending = true
+        } else if connection.sent > 1 << 16 {
             connection.outbound.removeFirst(connection.sent)
             connection.sent = 0
         }
         return true
     }
 
-    private func drop(_ connection: Connection) {
-        // Unread input would turn the close into a reset that can hide a refusal frame from the peer.
+    /// Reads and discards up to 64 KiB of unread input (unread input would turn the close into a reset
+    /// that can hide a refusal frame from the peer; bounded, so a peer that keeps writing cannot hold
+    /// the loop).
+    private func discardInput(_ fd: Int32) {
         var scratch = [UInt8](repeating: 0, count: 4096)
-        while scratch.withUnsafeMutableBytes({ recv(connection.fd, $0.baseAddress, $0.count, 0) }) > 0 {}
+        for _ in 0..<16 {
+            guard scratch.withUnsafeMutableBytes({ recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }) > 0 else { return }
+        }
+    }
+
+    private func drop(_ connection: Connection) {
+        discardInput(connection.fd)
         close(connection.fd)
         connection.inbox?.finish()
         connection.inbox = nil
+        if connection.decoder.capacity > FrameDecoder.retainedCapacity || connection.outbound.capacity > FrameDecoder.retainedCapacity {
+            trimPending = true
+        }
         connections[connection.id] = nil
+        acceptPausedUntil = nil  // a descriptor is free again
     }
 
     // MARK: - Mail from workers and sessions
@@ -370,7 +593,7 @@ public final class ControlServer: @unchecked Sendable {
         wakeup.signal()
     }
 
-    private func deliverMail() {
+    private func deliverMail(now: Double) {
         let items = mailbox.withLock { items in
             let taken = items
             items = []
@@ -380,11 +603,11 @@ public final class ControlServer: @unchecked Sendable {
             guard let connection = connections[id] else { continue }
             switch mail {
             case .send(let bytes):
+                connection.lastActivity = now
                 if !connection.closeWhenFlushed { enqueue(connection, bytes) }
             case .sendAndClose(let bytes):
                 if !connection.closeWhenFlushed { enqueue(connection, bytes) }
-                connection.closeWhenFlushed = true
-                connection.inbox?.finish()
+                closeSoon(connection)
             case .attach(let host):
                 connection.host = host
             case .subscribe(let after):

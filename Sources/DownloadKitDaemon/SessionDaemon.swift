@@ -22,11 +22,17 @@ public final class SessionDaemon: Sendable {
         public var socketPath: String
         /// Settings of every session's manager (`startsRestoredTasks` is always on).
         public var configuration: DownloadManagerConfiguration
+        /// Bounds of the control socket's clients (connections, buffers, timeouts).
+        public var limits: ControlServer.Limits
 
-        public init(stateRoot: String? = nil, socketPath: String? = nil, configuration: DownloadManagerConfiguration = .init()) {
+        public init(
+            stateRoot: String? = nil, socketPath: String? = nil, configuration: DownloadManagerConfiguration = .init(),
+            limits: ControlServer.Limits = .init()
+        ) {
             self.stateRoot = stateRoot ?? Self.defaultStateRoot
             self.socketPath = socketPath ?? UnixSocket.defaultPath
             self.configuration = configuration
+            self.limits = limits
         }
 
         /// `$XDG_STATE_HOME/downloadkit/sessions`, else `~/.local/state/downloadkit/sessions`.
@@ -62,7 +68,8 @@ public final class SessionDaemon: Sendable {
         let registry = SessionRegistry(
             stateRoot: options.stateRoot, configuration: options.configuration, logger: logger,
             onAppend: { wakeup.signal() })
-        let server = ControlServer(socketPath: options.socketPath, registry: registry, wakeup: wakeup, logger: logger)
+        let server = ControlServer(
+            socketPath: options.socketPath, registry: registry, wakeup: wakeup, limits: options.limits, logger: logger)
         let signals = SignalWaiter()
         try server.start()
         logger.info("downloadkitd listening on \(options.socketPath), state in \(options.stateRoot)")
@@ -153,7 +160,7 @@ extension SessionDaemon {
     /// stderr, runs until SIGTERM/SIGINT and returns the exit status (0 after a clean shutdown; 1 with an
     /// `error:` line when it cannot start).
     public static func main(
-        stateRoot: String?, socketPath: String?, maxConcurrent: Int?,
+        stateRoot: String?, socketPath: String?, maxConcurrent: Int?, limits: ControlServer.Limits = .init(),
         frontEnd: (@Sendable (SessionRegistry) async throws -> (@Sendable () async -> Void)?)? = nil
     ) async -> Int32 {
         LoggingSystem.bootstrap { label in
@@ -164,7 +171,8 @@ extension SessionDaemon {
         var configuration = DownloadManagerConfiguration()
         if let maxConcurrent { configuration.maxConcurrentDownloads = max(1, maxConcurrent) }
         let options = Options(
-            stateRoot: stateRoot.map(absolutePath), socketPath: socketPath.map(absolutePath), configuration: configuration)
+            stateRoot: stateRoot.map(absolutePath), socketPath: socketPath.map(absolutePath), configuration: configuration,
+            limits: limits)
         do {
             try await SessionDaemon(options: options).run(frontEnd: frontEnd)
             return 0

@@ -69,7 +69,8 @@ public final class BackgroundSession: Sendable {
 
     /// Connects (if not connected) and says hello.
     /// - Throws: ``SessionError``: `daemonUnavailable` naming the socket, `unsupportedVersion`,
-    ///   `invalidIdentifier`, `permissionDenied`, `closed`.
+    ///   `invalidIdentifier`, `permissionDenied` (the daemon refused this uid, or the socket's directory
+    ///   or its listener is not this user's — then nothing was sent), `closed`.
     public func connect() async throws(SessionError) {
         guard SessionProtocol.isValidIdentifier(identifier) else {
             throw SessionError(.invalidIdentifier, "invalid session identifier \(identifier.debugDescription): use 1–128 of A-Z a-z 0-9 . _ -")
@@ -330,11 +331,16 @@ public final class BackgroundSession: Sendable {
 
     /// Connects; when nothing answers and ``launch`` allows it (and it was not tried yet), starts the
     /// daemon and waits for its socket.
+    ///
+    /// Every connection goes through ``UnixSocket/connectToDaemon(_:)``: a socket whose directory or
+    /// listener is not this user's is refused (`permissionDenied`, naming the path and the uid) before
+    /// anything — the hello with the identifier, a request with its headers — is written to it.
     private func connectOrLaunch() -> Result<Int32, SessionError> {
         var failure: UnixSocket.DKErrno
-        switch UnixSocket.connect(socketPath) {
+        switch UnixSocket.connectToDaemon(socketPath) {
         case .success(let fd): return .success(fd)
-        case .failure(let error): failure = error
+        case .failure(.untrusted(let reason)): return .failure(SessionError(.permissionDenied, reason))
+        case .failure(.unreachable(let error)): failure = error
         }
         let unavailable = SessionError(.daemonUnavailable, "no daemon answers at \(socketPath) (\(failure))")
         guard let launch, [ENOENT, ECONNREFUSED].contains(failure.code),
@@ -351,9 +357,10 @@ public final class BackgroundSession: Sendable {
         }
         let deadline = Date().addingTimeInterval(launch.timeout)
         while Date() < deadline {
-            switch UnixSocket.connect(socketPath) {
+            switch UnixSocket.connectToDaemon(socketPath) {
             case .success(let fd): return .success(fd)
-            case .failure(let error): failure = error
+            case .failure(.untrusted(let reason)): return .failure(SessionError(.permissionDenied, reason))
+            case .failure(.unreachable(let error)): failure = error
             }
             var status: Int32 = 0
             if waitpid(pid, &status, WNOHANG) == pid {

@@ -38,13 +38,32 @@ public struct FrameDecoder: Sendable {
     /// Bytes received and not yet returned as frames (what a connection buffers for its peer).
     public var bufferedBytes: Int { buffer.count - start }
 
+    /// Capacity kept for the next frames once everything buffered was returned; more is given back.
+    public static let retainedCapacity = 64 << 10
+
+    /// Bytes of storage the decoder holds (at least ``bufferedBytes``).
+    public var capacity: Int { buffer.capacity }
+
     /// Appends received bytes.
     public mutating func append<Bytes: Sequence>(_ bytes: Bytes) where Bytes.Element == UInt8 {
-        if start > 0 && start == buffer.count {
-            buffer.removeAll(keepingCapacity: true)
-            start = 0
-        }
+        if start > 0 && start == buffer.count { releaseConsumed() }
         buffer.append(contentsOf: bytes)
+    }
+
+    /// Forgets everything buffered and gives its storage back.
+    public mutating func discardAll() {
+        buffer = []
+        start = 0
+    }
+
+    /// Once every buffered byte was returned: empties the buffer, keeping at most ``retainedCapacity``.
+    private mutating func releaseConsumed() {
+        if buffer.capacity > Self.retainedCapacity {
+            buffer = []
+        } else {
+            buffer.removeAll(keepingCapacity: true)
+        }
+        start = 0
     }
 
     /// The next complete frame, if any.
@@ -57,7 +76,9 @@ public struct FrameDecoder: Sendable {
         guard available >= 4 + declared else { return .needMore }
         let body = Array(buffer[(start + 4)..<(start + 4 + declared)])
         start += 4 + declared
-        if start > 1 << 16 && start * 2 > buffer.count {
+        if start == buffer.count {
+            releaseConsumed()
+        } else if start > 1 << 16 && start * 2 > buffer.count {
             buffer.removeFirst(start)
             start = 0
         }

@@ -30,11 +30,16 @@ final class DaemonHarness: Sendable {
     }
 
     /// Starts the daemon and waits (bounded) until its socket accepts connections.
-    func start() async throws {
+    /// - Parameters:
+    ///   - prefix: A command the daemon runs under (e.g. `prlimit --nofile=80:80 --`; it must exec it,
+    ///     so that ``daemonPID`` is the daemon's).
+    ///   - options: More daemon options (limits).
+    func start(prefix: [String] = [], options: [String] = []) async throws {
         let executable = try Self.requireExecutable()
         let log = scratch.file("daemon-\(logs.value.count).log")
         logs.value.append(log)
-        let child = try ChildProcess(executable, ["daemon", "--state", stateRoot, "--socket", socketPath], outputPath: log)
+        let command = prefix + [executable, "daemon", "--state", stateRoot, "--socket", socketPath] + options
+        let child = try ChildProcess(command[0], Array(command.dropFirst()), outputPath: log)
         daemon.value = child
         let path = socketPath
         let up = try await offloaded {
@@ -50,6 +55,9 @@ final class DaemonHarness: Sendable {
         }
         #expect(up, "the daemon did not come up: \(daemonLog)")
     }
+
+    /// The running daemon's pid.
+    var daemonPID: pid_t? { daemon.value?.pid }
 
     /// SIGTERM; returns the exit status (0 expected: checkpointed and exited cleanly).
     func stop() async throws -> Int32? {
@@ -85,12 +93,13 @@ final class DaemonHarness: Sendable {
     }
 
     /// Runs `downloadkit session IDENTIFIER …ARGS --socket SOCKET` to completion (bounded), optionally
-    /// through a prefix such as `setpriv --reuid=65534 …`.
+    /// through a prefix such as `setpriv --reuid=65534 …` and against another socket.
     func session(
-        _ identifier: String, _ arguments: [String], prefix: [String] = [], executable: String? = nil, timeout: Double = 90
+        _ identifier: String, _ arguments: [String], prefix: [String] = [], executable: String? = nil, socket: String? = nil,
+        timeout: Double = 90
     ) async throws -> Run {
         let executable = try executable ?? Self.requireExecutable()
-        let all = prefix + [executable, "session", identifier] + arguments + ["--socket", socketPath]
+        let all = prefix + [executable, "session", identifier] + arguments + ["--socket", socket ?? socketPath]
         let out = scratch.file("client-\(UUID().uuidString).out")
         let err = out + ".err"
         let result = try await offloaded { () -> Run in

@@ -144,11 +144,41 @@ struct DaemonProcessTests {
         let copied = try await offloaded { try ProcessRunner.run("/bin/cp", [original, copy]) }
         #expect(copied.succeeded, "\(copied.output)")
         chmod(copy, 0o755)
+        // The other user's client refuses first: the socket's directory is not its own.
         let refused = try await harness.session(
             "shared", ["add", "http://127.0.0.1:9/x.bin", "-o", "/tmp/never-written.bin"],
             prefix: [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"], executable: copy)
         #expect(refused.status != 0)
         #expect(refused.stderr.contains("error:") && refused.stderr.contains("uid 65534"), "\(refused.stderr)")
+        // A raw client of the other user that does not check: the daemon refuses it (SO_PEERCRED).
+        let raw = """
+            import json, socket, sys
+            def frame(o):
+                b = json.dumps(o).encode()
+                return len(b).to_bytes(4, "big") + b
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(10)
+            s.connect(sys.argv[1])
+            try:
+                s.sendall(frame({"type": "hello", "version": 1, "session": "shared"}) + frame({"type": "enqueue", "id": 1,
+                    "requests": [{"url": "http://127.0.0.1:9/x.bin", "file": "/tmp/never-written.bin"}]}))
+            except OSError:
+                pass
+            data = b""
+            try:
+                while True:
+                    chunk = s.recv(65536)
+                    if not chunk: break
+                    data += chunk
+            except OSError:
+                pass
+            sys.stdout.write(data[4:].decode(errors="replace"))
+            """
+        let path = harness.socketPath
+        let answer = try await offloaded {
+            try ProcessRunner.run(setpriv, ["--reuid=65534", "--regid=65534", "--clear-groups", "--", "/usr/bin/python3", "-c", raw, path])
+        }
+        #expect(answer.output.contains("permissionDenied") && answer.output.contains("uid 65534"), "\(answer.output)")
         let list = try await harness.session("shared", ["list", "--json"])
         #expect(list.status == 0 && list.stdout.isEmpty, "\(list.stdout)")
         #expect(harness.daemonLog.contains("refused a connection from uid 65534"))
