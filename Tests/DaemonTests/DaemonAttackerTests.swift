@@ -165,7 +165,10 @@ struct DaemonAttackerTests {
         #expect(lowered.succeeded, "\(lowered.output)")
         let path = harness.socketPath
         let fds = (0..<120).compactMap { _ in Self.rawConnect(path) }
-        defer { for fd in fds { close(fd) } }
+        // Each closed once, below or (after a thrown error) here: a second close(2) of a number the process
+        // has reused closes another test's socket (closecheck in Scripts/test.sh).
+        var open = fds
+        defer { for fd in open { close(fd) } }
         try await Task.sleep(nanoseconds: 300_000_000)
         let used = try await Self.cpuUsed(pid, over: 2)
         #expect(used < 0.5, "the daemon used \(used) s of CPU in 2 s out of descriptors (issue #44: 100 %)")
@@ -176,7 +179,8 @@ struct DaemonAttackerTests {
         #expect(
             outOfDescriptors.count >= 60,
             "\(outOfDescriptors.count) of \(fds.count) were told the daemon is out of descriptors; the others: \(answers.map { "\(Self.error($0.messages).map(\.detail) ?? "-") \($0.closed)" })\n\(harness.daemonLog)")
-        for fd in fds { close(fd) }
+        for fd in open { close(fd) }
+        open = []
         let served = try await Self.servedWithin(harness, seconds: 20)
         #expect(served != nil, "a legitimate client was not served\n\(harness.daemonLog)")
         #expect(try await harness.stop() == 0)
@@ -210,13 +214,15 @@ struct DaemonAttackerTests {
             }
             return fds
         }
-        defer { for fd in fds { close(fd) } }
+        var open = fds  // each closed once: below, or here after a thrown error
+        defer { for fd in open { close(fd) } }
         try await Task.sleep(nanoseconds: 500_000_000)
         let peak = try #require(Self.status(pid, "VmHWM"))
         let held = try #require(Self.status(pid, "VmRSS"))
         #expect(peak - baseline < 120 << 20, "peak RSS \(peak >> 20) MiB, baseline \(baseline >> 20) MiB\n\(harness.daemonLog)")
         #expect(try await Self.servedWithin(harness, seconds: 10) != nil, "\(harness.daemonLog)")
-        for fd in fds { close(fd) }
+        for fd in open { close(fd) }
+        open = []
         try await Task.sleep(nanoseconds: 2_500_000_000)
         let after = try #require(Self.status(pid, "VmRSS"))
         #expect(
