@@ -141,12 +141,7 @@ extension Download {
             finalURL: request.url, checksumHex: nil, isResumable: false, keptExistingFile: true)
         if request.existingFile == .keep { return kept }
 
-        let url: HTTPURL
-        do {
-            url = try HTTPURL(request.url)
-        } catch {
-            throw DownloadError(.invalidURL, "invalid URL \(request.url): \(error.detail)")
-        }
+        let url = try DownloadError.validatedURL(of: request)
         let (entityTag, lastModified) = FinishedFileValidators.read(at: path)
         var headers = request.headers
         if let entityTag { headers.replaceOrAdd(name: "If-None-Match", value: entityTag) }

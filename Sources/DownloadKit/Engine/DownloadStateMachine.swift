@@ -577,7 +577,7 @@ struct DownloadStateMachine {
             target = try currentURL.resolving(location).withoutUserinfo
         } catch {
             return .abandon(
-                DownloadError(.insecureRedirect, "refusing redirect to \(location): \(error.detail)", httpStatus: status))
+                DownloadError(.insecureRedirect, "refusing redirect to \(HTTPURL.redacting(location)): \(error.detail)", httpStatus: status))
         }
         if currentURL.scheme == .https && target.scheme == .http && !settings.allowsInsecureRedirects {
             return .abandon(
