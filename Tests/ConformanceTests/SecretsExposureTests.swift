@@ -155,6 +155,36 @@ struct SecretsExposureTests {
         #expect(FileManager.default.contents(atPath: dir.file("c.bin")) == Data(body))
     }
 
+    @Test func proxyCredentialsFromAPrivateFileOrTheEnvironmentWork() async throws {
+        let root = try ScratchDirectory()
+        let body = Data((0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+        #expect(FileManager.default.createFile(atPath: root.file("p.bin"), contents: body))
+        let nginx = try await offloaded { try NginxServer(configuration: NginxConfiguration(documentRoot: root.path)) }
+        let microsocks = try await offloaded { try ProxyServer(.microsocks, user: "bob", password: "PROXY-SECRET") }
+        defer {
+            nginx.stop()
+            microsocks.stop()
+        }
+        let dir = try ScratchDirectory()
+        let url = nginx.httpURL("/p.bin")
+        let proxy = microsocks.url(scheme: "socks5h")
+        let without = try await secretsCLI(
+            ["get", url, "-o", dir.file("none.bin"), "--progress", "none", "--proxy", proxy, "--retries", "0"], in: dir)
+        #expect(without.exitCode != 0, "the proxy wants credentials: \(without.output)")
+        let secret = dir.file("proxy.secret")
+        try "bob:PROXY-SECRET\n".write(toFile: secret, atomically: false, encoding: .utf8)
+        chmod(secret, 0o600)
+        let fromFile = try await secretsCLI(
+            ["get", url, "-o", dir.file("a.bin"), "--progress", "none", "--proxy", proxy, "--proxy-user-file", secret], in: dir)
+        #expect(fromFile.exitCode == 0, "\(fromFile.output)")
+        #expect(FileManager.default.contents(atPath: dir.file("a.bin")) == body)
+        let fromEnvironment = try await secretsCLI(
+            ["get", url, "-o", dir.file("b.bin"), "--progress", "none", "--proxy", proxy], in: dir,
+            environment: ["DOWNLOADKIT_PROXY_USER": "bob:PROXY-SECRET"])
+        #expect(fromEnvironment.exitCode == 0, "\(fromEnvironment.output)")
+        #expect(FileManager.default.contents(atPath: dir.file("b.bin")) == body)
+    }
+
     @Test func aSecretFileOthersCanReadOrThatIsNotYoursIsRefusedNamingIt() async throws {
         let origin = try FaultOrigin()
         defer { origin.shutdown() }
