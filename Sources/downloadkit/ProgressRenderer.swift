@@ -88,7 +88,9 @@ actor ProgressRenderer {
                 // Not a failure: a signal or the demo stopped it on purpose (the signal handler reports).
                 if !suppressErrors { note("\(row.name): \(error.detail)") }
             } else {
-                printError("error: \(HTTPURL.redacting(rawURL)): \(error.detail)")
+                // An invalid URL's detail names the URL already (redacted): not twice.
+                let subject = error.code == .invalidURL ? "" : HTTPURL.redacting(rawURL) + ": "
+                printError("error: \(subject)\(error.detail)")
             }
         }
         if mode == .bar {

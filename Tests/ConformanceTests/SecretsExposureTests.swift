@@ -98,6 +98,8 @@ struct SecretsExposureTests {
         #expect(result.exitCode != 0)
         #expect(result.output.contains("u:***@127.0.0.1"), "\(result.output)")
         #expect(!result.output.contains("PASS") && !result.output.contains("SECRET"), "\(result.output)")
+        let errorLines = result.output.split(separator: "\n").filter { $0.hasPrefix("error:") }
+        #expect(errorLines.count == 1 && errorLines[0].components(separatedBy: "u:***@").count == 2, "named once: \(errorLines)")
     }
 
     @Test func anHTTPSToHTTPRefusalNamesTheTargetWithoutItsSecrets() async throws {
