@@ -14,15 +14,45 @@ private func secretsCLI(_ arguments: [String], in dir: ScratchDirectory, environ
     }
 }
 
-/// A route that wants `Basic user:password` and then sends `body` slowly (about `seconds`), so a test can
-/// look at the running client; anything else gets a 401 challenge.
-private func slowAuthenticatedRoute(user: String, password: String, body: [UInt8], seconds: Double) -> Route {
+/// What user nobody reads in `/proc/PID/cmdline` of the client, taken by the origin's thread the moment
+/// the authenticated request arrives: the client is then blocked waiting for the answer, so it is
+/// certainly running (however late the test's own tasks get to run on a loaded machine).
+private final class CmdlineWitness: @unchecked Sendable {
+    private let lock = NSLock()
+    private var pid: pid_t?
+    private var seen: String?
+
+    func watch(_ pid: pid_t) { lock.withLock { self.pid = pid } }
+    var cmdline: String? { lock.withLock { seen } }
+
+    /// Reads the watched process's cmdline as user nobody (NULs as spaces), once.
+    func observe() {
+        // The test sets the pid right after spawning; wait for it (bounded) if the client was quicker.
+        var waited = 0
+        while lock.withLock({ self.pid == nil }), waited < 10_000 {
+            usleep(1_000)
+            waited += 1
+        }
+        guard let pid = lock.withLock({ seen == nil ? self.pid : nil }) else { return }
+        let result = try? ProcessRunner.run(
+            "/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "cat", "/proc/\(pid)/cmdline"])
+        let text = result.map { $0.succeeded ? $0.output.replacingOccurrences(of: "\0", with: " ") : "failed: \($0.output)" }
+        lock.withLock { seen = text ?? "setpriv did not run" }
+    }
+}
+
+/// A route that wants `Basic user:password` and then sends `body` slowly (about `seconds`); anything else
+/// gets a 401 challenge. `witness` observes the client when the authenticated request arrives.
+private func slowAuthenticatedRoute(
+    user: String, password: String, body: [UInt8], seconds: Double, witness: CmdlineWitness = CmdlineWitness()
+) -> Route {
     let token = "Basic " + Base64.encode(user + ":" + password)
     return .script { request, connection in
         guard request.header("Authorization") == token else {
             try connection.write("HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"r\"\r\nContent-Length: 0\r\n\r\n")
             return
         }
+        witness.observe()
         try connection.write("HTTP/1.1 200 OK\r\nContent-Length: \(body.count)\r\n\r\n")
         let pieces = 50
         try connection.writeStuttered(body, pieceSize: max(1, body.count / pieces), pause: seconds / Double(pieces))
@@ -34,19 +64,13 @@ private func slowAuthenticatedRoute(user: String, password: String, body: [UInt8
 /// alternatives to secrets in argv.
 @Suite(.serialized, .timeLimit(.minutes(3)))
 struct SecretsExposureTests {
-    /// What user nobody reads in `/proc/PID/cmdline` (NULs as spaces).
-    static func cmdlineAsNobody(_ pid: pid_t) throws -> String {
-        let result = try ProcessRunner.run(
-            "/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", "cat", "/proc/\(pid)/cmdline"])
-        #expect(result.succeeded, "setpriv cat: \(result.output)")
-        return result.output.replacingOccurrences(of: "\0", with: " ")
-    }
-
     @Test func secretsInArgvAreMaskedForAnotherUserAndStillAuthenticate() async throws {
         let origin = try FaultOrigin()
         defer { origin.shutdown() }
         let body = (0..<400_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
-        origin.serve("/slow.bin", slowAuthenticatedRoute(user: "alice", password: "ARGV-SECRET", body: body, seconds: 3))
+        let witness = CmdlineWitness()
+        origin.serve(
+            "/slow.bin", slowAuthenticatedRoute(user: "alice", password: "ARGV-SECRET", body: body, seconds: 1, witness: witness))
         let dir = try ScratchDirectory()
         let executable = try #require(CLITests.executable)
         let arguments = [
@@ -55,17 +79,14 @@ struct SecretsExposureTests {
             "--credential-header=X-Key: KEY-SECRET", "-o", dir.file("slow.bin"), "--progress", "none",
         ]
         let child = try ChildProcess(executable, arguments, outputPath: dir.path + "/../argv-\(UUID().uuidString).log")
-        let deadline = Date().addingTimeInterval(20)
-        while origin.requests("/slow.bin").allSatisfy({ $0.header("Authorization") == nil }), Date() < deadline {
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        let seen = try Self.cmdlineAsNobody(child.pid)
+        witness.watch(child.pid)
+        let status = try await offloaded { child.waitForExit(timeout: 60) }
+        let seen = try #require(witness.cmdline, "the authenticated request never came")
         #expect(seen.contains("get") && seen.contains("-u") && seen.contains("X-Visible: shown"), "read the real cmdline: \(seen)")
         for secret in ["ARGV-SECRET", "QUERY-SECRET", "COOKIE-SECRET", "KEY-SECRET"] {
             #expect(!seen.contains(secret), "\(secret) is visible to another user: \(seen)")
         }
         #expect(seen.contains("sig=************"), "\(seen)")
-        let status = try await offloaded { child.waitForExit(timeout: 30) }
         #expect(status == 0, "the download authenticated with the masked option's value")
         #expect(FileManager.default.contents(atPath: dir.file("slow.bin")) == Data(body))
         let sent = origin.requests("/slow.bin")
