@@ -44,15 +44,16 @@ private final class CmdlineWitness: @unchecked Sendable {
 /// A route that wants `Basic user:password` and then sends `body` slowly (about `seconds`); anything else
 /// gets a 401 challenge. `witness` observes the client when the authenticated request arrives.
 private func slowAuthenticatedRoute(
-    user: String, password: String, body: [UInt8], seconds: Double, witness: CmdlineWitness = CmdlineWitness()
+    user: String, password: String, body: [UInt8], seconds: Double, witness: CmdlineWitness? = nil
 ) -> Route {
     let token = "Basic " + Base64.encode(user + ":" + password)
     return .script { request, connection in
         guard request.header("Authorization") == token else {
-            try connection.write("HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"r\"\r\nContent-Length: 0\r\n\r\n")
+            try connection.write(
+                "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"r\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
             return
         }
-        witness.observe()
+        witness?.observe()
         try connection.write("HTTP/1.1 200 OK\r\nContent-Length: \(body.count)\r\n\r\n")
         let pieces = 50
         try connection.writeStuttered(body, pieceSize: max(1, body.count / pieces), pause: seconds / Double(pieces))
