@@ -18,6 +18,10 @@ public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible 
 
         /// The URL could not be parsed or uses a scheme other than http/https.
         public static let invalidURL = Code("invalidURL")
+        /// The caller's request cannot be sent: a header field name or value, or the URL, holds a byte
+        /// that could split the request (CR, LF, NUL, another control byte), or a framing field.
+        /// Refused before connecting; the detail names the header. Not the server's fault.
+        public static let invalidRequest = Code("invalidRequest")
         /// The server answered with a status that is not success (the status is in ``DownloadError/httpStatus``).
         public static let httpStatus = Code("httpStatus")
         /// More redirects than allowed.
@@ -120,6 +124,34 @@ public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible 
             isTransient: isTransientStatus(status))
     }
 
+    /// The request's URL, parsed, after checking the caller's header fields: what a download refuses
+    /// before it connects. Error texts name the URL redacted (``HTTPURL/redacting(_:_:)``: no password,
+    /// no query value), never as given.
+    /// - Throws: ``Code/invalidURL`` naming the URL and the cause, or ``Code/invalidRequest`` naming the
+    ///   header field that holds a CR, LF, NUL or other byte the wire refuses.
+    static func validatedURL(of request: DownloadRequest) throws(DownloadError) -> HTTPURL {
+        let url: HTTPURL
+        do {
+            url = try HTTPURL(request.url)
+        } catch {
+            throw DownloadError(.invalidURL, "invalid URL \(HTTPURL.redacting(request.url)): \(error.detail)")
+        }
+        do {
+            try RequestHead.validateFields(request.headers)
+        } catch {
+            throw invalidRequest(error)
+        }
+        return url
+    }
+
+    /// A request-side ``WireError`` (``WireError/isCallerInput``) as the caller's fault.
+    private static func invalidRequest(_ error: WireError) -> DownloadError {
+        DownloadError(
+            .invalidRequest, "invalid request (the caller's input, not the server's response): \(error.detail)",
+            underlying: error.description
+        ).caused(by: .wire(error))
+    }
+
     static func wrap(_ error: any Error) -> DownloadError {
         switch error {
         case let error as DownloadError:
@@ -132,6 +164,8 @@ public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible 
                 .transport, transportSentence(error), underlying: error.description, isTransient: error.isTransient,
                 transportCode: error.code.name
             ).caused(by: .transport(error))
+        case let error as WireError where error.isCallerInput:
+            return invalidRequest(error)
         case let error as WireError:
             // A body cut short is a network event worth retrying; other violations are the server's fault.
             if error.isTruncation {

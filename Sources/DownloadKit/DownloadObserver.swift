@@ -183,7 +183,7 @@ public enum DownloadMetrics {
 
     /// The attributes of the `download` tracing span (swift-distributed-tracing).
     public enum SpanAttribute {
-        /// The URL as logs show it (no userinfo, query replaced by `?…`).
+        /// The URL as logs show it (``HTTPURL/redacting(_:_:)``: password and query values `***`).
         public static let url = "downloadkit.url"
         /// The download's identifier (also the `download.id` log metadata).
         public static let id = "downloadkit.id"
@@ -200,10 +200,5 @@ public enum DownloadMetrics {
     }
 }
 
-/// A URL as logs may show it: no userinfo, and the query (often a signature) replaced by `?…`.
-func redactedURL(_ text: String) -> String {
-    guard var url = try? HTTPURL(text) else { return "<invalid URL>" }
-    url = url.withoutUserinfo
-    if url.query != nil { url.query = "…" }
-    return url.absoluteString
-}
+/// A URL as logs may show it: the one rule, ``HTTPURL/redacting(_:_:)`` (no password, no query value).
+func redactedURL(_ text: String) -> String { HTTPURL.redacting(text) }

@@ -145,12 +145,7 @@ extension Download {
         // It is downloaded again, and the final rename replaces it.
         guard st.st_uid == geteuid() else { return nil }
 
-        let url: HTTPURL
-        do {
-            url = try HTTPURL(request.url)
-        } catch {
-            throw DownloadError(.invalidURL, "invalid URL \(request.url): \(error.detail)")
-        }
+        let url = try DownloadError.validatedURL(of: request)
         let (entityTag, lastModified) = FinishedFileValidators.read(at: path)
         var headers = request.headers
         if let entityTag { headers.replaceOrAdd(name: "If-None-Match", value: entityTag) }

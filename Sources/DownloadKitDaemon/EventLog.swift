@@ -1,3 +1,4 @@
+import DownloadKitManager
 import DownloadKitSession
 import Foundation
 import GRDB
@@ -49,7 +50,9 @@ final class EventLog {
         }
     }
 
-    /// Appends events in one transaction (numbering them) and returns them numbered.
+    /// Appends events in one transaction (numbering them) and returns them numbered. The URL is stored
+    /// and returned as listings show it (``TaskURLRedaction/listing(_:)``: no password), so neither the
+    /// log nor a client reading events ever gets the userinfo password.
     func append(_ events: [SessionEvent]) throws -> [SessionEvent] {
         guard !events.isEmpty else { return [] }
         var numbered = events
@@ -57,6 +60,7 @@ final class EventLog {
         for index in numbered.indices {
             seq += 1
             numbered[index].seq = seq
+            numbered[index].url = numbered[index].url.map(TaskURLRedaction.listing)
         }
         try database.write { db in
             for event in numbered {

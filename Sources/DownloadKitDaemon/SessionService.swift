@@ -95,7 +95,7 @@ public enum SessionService {
     /// The wire snapshot of a task.
     static func info(_ task: ManagedTask) -> SessionTaskInfo {
         SessionTaskInfo(
-            id: task.id, state: task.state.rawValue, url: task.originalURL, currentURL: task.currentURL, path: task.path,
+            id: task.id, state: task.state.rawValue, url: task.listingURL, currentURL: task.listingCurrentURL, path: task.path,
             bytesReceived: task.bytesReceived, totalBytes: task.totalBytes, priority: task.priority.rawValue,
             group: task.group, errorCode: task.error?.code, errorDetail: task.error?.message)
     }

@@ -888,7 +888,7 @@ public actor DownloadManager {
             let parsed = try HTTPURL(url)
             _ = parsed
         } catch {
-            throw DownloadManagerError(.invalidURL, "not an http(s) URL: \(url) (\(error.detail))")
+            throw DownloadManagerError(.invalidURL, "not an http(s) URL: \(HTTPURL.redacting(url)) (\(error.detail))")
         }
     }
 

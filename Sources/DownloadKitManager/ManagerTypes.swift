@@ -43,8 +43,27 @@ public struct ManagedTaskError: Sendable, Hashable {
     }
 }
 
+/// How a task's URL may appear outside the task store: the one rule of ``HTTPWire/HTTPURL/redacting(_:_:)``,
+/// for modules that hold URLs as strings and do not import HTTPWire (the daemon, the session protocol).
+public enum TaskURLRedaction {
+    /// For listings (`queue list`, `session list`, session events, RPC `getUris`): the userinfo password
+    /// replaced by `***`, the query kept so a front end can tell signed URLs apart.
+    public static func listing(_ url: String) -> String { HTTPURL.redacting(url, .password) }
+    /// For logs and error texts: the password, every query value and the fragment replaced by `***`.
+    public static func log(_ url: String) -> String { HTTPURL.redacting(url) }
+}
+
 /// A snapshot of one managed task (what the manager persists about it).
+///
+/// ``originalURL`` and ``currentURL`` keep the URL as given, userinfo included, because the task needs
+/// it to download again after a restart; the task store is private to the user (the file 0600 in a 0700
+/// directory). Everything that shows a task uses ``listingURL`` / ``listingCurrentURL``.
 public struct ManagedTask: Sendable, Hashable, Identifiable {
+    /// ``originalURL`` as listings may show it (``TaskURLRedaction/listing(_:)``: no password).
+    public var listingURL: String { TaskURLRedaction.listing(originalURL) }
+    /// ``currentURL`` as listings may show it (``TaskURLRedaction/listing(_:)``: no password).
+    public var listingCurrentURL: String { TaskURLRedaction.listing(currentURL) }
+
     /// A stable UUID string, independent of the URL.
     public var id: String
     /// The URL it was enqueued with (its identity for de-duplication).

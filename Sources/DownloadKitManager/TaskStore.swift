@@ -29,7 +29,15 @@ public final class TaskStore: TaskStoring {
             atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let path = directory + "/" + Self.fileName
         let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        if descriptor >= 0 { close(descriptor) }
+        if descriptor >= 0 {
+            // A database created before (by hand, or a copy with wider permissions) is tightened too:
+            // it holds the tasks' URLs with their userinfo, which the tasks need to download again.
+            var status = stat()
+            if fstat(descriptor, &status) == 0, status.st_uid == geteuid(), status.st_mode & 0o077 != 0 {
+                _ = fchmod(descriptor, 0o600)
+            }
+            close(descriptor)
+        }
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
         configuration.prepareDatabase { db in

@@ -314,7 +314,7 @@ public final class PostgresTaskStore: TaskStoring {
             do {
                 _ = try HTTPURL(request.url)
             } catch {
-                throw DownloadManagerError(.invalidURL, "not an http(s) URL: \(request.url) (\(error.detail))")
+                throw DownloadManagerError(.invalidURL, "not an http(s) URL: \(HTTPURL.redacting(request.url)) (\(error.detail))")
             }
         }
         let now = Date()
@@ -364,7 +364,7 @@ public final class PostgresTaskStore: TaskStoring {
                     """, logger: logger
                 ).collect()
                 guard let row = existing.first else {
-                    throw DownloadManagerError(.storage, "\(request.url) was neither added nor found")
+                    throw DownloadManagerError(.storage, "\(HTTPURL.redacting(request.url)) was neither added nor found")
                 }
                 results.append((try row.decode(String.self), false))
             }

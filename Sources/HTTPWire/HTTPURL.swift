@@ -146,11 +146,81 @@ public struct HTTPURL: Sendable, Hashable, CustomStringConvertible {
     /// these (RFC 6066 §3).
     public var isIPAddressLiteral: Bool { isIPv6Literal || Self.isIPv4Address(host) }
 
-    /// The full URL: userinfo (re-encoded) and fragment included.
-    public var absoluteString: String { render(maskingPassword: false) }
+    /// The full URL: userinfo (re-encoded) and fragment included. Carries the password: for the
+    /// wire, the task store and equality only, never for a log line, an error text or a listing.
+    public var absoluteString: String { render(nil) }
 
-    /// Like ``absoluteString`` but with the password replaced by `***`, for logs.
-    public var description: String { render(maskingPassword: true) }
+    /// The URL as logs and error texts may show it (``Redaction/secrets``): the password replaced by
+    /// `***`, every query value by `***` (names kept: `?sig=***&id=***`), the fragment by `***`.
+    /// String interpolation (`"\(url)"`) uses it, so an error text that names a URL is safe by default.
+    public var description: String { render(.secrets) }
+
+    /// The URL as a listing may show it (``Redaction/password``): only the password replaced by `***`,
+    /// query and fragment kept, because a front end (aria2's `getUris`, `session list`, `queue list`)
+    /// needs to tell signed URLs apart. Never for logs or error texts: use ``description``.
+    public var listingDescription: String { render(.password) }
+
+    /// How much of a URL a text may show. The one redaction rule of DownloadKit: every log line,
+    /// error text, event and listing that names a URL goes through ``HTTPURL/description``,
+    /// ``HTTPURL/listingDescription`` or ``HTTPURL/redacting(_:_:)``.
+    public enum Redaction: Sendable {
+        /// Logs and error texts: password, query values and fragment masked.
+        case secrets
+        /// Listings: the password masked, the rest as given.
+        case password
+    }
+
+    /// `text` as a URL with its secrets masked, for texts that hold a URL as a `String`, including one
+    /// that does not parse (an invalid port, a control byte): the password after the first `:` of the
+    /// userinfo (everything up to the authority's last `@`) becomes `***`, and with ``Redaction/secrets``
+    /// every query value and the fragment too. Never fails and never returns the password.
+    /// - Parameters:
+    ///   - text: A URL, valid or not.
+    ///   - redaction: ``Redaction/secrets`` (default) for logs and errors, ``Redaction/password`` for listings.
+    public static func redacting(_ text: String, _ redaction: Redaction = .secrets) -> String {
+        if let url = try? HTTPURL(text) { return url.render(redaction) }
+        let bytes = Array(text.utf8)
+        let parts = URIReference(bytes)
+        var output: [UInt8] = []
+        output.reserveCapacity(bytes.count)
+        var index = 0
+        if let authority = parts.authority {
+            output.append(contentsOf: bytes[0..<authority.startIndex])
+            if let at = authority.lastIndex(of: 0x40) {
+                let userinfo = authority[authority.startIndex..<at]
+                if let colon = userinfo.firstIndex(of: 0x3A) {
+                    output.append(contentsOf: bytes[authority.startIndex...colon])
+                    output.append(contentsOf: Array("***".utf8))
+                    output.append(contentsOf: bytes[at..<authority.endIndex])
+                } else {
+                    output.append(contentsOf: authority)
+                }
+            } else {
+                output.append(contentsOf: authority)
+            }
+            index = authority.endIndex
+        }
+        output.append(contentsOf: bytes[index..<parts.path.endIndex])
+        var rendered = string(output)
+        if let query = parts.query {
+            rendered += "?" + (redaction == .secrets ? maskingQueryValues(string(query)) : string(query))
+        }
+        if let fragment = parts.fragment {
+            rendered += "#" + (redaction == .secrets ? "***" : string(fragment))
+        }
+        return rendered
+    }
+
+    /// `name=***` for every `&`-separated field with a non-empty value, `***` for a non-empty field
+    /// without `=`: the names stay readable, the values (signatures, tokens) do not.
+    static func maskingQueryValues(_ query: String) -> String {
+        query.split(separator: "&", omittingEmptySubsequences: false).map { field -> String in
+            if let equals = field.firstIndex(of: "=") {
+                return field.index(after: equals) == field.endIndex ? String(field) : String(field[...equals]) + "***"
+            }
+            return field.isEmpty ? "" : "***"
+        }.joined(separator: "&")
+    }
 
     /// `"Basic " + base64(user ":" password)` (RFC 7617 §2, UTF-8) when the URL has userinfo.
     public var basicAuthorization: String? {
@@ -239,20 +309,21 @@ public struct HTTPURL: Sendable, Hashable, CustomStringConvertible {
 
     // MARK: - Rendering
 
-    private func render(maskingPassword: Bool) -> String {
+    /// The URL as text; `redaction` nil renders it whole (with the password).
+    private func render(_ redaction: Redaction?) -> String {
         var text = scheme.rawValue + "://"
         if let user {
             text += PercentEncoding.encodeUserinfoComponent(user)
             if let password {
-                text += ":" + (maskingPassword ? "***" : PercentEncoding.encodeUserinfoComponent(password))
+                text += ":" + (redaction == nil ? PercentEncoding.encodeUserinfoComponent(password) : "***")
             }
             text += "@"
         }
         text += Self.hostForURL(host, isIPv6Literal: isIPv6Literal)
         if let port { text += ":\(port)" }
         text += path
-        if let query { text += "?" + query }
-        if let fragment { text += "#" + fragment }
+        if let query { text += "?" + (redaction == .secrets ? Self.maskingQueryValues(query) : query) }
+        if let fragment { text += "#" + (redaction == .secrets ? "***" : fragment) }
         return text
     }
 

@@ -6,6 +6,15 @@ public enum DKHTTPMethod: String, Sendable, Hashable {
     case HEAD
 }
 
+extension WireError {
+    /// Whether the error is about a request the caller built (its target, `Host` or header fields),
+    /// not about the server's bytes: such an error must be reported as the caller's input.
+    public var isCallerInput: Bool {
+        [.invalidRequestTarget, .invalidHost, .invalidHeaderName, .invalidHeaderValue, .forbiddenRequestHeader]
+            .contains(code)
+    }
+}
+
 extension WireError.Code {
     /// The request target is not an origin-form target (RFC 9112 §3.2.1) that is safe to send.
     public static let invalidRequestTarget = WireError.Code("invalidRequestTarget")
@@ -132,6 +141,31 @@ public struct RequestHead: Sendable, Hashable {
         }
     }
 
+    /// Checks caller-supplied header fields as ``encode(into:)`` would, without a request line: what a
+    /// client refuses before it connects, so a CR, LF or NUL in a header is reported as the caller's
+    /// input rather than found later.
+    /// - Parameter headers: The caller's fields.
+    /// - Throws: ``WireError`` with code ``WireError/Code/invalidHeaderName``,
+    ///   ``WireError/Code/invalidHeaderValue`` or ``WireError/Code/forbiddenRequestHeader``, naming the field
+    ///   (a name with control bytes is shown escaped, the value never).
+    public static func validateFields(_ headers: DKHTTPHeaders) throws(WireError) {
+        for field in headers { try validateField(field) }
+    }
+
+    /// A header name as an error text may show it: bytes outside printable ASCII as `\xHH`, so a CR or
+    /// LF in a caller's name cannot break the error line.
+    private static func printable(_ name: String) -> String {
+        var text = ""
+        for byte in name.utf8 {
+            if byte >= 0x20 && byte < 0x7F && byte != 0x5C {
+                text.unicodeScalars.append(Unicode.Scalar(byte))
+            } else {
+                text += "\\x" + HTTPByteClass.hex(byte)
+            }
+        }
+        return text
+    }
+
     private static func validateField(_ field: DKHTTPHeaders.Field) throws(WireError) {
         if field.name.utf8.isEmpty {
             throw WireError(.invalidHeaderName, "header field name is empty")
@@ -139,14 +173,14 @@ public struct RequestHead: Sendable, Hashable {
         for byte in field.name.utf8 where !HTTPByteClass.isTokenByte(byte) {
             throw WireError(
                 .invalidHeaderName,
-                "header field name \"\(field.name)\" contains byte 0x\(HTTPByteClass.hex(byte)), not a token")
+                "header field name \"\(printable(field.name))\" contains byte 0x\(HTTPByteClass.hex(byte)), not a token")
         }
         // RFC 9110 §5.5: CR, LF and NUL are never valid in a field value; other controls are
         // obsolete and some servers treat them as separators, so they are refused too. HTAB is allowed.
         for byte in field.value.utf8 where (byte < 0x20 && byte != 0x09) || byte == 0x7F {
             throw WireError(
                 .invalidHeaderValue,
-                "value of header field \"\(field.name)\" contains control byte 0x\(HTTPByteClass.hex(byte))")
+                "value of header field \"\(printable(field.name))\" contains control byte 0x\(HTTPByteClass.hex(byte))")
         }
         // GET and HEAD requests are sent without content; a framing field would make the server
         // wait for a body that never comes, or read the next request as one (RFC 9112 §6.1, §6.2).

@@ -10,6 +10,11 @@ struct AuthOptions: ParsableArguments {
         valueName: "user:password"))
     var user: String?
 
+    @Option(name: .customLong("user-file"), help: ArgumentHelp(
+        "Like --user, read from the first line of this file (yours, mode 0600: refused otherwise), so the password is not in the command line. Also: $DOWNLOADKIT_USER.",
+        valueName: "path"))
+    var userFile: String?
+
     @Flag(name: .customLong("netrc"), help: "Take credentials for each URL's host from $NETRC or ~/.netrc.")
     var netrc = false
 
@@ -42,7 +47,27 @@ struct AuthOptions: ParsableArguments {
     /// Environment variable holding the passphrase of `--key`.
     static let passphraseEnvironment = "DOWNLOADKIT_KEY_PASSPHRASE"
 
+    /// Environment variable holding `user:password` when neither `--user` nor `--user-file` is given.
+    static let userEnvironment = "DOWNLOADKIT_USER"
+
+    /// `user:password` from `--user`, else `--user-file`, else `$DOWNLOADKIT_USER`; nil when none is set.
+    /// - Throws: `ValidationError` with the ``SecretFileError`` text (option, file, reason) when the
+    ///   file is refused.
+    func userCredential() throws -> String? {
+        if let user { return user }
+        if let userFile {
+            do {
+                return try SecretFile.firstLine(userFile, option: "--user-file")
+            } catch {
+                throw ValidationError(error.description)
+            }
+        }
+        if let value = ProcessInfo.processInfo.environment[Self.userEnvironment], !value.isEmpty { return value }
+        return nil
+    }
+
     func validate() throws {
+        if user != nil && userFile != nil { throw ValidationError("--user and --user-file cannot be used together") }
         if netrc && netrcFile != nil { throw ValidationError("--netrc and --netrc-file cannot be used together") }
         if (key != nil || keyPassphrase != nil || keyPassphraseFile != nil) && certificate == nil {
             throw ValidationError("--key and its passphrase need --cert")
@@ -63,7 +88,7 @@ struct AuthOptions: ParsableArguments {
     /// - Parameter urls: The URLs on the command line; credentials are bound to their origins.
     /// - Throws: `ValidationError` naming the file or value at fault.
     func apply(to configuration: inout DKHTTPClientConfiguration, urls: [String]) throws {
-        if user != nil || netrc || netrcFile != nil {
+        if try userCredential() != nil || netrc || netrcFile != nil {
             let authenticator = Authenticator()
             try bindCredentials(in: authenticator, to: urls)
             configuration.authenticator = authenticator
@@ -100,7 +125,7 @@ struct AuthOptions: ParsableArguments {
     /// - Throws: `ValidationError` naming an unreadable or malformed netrc file.
     func bindCredentials(in authenticator: Authenticator, to urls: [String]) throws {
         let parsedURLs = urls.compactMap { try? HTTPURL($0) }
-        if let user {
+        if let user = try userCredential() {
             for url in parsedURLs { authenticator.addCredential(Credential(userColonPassword: user), for: url) }
         }
         if let path = netrcFile ?? (netrc ? NetrcFile.defaultPath : nil) {

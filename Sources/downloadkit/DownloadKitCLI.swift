@@ -10,4 +10,12 @@ struct DownloadKitCLI: AsyncParsableCommand {
         version: DownloadKitVersion.string,
         subcommands: [GetCommand.self, ResumeInfoCommand.self, DemoCommand.self, QueueCommand.self, DaemonCommand.self, SessionCommand.self, RPCCommand.self]
     )
+
+    /// Takes the parser's copy of the arguments, masks the secrets in the process's argv memory
+    /// (``ArgvMasking``), then parses that copy and runs: the secrets work, `ps` does not show them.
+    static func main() async {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        ArgvMasking.maskProcessArguments()
+        await main(arguments)
+    }
 }

@@ -52,6 +52,11 @@ struct GetCommand: AsyncParsableCommand {
     @Option(name: .customLong("credential-header"), help: "Like --header, for a header that carries a credential (e.g. 'X-Api-Key: v'): never sent to another origin after a redirect.")
     var credentialHeaders: [String] = []
 
+    @Option(name: .customLong("header-file"), help: ArgumentHelp(
+        "Credential headers 'Name: value', one a line (# starts a comment), from this file (yours, mode 0600: refused otherwise): like --credential-header, not visible in ps.",
+        valueName: "path"))
+    var headerFile: String?
+
     @Option(name: .customLong("checksum"), help: "ALGO=HEX (sha256, sha384, sha512, sha1, md5), checked before the final rename.")
     var checksum: String?
 
@@ -108,8 +113,33 @@ struct GetCommand: AsyncParsableCommand {
             throw ValidationError("--limit-rate must be a number of bytes per second, optionally with K, M or G (e.g. 500K)")
         }
         for header in headers + credentialHeaders where HeaderParser.parse(header) == nil {
-            throw ValidationError("--header must look like 'Name: value' (got \(header))")
+            // The value is never echoed: it may be a credential.
+            throw ValidationError(
+                "--header must look like 'Name: value' with a token name and no CR, LF or NUL (got one for \(HeaderParser.printableName(header)))")
         }
+    }
+
+    /// The `Name: value` lines of `--header-file` (blank lines and `#` comments skipped).
+    /// - Throws: `ValidationError` naming the file: refused (``SecretFileError``), or a line that is not
+    ///   a header (by its number, never its value).
+    func headerFileLines() throws -> [String] {
+        guard let headerFile else { return [] }
+        let text: String
+        do {
+            text = try SecretFile.read(headerFile, option: "--header-file")
+        } catch {
+            throw ValidationError(error.description)
+        }
+        var lines: [String] = []
+        for (number, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = raw.hasSuffix("\r") ? String(raw.dropLast()) : String(raw)
+            if line.trimmingCharacters(in: .whitespaces).isEmpty || line.hasPrefix("#") { continue }
+            guard HeaderParser.parse(line) != nil else {
+                throw ValidationError("--header-file \(headerFile) line \(number + 1) is not a 'Name: value' header")
+            }
+            lines.append(line)
+        }
+        return lines
     }
 
     func run() async throws {
@@ -169,7 +199,7 @@ struct GetCommand: AsyncParsableCommand {
             if let (name, value) = HeaderParser.parse(header) { extraHeaders.add(name: name, value: value) }
         }
         var credentialNames: [String] = []
-        for header in credentialHeaders {
+        for header in try credentialHeaders + headerFileLines() {
             if let (name, value) = HeaderParser.parse(header) {
                 extraHeaders.add(name: name, value: value)
                 credentialNames.append(name)
@@ -306,6 +336,13 @@ enum RateParser {
 
 /// Parses `--header 'Name: value'`.
 enum HeaderParser {
+    /// What precedes the colon, for an error text: printable ASCII only (others as `?`), at most 64
+    /// characters, never the value.
+    static func printableName(_ text: String) -> String {
+        let name = text.firstIndex(of: ":").map { String(text[..<$0]) } ?? "a header without ':'"
+        return String(name.unicodeScalars.prefix(64).map { $0.isASCII && $0.value >= 0x20 && $0.value < 0x7F ? Character($0) : "?" })
+    }
+
     static func parse(_ text: String) -> (String, String)? {
         guard let colon = text.firstIndex(of: ":") else { return nil }
         let name = String(text[..<colon])

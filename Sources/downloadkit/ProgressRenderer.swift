@@ -1,5 +1,6 @@
 import DownloadKit
 import Foundation
+import HTTPWire
 
 /// Draws progress: live bars on a terminal (stderr), JSON lines (stdout), or nothing; errors always
 /// go to stderr as lines beginning `error:`.
@@ -26,7 +27,10 @@ actor ProgressRenderer {
     /// Stops reporting pause/cancel as errors (used while exiting on a signal).
     func beginShutdown() { suppressErrors = true }
 
-    func handle(_ event: DownloadEvent, index: Int, url: String) {
+    func handle(_ event: DownloadEvent, index: Int, url rawURL: String) {
+        // JSON lines are a listing for a front end (the password masked, the query kept); the error line
+        // is an error text (query values masked too): docs/NETWORKING-AUTH.md, "What outputs show".
+        let url = HTTPURL.redacting(rawURL, .password)
         var row = rows[index] ?? Row(name: Self.displayName(url))
         switch event {
         case .stateChanged(let state, let reason):
@@ -84,7 +88,9 @@ actor ProgressRenderer {
                 // Not a failure: a signal or the demo stopped it on purpose (the signal handler reports).
                 if !suppressErrors { note("\(row.name): \(error.detail)") }
             } else {
-                printError("error: \(url): \(error.detail)")
+                // An invalid URL's detail names the URL already (redacted): not twice.
+                let subject = error.code == .invalidURL ? "" : HTTPURL.redacting(rawURL) + ": "
+                printError("error: \(subject)\(error.detail)")
             }
         }
         if mode == .bar {
@@ -195,8 +201,8 @@ actor ProgressRenderer {
         case .started: return "started"
         case .resumed(let offset): return "resumed at \(offset)"
         case .restarted(let why): return "restarted: \(why.rawValue)"
-        case .redirected(let to): return "redirected to \(to)"
-        case .urlRefreshed(let to): return "URL refreshed: \(to)"
+        case .redirected(let to): return "redirected to \(HTTPURL.redacting(to))"
+        case .urlRefreshed(let to): return "URL refreshed: \(HTTPURL.redacting(to))"
         case .retrying(let after, let attempt, let error):
             return "retry \(attempt) in \(String(format: "%.2f", after.asSeconds)) s: \(error)"
         case .notResumable: return "not resumable"
@@ -217,8 +223,8 @@ actor ProgressRenderer {
         case .started: return ["reason": "started"]
         case .resumed(let offset): return ["reason": "resumed", "offset": offset]
         case .restarted(let why): return ["reason": "restarted", "why": why.rawValue]
-        case .redirected(let to): return ["reason": "redirected", "location": to]
-        case .urlRefreshed(let to): return ["reason": "urlRefreshed", "location": to]
+        case .redirected(let to): return ["reason": "redirected", "location": HTTPURL.redacting(to, .password)]
+        case .urlRefreshed(let to): return ["reason": "urlRefreshed", "location": HTTPURL.redacting(to, .password)]
         case .retrying(let after, let attempt, let error):
             return ["reason": "retrying", "delay": after.asSeconds, "attempt": attempt, "error": error]
         case .notResumable: return ["reason": "notResumable"]

@@ -130,7 +130,7 @@ struct QueueAddCommand: AsyncParsableCommand {
             ids = try await session.manager.enqueue(requests)
             for (url, id) in zip(urls, ids) where before.contains(id) {
                 let state = await session.manager.task(id)?.state.rawValue ?? "unknown"
-                QueueOutput.error("note: \(url) is already in the queue as \(id) (\(state))")
+                QueueOutput.error("note: \(TaskURLRedaction.listing(url)) is already in the queue as \(id) (\(state))")
             }
         } catch let error as DownloadManagerError where error.code == .invalidURL {
             await session.close()
@@ -176,7 +176,7 @@ struct QueueListCommand: AsyncParsableCommand {
         for task in tasks {
             rows.append([
                 task.id, task.state.rawValue, Self.bytes(task), String(task.priority.rawValue), task.group ?? "-",
-                task.originalURL, Self.destination(task),
+                task.listingURL, Self.destination(task),
             ])
         }
         // Pad every column but the last.
@@ -212,10 +212,10 @@ struct QueueListCommand: AsyncParsableCommand {
     static func jsonObject(_ task: ManagedTask) -> [String: Any] {
         var object: [String: Any] = [
             "id": task.id, "state": task.state.rawValue, "bytesReceived": task.bytesReceived,
-            "priority": task.priority.rawValue, "url": task.originalURL, "destination": destination(task),
+            "priority": task.priority.rawValue, "url": task.listingURL, "destination": destination(task),
             "createdAt": task.createdAt.timeIntervalSince1970,
         ]
-        if task.currentURL != task.originalURL { object["currentURL"] = task.currentURL }
+        if task.currentURL != task.originalURL { object["currentURL"] = task.listingCurrentURL }
         if let total = task.totalBytes { object["totalBytes"] = total }
         if let group = task.group { object["group"] = group }
         if let fileID = task.fileID { object["fileID"] = fileID }

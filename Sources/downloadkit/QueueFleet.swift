@@ -40,7 +40,7 @@ enum QueueFleet {
             throw QueueSession.failure(error)
         }
         for (request, result) in zip(requests, results) where !result.added {
-            QueueOutput.error("note: \(request.url) is already in the queue as \(result.id)")
+            QueueOutput.error("note: \(TaskURLRedaction.listing(request.url)) is already in the queue as \(result.id)")
         }
         await store.close()
         return results.map(\.id)
@@ -194,7 +194,7 @@ enum QueueFleet {
             let worker = fleet.leaseOwner.map { fleet.leaseIsLive || task.state != .running ? $0 : $0 + " (expired)" } ?? "-"
             rows.append([
                 task.id, task.state.rawValue, QueueListCommand.bytes(task), String(task.priority.rawValue), worker,
-                task.originalURL, QueueListCommand.destination(task),
+                task.listingURL, QueueListCommand.destination(task),
             ])
         }
         let widths = (0..<rows[0].count - 1).map { column in rows.map { $0[column].count }.max() ?? 0 }

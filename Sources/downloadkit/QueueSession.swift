@@ -26,7 +26,9 @@ final class QueueSession: Sendable {
         _ stateDirectory: String, configuration: DownloadManagerConfiguration = DownloadManagerConfiguration()
     ) async throws -> QueueSession {
         do {
-            try FileManager.default.createDirectory(atPath: stateDirectory, withIntermediateDirectories: true)
+            // 0700: the task store keeps the tasks' URLs with their userinfo (docs/NETWORKING-AUTH.md).
+            try FileManager.default.createDirectory(
+                atPath: stateDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         } catch {
             QueueOutput.error("error: cannot create the state directory \(stateDirectory): \(error.localizedDescription)")
             throw ExitCode(Exit.fileSystem)

@@ -1,4 +1,5 @@
 import ArgumentParser
+import DownloadKitManager
 import DownloadKitSession
 import Foundation
 
@@ -151,7 +152,7 @@ struct SessionCommand: AsyncParsableCommand {
         if json {
             for task in tasks {
                 var object: [String: Any] = [
-                    "id": task.id, "state": task.state, "url": task.url, "bytes": task.bytesReceived,
+                    "id": task.id, "state": task.state, "url": TaskURLRedaction.listing(task.url), "bytes": task.bytesReceived,
                     "priority": task.priority,
                 ]
                 object["total"] = task.totalBytes
@@ -163,7 +164,7 @@ struct SessionCommand: AsyncParsableCommand {
         } else {
             for task in tasks {
                 let total = task.totalBytes.map(String.init) ?? "?"
-                print("\(task.id)  \(task.state)  \(task.bytesReceived)/\(total)  \(task.url)  \(task.path ?? "-")")
+                print("\(task.id)  \(task.state)  \(task.bytesReceived)/\(total)  \(TaskURLRedaction.listing(task.url))  \(task.path ?? "-")")
             }
         }
     }
@@ -199,7 +200,7 @@ struct SessionCommand: AsyncParsableCommand {
     private func printLine(_ event: SessionEvent) {
         if json {
             var object: [String: Any] = ["event": event.kind.rawValue, "seq": event.seq, "task": event.task, "time": event.time]
-            object["url"] = event.url
+            object["url"] = event.url.map(TaskURLRedaction.listing)
             object["path"] = event.path
             object["bytes"] = event.bytes
             object["checksum"] = event.checksum

@@ -423,13 +423,13 @@ struct DownloadStateMachine {
             return failed(DownloadError.status(status, reason: "", url: currentURL), stopRequested: false)
         }
         guard let url = try? HTTPURL(fresh) else {
-            return failed(DownloadError(.invalidURL, "the URL provider returned an invalid URL \(fresh)"), stopRequested: false)
+            return failed(DownloadError(.invalidURL, "the URL provider returned an invalid URL \(HTTPURL.redacting(fresh))"), stopRequested: false)
         }
         currentURL = url
         redirects = 0
         visited = [url.absoluteString]
         recordChanged = true
-        transitions.append(.refreshURL(to: url.description))
+        transitions.append(.refreshURL(to: url.listingDescription))
         return nextRequest()
     }
 
@@ -544,7 +544,7 @@ struct DownloadStateMachine {
         }
         currentURL = target
         recordChanged = true
-        transitions.append(.redirect(to: target.description))
+        transitions.append(.redirect(to: target.listingDescription))
     }
 
     /// After 401/403/404/410: ask the URL provider, within its bound.
@@ -577,7 +577,7 @@ struct DownloadStateMachine {
             target = try currentURL.resolving(location).withoutUserinfo
         } catch {
             return .abandon(
-                DownloadError(.insecureRedirect, "refusing redirect to \(location): \(error.detail)", httpStatus: status))
+                DownloadError(.insecureRedirect, "refusing redirect to \(HTTPURL.redacting(location)): \(error.detail)", httpStatus: status))
         }
         if currentURL.scheme == .https && target.scheme == .http && !settings.allowsInsecureRedirects {
             return .abandon(

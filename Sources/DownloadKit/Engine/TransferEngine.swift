@@ -66,12 +66,7 @@ final class TransferEngine {
         self.configuration = configuration
         self.control = control
         self.suppliedClient = client
-        let url: HTTPURL
-        do {
-            url = try HTTPURL(request.url)
-        } catch {
-            throw DownloadError(.invalidURL, "invalid URL \(request.url): \(error.detail)")
-        }
+        let url = try DownloadError.validatedURL(of: request)
         machine = DownloadStateMachine(url: url, settings: DownloadStateMachine.Settings(request, configuration))
         rateLimiters = (configuration.rateLimit.map { [TokenBucket(bytesPerSecond: $0)] } ?? []) + configuration.sharedRateLimiters
     }
