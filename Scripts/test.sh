@@ -3,7 +3,10 @@
 #
 # 1. installs what the tests need when missing (nginx, openssl CLI, libssl-dev, curl, aria2c, aria2p, postgresql);
 # 2. builds and runs the whole suite (unit, nginx conformance, fault origin, CLI end to end; a descriptor
-#    closed twice in the test process fails it, Tests/Support/closecheck), then checks
+#    closed twice in the test process fails it, Tests/Support/closecheck; the attacker suite of issue #44 is part
+#    of it: tests that play another local user through `setpriv --reuid=65534` with planted files and links in
+#    sticky and group-writable directories, a web page's Origin and Host against the RPC, hostile daemon
+#    clients and database rows — docs/THREAT-MODEL.md names each), then checks
 #    that the shipped executables carry no test harness (Scripts/check-products.sh);
 # 3. runs every libFuzzer target for 200,000 executions (FUZZ_RUNS; FUZZ_SECONDS, default 120 s, caps
 #    each; longer runs: `bash Scripts/fuzz.sh 600`) with a fixed seed (FUZZ_SEED, default 1) so that the gate

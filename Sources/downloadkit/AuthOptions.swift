@@ -33,7 +33,7 @@ struct AuthOptions: ParsableArguments {
     @Option(name: .customLong("key"), help: "Private key (PEM) of --cert, possibly encrypted (default: the --cert file).")
     var key: String?
 
-    @Option(name: .customLong("key-passphrase"), help: "Passphrase of an encrypted --key (visible to other users in ps; prefer --key-passphrase-file or DOWNLOADKIT_KEY_PASSPHRASE).")
+    @Option(name: .customLong("key-passphrase"), help: "Passphrase of an encrypted --key (masked in ps once parsed, visible before that; prefer --key-passphrase-file or DOWNLOADKIT_KEY_PASSPHRASE).")
     var keyPassphrase: String?
 
     @Option(name: .customLong("key-passphrase-file"), help: "Read the passphrase of --key from the first line of this file.")

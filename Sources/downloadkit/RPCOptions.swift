@@ -12,7 +12,7 @@ struct RPCOptions: ParsableArguments {
     @Flag(name: .customLong("rpc-listen-all"), help: "Allow a non-loopback --rpc-listen address (all interfaces when only a port is given).")
     var rpcListenAll = false
 
-    @Option(name: .customLong("rpc-secret"), help: "Require `token:TOKEN` as every call's first parameter (aria2's --rpc-secret). Visible to other users in the process list: prefer --rpc-secret-file or $DOWNLOADKIT_RPC_SECRET.")
+    @Option(name: .customLong("rpc-secret"), help: "Require `token:TOKEN` as every call's first parameter (aria2's --rpc-secret). Masked in the process list once parsed, visible before that: prefer --rpc-secret-file or $DOWNLOADKIT_RPC_SECRET.")
     var rpcSecret: String?
 
     @Option(name: .customLong("rpc-secret-file"), help: "Read the secret from the first line of PATH (mode 600: a file other users may read is refused).")
