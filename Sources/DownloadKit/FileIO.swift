@@ -193,7 +193,7 @@ package enum FileSystem {
     /// Removes `path` (a file or a link) only when it belongs to this user; another user's file stays
     /// (a planted name costs a refused or restarted download, never another user's file). A missing
     /// file is not an error.
-    static func removeIfOwned(_ path: String) throws(FileSystemError) {
+    package static func removeIfOwned(_ path: String) throws(FileSystemError) {
         try WriteFence.check("unlink", path)
         if dk_unlink_if_owned(path) < 0 { throw FileSystemError("unlink", path: path, errno: errno) }
     }

@@ -681,7 +681,8 @@ public actor DownloadManager {
                 }
                 await self?.transferStopped(id, outcome, progress: download.progress)
             }
-            for path in paths { try? FileManager.default.removeItem(atPath: path) }
+            // Only what this user owns: a name another user planted beside the destination stays (issue #44).
+            for path in paths { try? FileSystem.removeIfOwned(path) }
             await self?.stopFinished(id, token: token)
         }
         stopping[id] = (token, stop)

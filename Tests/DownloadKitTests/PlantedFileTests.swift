@@ -6,6 +6,7 @@ import Testing
 import TestOrigin
 
 @testable import DownloadKit
+import DownloadKitManager
 
 /// Issue #44: another user plants a file or a link beside a destination in a directory both can write
 /// (a sticky 1777 one, and a root-owned group-writable 0775 one, where the kernel never protects); root
@@ -106,6 +107,25 @@ struct PlantedFileTests {
         // Only the jar and nobody's link: no temporary name of ours is left behind.
         let names = try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted()
         #expect(names == ["jar.txt", "jar.txt.tmp-\(getpid())"])
+    }
+
+    /// The manager's cancel deletes the task's working files, and only those this user owns: a file nobody
+    /// planted at the task's journal name stays (before, root removed it with the rest), the partial of
+    /// ours goes.
+    @Test(arguments: SharedDirectory.Kind.allCases)
+    func cancellingATaskRemovesOnlyItsOwnWorkingFiles(_ kind: SharedDirectory.Kind) async throws {
+        let dir = try SharedDirectory(kind)
+        let state = try ScratchDirectory()
+        let destination = dir.file("x.bin")
+        try OtherUser.run(["/usr/bin/touch", destination + ".dkjournal"])
+        #expect(FileManager.default.createFile(atPath: destination + ".dkpart", contents: Data("ours".utf8)))
+        let manager = try await DownloadManager(stateDirectory: state.file("state"), configuration: managerConfiguration())
+        let id = try await manager.enqueue(url: "http://127.0.0.1:1/x.bin", destination: .file(destination))
+        try await manager.pause(taskID: id)
+        try await manager.cancel(taskID: id)
+        await manager.close()
+        #expect(fileOwner(destination + ".dkjournal") == OtherUser.id, "nobody's file was removed")
+        #expect(!FileManager.default.fileExists(atPath: destination + ".dkpart"), "our partial was kept")
     }
 
     /// The record's own temporary name: a file nobody planted at `<record>.tmp-<pid>` is neither written
