@@ -34,7 +34,9 @@ struct RPCCommand: AsyncParsableCommand {
 
     func run() async throws {
         let stateDirectory = QueueCommand.defaultStateDirectory(state)
-        try FileManager.default.createDirectory(atPath: stateDirectory, withIntermediateDirectories: true)
+        // 0700 as `queue` makes it: the task store keeps the tasks' URLs with their userinfo (docs/NETWORKING-AUTH.md).
+        try FileManager.default.createDirectory(
+            atPath: stateDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let lock = try QueueLock.acquire(in: stateDirectory)
         defer { lock.release() }
         let manager = try await DownloadManager(

@@ -172,6 +172,9 @@ struct RPCAttackerTests {
             #expect(errorMessage(without) == "Unauthorized")
             let with = try await rpcPost(port: port, rpcCall("aria2.getVersion", [.string("token:\(token)")]))
             #expect(resultOf(with) != nil, "\(with.serialized)")
+            // The state directory it made holds the task store (URLs with their userinfo): 0700, as `queue`'s.
+            var info = stat()
+            #expect(stat(scratch.file("state-\(token)"), &info) == 0 && info.st_mode & 0o777 == 0o700)
         }
     }
 
