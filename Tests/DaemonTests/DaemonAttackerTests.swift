@@ -128,7 +128,10 @@ struct DaemonAttackerTests {
         let prlimit = try #require(ProcessRunner.findExecutable("prlimit"), "prlimit (util-linux) is needed")
         let harness = try DaemonHarness()
         // 80 descriptors: the cap is 40 connections (half the descriptors).
-        try await harness.start(prefix: [prlimit, "--nofile=80:80", "--"], options: ["--frame-timeout", "8"])
+        // A frame timeout far longer than the checks below take: on a loaded machine (the whole suite on two
+        // cores) the cooperative pool resumed this test seconds late, the held 40 were dropped at 8 s, and
+        // the late connection below was then accepted instead of refused (CI of the issue #44 merge).
+        try await harness.start(prefix: [prlimit, "--nofile=80:80", "--"], options: ["--frame-timeout", "25"])
         let pid = try #require(harness.daemonPID)
         let path = harness.socketPath
         let fds = (0..<120).compactMap { _ in Self.rawConnect(path) }
@@ -145,13 +148,16 @@ struct DaemonAttackerTests {
         // While the 40 are held, one more is answered at once too.
         let late = try #require(Self.rawConnect(path))
         defer { close(late) }
-        try await Task.sleep(nanoseconds: 300_000_000)
-        let lateAnswer = Self.receivedSoFar(late)
+        var lateAnswer = Self.receivedSoFar(late)
+        for _ in 0..<100 where lateAnswer.messages.isEmpty && !lateAnswer.closed {  // a bound, not a measure
+            try await Task.sleep(nanoseconds: 50_000_000)
+            lateAnswer = Self.receivedSoFar(late)
+        }
         #expect(Self.error(lateAnswer.messages)?.code == .overloaded, "\(lateAnswer)\n\(harness.daemonLog)")
         // The silent 40 are dropped after the frame timeout; a legitimate client is then served.
-        let served = try await Self.servedWithin(harness, seconds: 20)
+        let served = try await Self.servedWithin(harness, seconds: 60)
         #expect(served != nil, "a legitimate client was not served\n\(harness.daemonLog)")
-        #expect(harness.daemonLog.contains("no hello within 8 s"))
+        #expect(harness.daemonLog.contains("no hello within 25 s"))
         #expect(try await harness.stop() == 0)
     }
 
