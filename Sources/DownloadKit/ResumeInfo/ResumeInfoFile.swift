@@ -92,21 +92,22 @@ extension ResumeInfo {
     /// - Returns: The record, or nil when there is no such file or attribute, or its value does not decode
     ///   (it is decoded like any record, every field validated: a planted value is never trusted).
     public static func stored(onPartial path: String) -> ResumeInfo? {
-        let size = dk_lgetxattr(path, partialAttribute, nil, 0)
-        guard size > 0, size <= maxFileBytes else { return nil }
-        var bytes = [UInt8](repeating: 0, count: size)
-        let count = bytes.withUnsafeMutableBytes { dk_lgetxattr(path, partialAttribute, $0.baseAddress, $0.count) }
-        guard count > 0 else { return nil }
-        return try? decode(Data(bytes[0..<count]))
+        storedRecord { dk_lgetxattr(path, partialAttribute, $0, $1) }
     }
 
     /// The record stored on a partial this download opened (and checked: ``FileSystem/openOwned(_:_:role:strict:)``),
     /// read from the descriptor, so it is the checked file's attribute and no other's.
     static func stored(onPartialDescriptor descriptor: Int32) -> ResumeInfo? {
-        let size = dk_fgetxattr(descriptor, partialAttribute, nil, 0)
+        storedRecord { dk_fgetxattr(descriptor, partialAttribute, $0, $1) }
+    }
+
+    /// The partial's record through `getAttribute(buffer, size)` (a `getxattr` call: size 0 asks for the
+    /// length), bounded by ``maxFileBytes`` and decoded like any record.
+    private static func storedRecord(_ getAttribute: (UnsafeMutableRawPointer?, Int) -> Int) -> ResumeInfo? {
+        let size = getAttribute(nil, 0)
         guard size > 0, size <= maxFileBytes else { return nil }
         var bytes = [UInt8](repeating: 0, count: size)
-        let count = bytes.withUnsafeMutableBytes { dk_fgetxattr(descriptor, partialAttribute, $0.baseAddress, $0.count) }
+        let count = bytes.withUnsafeMutableBytes { getAttribute($0.baseAddress, $0.count) }
         guard count > 0 else { return nil }
         return try? decode(Data(bytes[0..<count]))
     }
