@@ -204,7 +204,7 @@ public actor FleetWorker {
         do {
             try WriteFence.install(fence, destination: task.destination, url: task.originalURL)
         } catch {
-            let failure = DownloadError(.invalidURL, "not an http(s) URL: \(task.originalURL)")
+            let failure = DownloadError(.invalidURL, "not an http(s) URL: \(HTTPURL.redacting(task.originalURL))")
             Task { await self.failedToStart(lease, failure) }
             return
         }

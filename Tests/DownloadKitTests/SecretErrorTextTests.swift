@@ -51,6 +51,19 @@ struct SecretErrorTextTests {
         Self.expectClean(error)
     }
 
+    /// An invalid replacement URL (an expiring URL's refresh) is named like any other: redacted.
+    @Test func anInvalidReplacementURLIsNamedRedacted() async throws {
+        let dir = try ScratchDirectory()
+        let request = DownloadRequest(
+            url: "http://127.0.0.1:1/x", destination: .file(dir.file("x")),
+            replacementURL: "http://u:PASS@127.0.0.1:99999/x?sig=SECRET")
+        let (result, _) = await runDownload(request)
+        let error = Self.failure(result)
+        #expect(error?.code == .invalidURL)
+        #expect(error?.detail.contains("replacement URL http://u:***@") == true, "\(error?.detail ?? "")")
+        Self.expectClean(error)
+    }
+
     @Test func anHTTPSToHTTPRefusalNamesTheTargetWithoutQueryValues() throws {
         let secure = "https://origin.test/disk.iso"
         var machine = DownloadStateMachine(

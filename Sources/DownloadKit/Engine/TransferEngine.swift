@@ -200,7 +200,7 @@ final class TransferEngine {
             do {
                 replacementURL = try HTTPURL(replacement)
             } catch {
-                throw DownloadError(.invalidURL, "invalid replacement URL \(replacement): \(error.detail)")
+                throw DownloadError(.invalidURL, "invalid replacement URL \(HTTPURL.redacting(replacement)): \(error.detail)")
             }
         }
 
