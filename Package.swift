@@ -1,7 +1,21 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 // DownloadKit: resumable HTTP/1.1 + HTTPS downloads from scratch (POSIX sockets, OpenSSL, own parser).
-// Module shape and dependency direction are described in docs/ARCHITECTURE.md.
+// Module shape and dependency direction are described in docs/ARCHITECTURE.md; the package graph (what a
+// consumer resolves, the traits, the Fleet/ package) in docs/PACKAGES.md.
 import PackageDescription
+
+// What a package that depends on this repository resolves is what its *products* reach (test targets and
+// executable targets that are not products are pruned; measured in docs/PACKAGES.md). So:
+// - the libraries a Swift program embeds are products, and the ones that need a heavy package name it only
+//   under a package trait that is off by default: `DownloadKit` (with `HTTPClient`, `HTTPWire`) resolves
+//   swift-log, swift-metrics, swift-distributed-tracing and swift-http-types and nothing else;
+//   `DownloadKitManager` needs the trait `Manager` (GRDB); the tool's libraries need `Tools`.
+// - the executables (`downloadkit`, `downloadkitd`, the benchmark) are executable targets, not products: built
+//   and run from this directory with `--traits Tools` (the README's commands), invisible to a consumer.
+// - the PostgreSQL fleet (postgres-nio, which brings BoringSSL and swift-crypto) and the ecosystem check
+//   (AsyncHTTPClient, NIOSSL, swift-crypto) live in the package in Fleet/, which depends on this one by path.
+let manager = TargetDependencyCondition.when(traits: ["Manager"])!
+let tools = TargetDependencyCondition.when(traits: ["Tools"])!
 
 let package = Package(
     name: "DownloadKit",
@@ -9,38 +23,39 @@ let package = Package(
     // flock on open file descriptions, SO_PEERCRED and /proc; there is no macOS port and no claim of one.
     products: [
         .library(name: "DownloadKit", targets: ["DownloadKit"]),
-        // The task manager and its SQLite store (GRDB): a program that only needs `Download` never compiles SQLite.
-        .library(name: "DownloadKitManager", targets: ["DownloadKitManager"]),
         .library(name: "HTTPWire", targets: ["HTTPWire"]),
         .library(name: "HTTPClient", targets: ["HTTPClient"]),
+        // The background-session client and wire protocol (Foundation only).
         .library(name: "DownloadKitSession", targets: ["DownloadKitSession"]),
-        .library(name: "DownloadKitDaemon", targets: ["DownloadKitDaemon"]),
-        .executable(name: "downloadkitd", targets: ["downloadkitd"]),
-        .library(name: "DownloadKitRPC", targets: ["DownloadKitRPC"]),
-        .executable(name: "downloadkit", targets: ["downloadkit"]),
-        // The fleet: the task store in PostgreSQL (postgres-nio), leases, failover and fencing (docs/FLEET.md).
-        // Its own product so nobody compiles a PostgreSQL client without asking for it.
-        .library(name: "DownloadKitPostgres", targets: ["DownloadKitPostgres"]),
+        // The task manager and its SQLite store (GRDB): with the trait `Manager`.
+        .library(name: "DownloadKitManager", targets: ["DownloadKitManager"]),
+        // The fault-injecting origin and the peers' launchers (nginx, PostgreSQL) for tests and benchmarks, here
+        // and in Fleet/. It costs a consumer nothing (HTTPWire and swift-log); Scripts/check-products.sh keeps it
+        // out of the shipped executables (issue #12).
+        .library(name: "DownloadKitTestOrigin", targets: ["TestOrigin"]),
+        // The command-line tool's commands, the daemon and the aria2 JSON-RPC server as libraries, for Fleet/'s
+        // `downloadkit-fleet`; not an API. With the trait `Tools`.
+        .library(name: "DownloadKitCLI", targets: ["DownloadKitCLI"]),
+    ],
+    traits: [
+        .trait(name: "Manager", description: "DownloadKitManager: the task manager and its SQLite store (GRDB)."),
+        .trait(
+            name: "Tools",
+            description: "The downloadkit and downloadkitd executables, the daemon, the aria2 JSON-RPC server and the benchmark.",
+            enabledTraits: ["Manager"]),
+        .default(enabledTraits: []),
     ],
     dependencies: [
-        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.5.0"),
         .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.1.0"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.0.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.0.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.0.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.0.0"),
-        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
-        // Named only for EcosystemTests (issue #16: DownloadKit imported beside them compiles). All four are
-        // already in the graph through Hummingbird and postgres-nio; a test target's packages are never
-        // built for a package that depends on DownloadKit.
-        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
-        .package(url: "https://github.com/apple/swift-crypto", "3.12.0"..<"5.0.0"),
-        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.0"),
-        .package(url: "https://github.com/apple/swift-system", from: "1.8.0"),
     ],
     targets: [
         // OpenSSL 3 from the system (apt: libssl-dev). Holds only the module map and shim header.
@@ -83,9 +98,9 @@ let package = Package(
                 // getrandom(2) in bulk for task identifiers (TaskIdentifier.Generator).
                 "CDownloadKitSystem",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDB", package: "GRDB.swift", condition: manager),
                 // SQLite's C API for the task store's row writes (TaskRecord.write(update:replace:in:)).
-                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift", condition: manager),
             ]
         ),
         // aria2-compatible JSON-RPC over a DownloadManager (HTTP POST + WebSocket at /jsonrpc). The only
@@ -94,24 +109,14 @@ let package = Package(
             name: "DownloadKitRPC",
             dependencies: [
                 "DownloadKit", "DownloadKitManager", "HTTPClient",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Hummingbird", package: "hummingbird", condition: tools),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket", condition: tools),
+                .product(name: "NIOCore", package: "swift-nio", condition: tools),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: tools),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // The PostgreSQL task store and the fleet worker (docs/FLEET.md). The only target that depends on
-        // postgres-nio; DownloadKit and DownloadKitManager never do.
-        .target(
-            name: "DownloadKitPostgres",
-            dependencies: [
-                "DownloadKit", "DownloadKitManager", "HTTPClient", "HTTPWire",
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "Logging", package: "swift-log"),
-            ]
-        ),
-        // A fault-injecting HTTP/1.1 origin on loopback plus an nginx harness (tests, demo, benchmarks).
+        // A fault-injecting HTTP/1.1 origin on loopback plus nginx and PostgreSQL harnesses (tests, benchmarks).
         .target(name: "TestOrigin", dependencies: ["HTTPWire", .product(name: "Logging", package: "swift-log")]),
         // Background sessions (docs/DAEMON.md): the wire protocol and client (Foundation only), the daemon.
         .target(name: "DownloadKitSession"),
@@ -120,30 +125,37 @@ let package = Package(
             dependencies: [
                 "DownloadKit", "DownloadKitManager", "DownloadKitSession", "HTTPClient",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "GRDB", package: "GRDB.swift", condition: manager),
+                .product(name: "ArgumentParser", package: "swift-argument-parser", condition: tools),
+            ]
+        ),
+        // The commands of `downloadkit` (get, queue, resume-info, demo, daemon, session, rpc); `downloadkit-fleet`
+        // in Fleet/ is the same commands with the PostgreSQL queue plugged in (FleetQueue).
+        .target(
+            name: "DownloadKitCLI",
+            dependencies: [
+                "DownloadKit", "DownloadKitManager", "DownloadKitSession", "DownloadKitDaemon", "DownloadKitRPC",
+                "HTTPClient", "HTTPWire",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser", condition: tools),
             ]
         ),
         .executableTarget(
             name: "downloadkitd",
-            dependencies: ["DownloadKitDaemon", .product(name: "ArgumentParser", package: "swift-argument-parser")]
-        ),
-        .executableTarget(
-            name: "downloadkit",
             dependencies: [
-                "DownloadKit", "DownloadKitManager", "DownloadKitSession", "DownloadKitDaemon", "DownloadKitRPC",
-                "DownloadKitPostgres",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "DownloadKitDaemon",
+                .product(name: "ArgumentParser", package: "swift-argument-parser", condition: tools),
             ]
         ),
-        // The benchmark: an executable target of this (root) package, deliberately not a product, so a package
-        // that depends on DownloadKit never sees it or the test harness it links (issue #12). `swift build
-        // --product downloadkit-bench` and Scripts/bench.sh still build it here.
+        .executableTarget(name: "downloadkit", dependencies: ["DownloadKitCLI"]),
+        // The benchmark: an executable target, not a product, so a package that depends on DownloadKit never
+        // sees it or the test harness it links (issue #12). `swift build --traits Tools --product
+        // downloadkit-bench` and Scripts/bench.sh build it here.
         .executableTarget(
             name: "downloadkit-bench",
             dependencies: [
                 "DownloadKit", "DownloadKitManager", "HTTPClient", "TestOrigin",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser", condition: tools),
             ],
             path: "Benchmarks/downloadkit-bench"
         ),
@@ -169,26 +181,5 @@ let package = Package(
         .testTarget(
             name: "DaemonTests",
             dependencies: ["DownloadKitSession", "DownloadKitDaemon", "DownloadKit", "DownloadKitManager", "TestOrigin"]),
-        // DownloadKit imported beside AsyncHTTPClient, NIO, NIOSSL, swift-http-types, swift-crypto and swift-system
-        // with their type names unqualified (issue #16), and both HTTP clients in one process.
-        .testTarget(
-            name: "EcosystemTests",
-            dependencies: [
-                "DownloadKit", "TestOrigin",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "SystemPackage", package: "swift-system"),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
-            ]),
-        // The fleet on a real PostgreSQL server the tests start themselves (docs/FLEET.md).
-        .testTarget(
-            name: "FleetTests",
-            dependencies: [
-                "DownloadKitPostgres", "DownloadKit", "DownloadKitManager", "TestOrigin",
-                .product(name: "PostgresNIO", package: "postgres-nio"),
-            ]),
     ]
 )

@@ -27,6 +27,7 @@ if [ ! -x /usr/bin/time ]; then
 fi
 
 # The resume scenario runs the CLI (downloadkit get), found next to downloadkit-bench.
-swift build -c release --product downloadkit
-swift build -c release --product downloadkit-bench
+source Scripts/sanitizer-flags.sh  # tools_flags: the package trait the executables need
+swift build -c release "${tools_flags[@]}" --product downloadkit
+swift build -c release "${tools_flags[@]}" --product downloadkit-bench
 exec "$(swift build -c release --show-bin-path)/downloadkit-bench" "$@"

@@ -23,7 +23,8 @@ nginx_bin="$(command -v nginx || echo /usr/sbin/nginx)"
 [ -x "$nginx_bin" ] || { echo "chaos: nginx not found; install it (apt-get install nginx-light)" >&2; exit 2; }
 
 if [ -z "${DOWNLOADKIT:-}" ]; then
-    swift build --product downloadkit >/dev/null 2>&1 || { echo "chaos: swift build failed" >&2; exit 2; }
+    source Scripts/sanitizer-flags.sh
+    swift build "${tools_flags[@]}" --product downloadkit >/dev/null 2>&1 || { echo "chaos: swift build failed" >&2; exit 2; }
     DOWNLOADKIT="$(swift build --show-bin-path)/downloadkit"
 fi
 

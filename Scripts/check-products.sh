@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The shipped executables must not contain the test harness (issue #12, product graph): no symbol of the
-# TestOrigin module (fault origin, nginx launcher, process runner) in `downloadkit` or `downloadkitd`.
+# TestOrigin module (fault origin, nginx launcher, process runner) in `downloadkit` or `downloadkitd`. And
+# they carry one TLS stack, OpenSSL (issue #45): no BoringSSL symbol (CCryptoBoringSSL, CNIOBoringSSL; the
+# PostgreSQL fleet that brought them is Fleet/'s `downloadkit-fleet`) and no swift-nio-ssl.
 # Usage: bash Scripts/check-products.sh [BIN_DIR]   (default: the debug bin path; pass .build/release
 # after `swift build -c release` — the dependency graph, and so the answer, is the same for both).
 set -euo pipefail
@@ -19,6 +21,13 @@ for tool in downloadkit downloadkitd; do
         status=1
     else
         echo "check-products: $tool has no TestOrigin symbols"
+    fi
+    tls=$(nm "$bin/$tool" | grep -c -E 'BoringSSL|NIOSSL' || true)
+    if [ "$tls" != 0 ]; then
+        echo "check-products: $tool contains $tls BoringSSL or NIOSSL symbols (one TLS stack: OpenSSL)" >&2
+        status=1
+    else
+        echo "check-products: $tool has no BoringSSL or NIOSSL symbols"
     fi
 done
 exit $status

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every test SECURITY.md and docs/THREAT-MODEL.md cite exists (issues #20, #44): each `Suite.function` names a
-# `struct Suite` in Tests/ and a `func function` inside that suite's file, and each bare `function` following it
+# `struct Suite` in Tests/ or Fleet/Tests/ and a `func function` inside that suite's file, and each bare `function` following it
 # in the same cell (", `other`") a func of the same suite. Run by Scripts/test.sh; exits non-zero listing dangling citations.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -8,7 +8,7 @@ python3 - <<'PY'
 import re, subprocess, sys, pathlib
 documents = ["SECURITY.md", "docs/THREAT-MODEL.md"]
 files = {}
-for path in pathlib.Path("Tests").rglob("*.swift"):
+for path in [*pathlib.Path("Tests").rglob("*.swift"), *pathlib.Path("Fleet/Tests").rglob("*.swift")]:
     if ".build" in path.parts or not path.is_file():
         continue
     src = path.read_text(errors="replace")

@@ -15,7 +15,7 @@ command -v nft >/dev/null || [ -x /usr/sbin/nft ] || need+=(nftables)   # Happy 
 # under a low descriptor limit (prlimit): both from util-linux.
 { command -v setpriv >/dev/null && command -v prlimit >/dev/null; } || need+=(util-linux)
 command -v ip >/dev/null || [ -x /usr/sbin/ip ] || need+=(iproute2)
-# Fleet tests (Tests/FleetTests): a private PostgreSQL server started from /usr/lib/postgresql/*/bin.
+# Fleet tests (Fleet/Tests/FleetTests, Scripts/test-fleet.sh): a private PostgreSQL server started from /usr/lib/postgresql/*/bin.
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need+=(postgresql)
 # RPC tests: a real aria2c side by side, and aria2p (PyPI) as an independent client (below).
 command -v aria2c >/dev/null || need+=(aria2)

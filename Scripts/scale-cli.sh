@@ -21,7 +21,8 @@ hosts=128
 for tool in nginx aria2c /usr/bin/time sha256sum; do
     command -v "$tool" >/dev/null || { echo "scale-cli: $tool is missing (bash Scripts/install-deps.sh --bench)" >&2; exit 2; }
 done
-swift build -c release --product downloadkit >&2
+source Scripts/sanitizer-flags.sh
+swift build -c release "${tools_flags[@]}" --product downloadkit >&2
 dk="$(swift build -c release --show-bin-path)/downloadkit"
 
 max=0

@@ -23,7 +23,8 @@ minutes="${1:-5}"
 tasks="${2:-300}"
 case "$minutes$tasks" in '' | *[!0-9]*) echo "usage: $0 [MINUTES] [TASKS]" >&2; exit 2 ;; esac
 if [ -z "${DOWNLOADKIT:-}" ]; then
-    swift build --product downloadkit >/dev/null 2>&1 || { echo "soak: swift build failed" >&2; exit 2; }
+    source Scripts/sanitizer-flags.sh
+    swift build "${tools_flags[@]}" --product downloadkit >/dev/null 2>&1 || { echo "soak: swift build failed" >&2; exit 2; }
     DOWNLOADKIT="$(swift build --show-bin-path)/downloadkit"
 fi
 export DOWNLOADKIT SOAK_MINUTES="$minutes" SOAK_TASKS="$tasks"

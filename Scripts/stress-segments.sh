@@ -23,14 +23,14 @@ while [ $# -gt 0 ]; do
 done
 
 command -v taskset > /dev/null || { echo "stress-segments: taskset (util-linux) is required" >&2; exit 2; }
+source Scripts/sanitizer-flags.sh  # the same builds as Scripts/test.sh and Scripts/sanitizers.sh, not rebuilds of them
 if [ "$asan" = 1 ]; then
-    source Scripts/sanitizer-flags.sh  # the same ASan build as Scripts/sanitizers.sh, not a rebuild of it
     build=(swift build --build-tests "${asan_build_flags[@]}")
     test=(swift test --skip-build "${asan_build_flags[@]}")
     export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
 else
-    build=(swift build --build-tests)
-    test=(swift test --skip-build)
+    build=(swift build --build-tests "${tools_flags[@]}")
+    test=(swift test --skip-build "${tools_flags[@]}")
 fi
 "${build[@]}" > /dev/null || { echo "stress-segments: build failed" >&2; exit 2; }
 

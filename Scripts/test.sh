@@ -2,7 +2,7 @@
 # The project's test command (README "The two commands"; .ci/run calls exactly this).
 #
 # 1. installs what the tests need when missing (nginx, openssl CLI, libssl-dev, curl, aria2c, aria2p, postgresql);
-# 2. builds and runs the whole suite (unit, nginx conformance, fault origin, CLI end to end; a descriptor
+# 2. builds (with the package trait Tools: Scripts/sanitizer-flags.sh) and runs the whole suite (unit, nginx conformance, fault origin, CLI end to end; a descriptor
 #    closed twice in the test process fails it, Tests/Support/closecheck; the attacker suite of issue #44 is part
 #    of it: tests that play another local user through `setpriv --reuid=65534` with planted files and links in
 #    sticky and group-writable directories, a web page's Origin and Host against the RPC, hostile daemon
@@ -15,13 +15,15 @@
 #    CHAOS_SECONDS, default 40 s of trials, single and segmented), beside step 3, then step 7 (also beside it);
 # 5. runs the engine, manager and HTTP client suites under ThreadSanitizer, and the whole suite (but
 #    MemoryBoundTests, whose RSS bound ASan inflates by design), one test target at a time, under AddressSanitizer +
-#    UndefinedBehaviorSanitizer (C targets, trap mode; one build). Both sanitizer runs gate;
+#    UndefinedBehaviorSanitizer (C targets, trap mode; one build). Both sanitizer runs gate. Then the package in
+#    Fleet/ (the PostgreSQL fleet, `downloadkit-fleet`, the ecosystem check; docs/PACKAGES.md), built once under
+#    ASan + UBSan, runs FleetTests and EcosystemTests with closecheck (Scripts/test-fleet.sh);
 # 6. runs the segmented suites 3 times pinned to one CPU beside two busy loops
 #    (Scripts/stress-segments.sh; longer: `bash Scripts/stress-segments.sh 50 --asan`).
 # 7. soaks the manager: `queue run` killed at random moments against a faulty origin
 #    (Scripts/soak.sh, SOAK_MINUTES, default 1 minute in CI, up to 150 tasks);
 # 8. checks that every test SECURITY.md cites exists (Scripts/check-security-citations.sh). (DownloadKit
-#    imported beside AsyncHTTPClient, NIO, swift-crypto without ambiguity is Tests/EcosystemTests, step 2.)
+#    imported beside AsyncHTTPClient, NIO, swift-crypto without ambiguity is Fleet/Tests/EcosystemTests, run by Scripts/test-fleet.sh in step 5.)
 # The I/O-failure and power-cut tests (IOFailureTests, PowerCutTests: the faultfs LD_PRELOAD shim in
 # Tests/Support/faultfs, compiled by the tests with cc) are part of step 2.
 # Set DOWNLOADKIT_QUICK_TESTS=1 to stop after step 2.
@@ -37,7 +39,8 @@ timed() {
     return "$status"
 }
 timed bash Scripts/install-deps.sh
-timed swift build --build-tests
+source Scripts/sanitizer-flags.sh  # tools_flags: the package trait the executables and tests need
+timed swift build --build-tests "${tools_flags[@]}"
 # The suite runs with closecheck preloaded (Tests/Support/closecheck): a close(2) of a descriptor that is
 # not open, in the test process, is the visible half of a double close — whose other half closes
 # someone else's socket or file — and fails the run even when every test passed.
@@ -46,7 +49,7 @@ compiler=$(command -v clang || command -v cc || command -v gcc) || { echo "test.
 "$compiler" -Wall -Wextra -shared -fPIC -O1 -o .build/closecheck.so Tests/Support/closecheck/closecheck.c -ldl
 rm -f .build/closecheck.log
 timed env LD_PRELOAD="$PWD/.build/closecheck.so${LD_PRELOAD:+:$LD_PRELOAD}" CLOSECHECK_LOG="$PWD/.build/closecheck.log" \
-    CLOSECHECK_PROCESS=DownloadKitPackageTests.xctest swift test --skip-build
+    CLOSECHECK_PROCESS=DownloadKitPackageTests.xctest swift test --skip-build "${tools_flags[@]}"
 if [ -s .build/closecheck.log ]; then
     echo "test.sh: descriptors closed twice (closecheck; symbolize with addr2line -f -C -e the .xctest):" >&2
     cat .build/closecheck.log >&2
@@ -59,7 +62,7 @@ if [ "${DOWNLOADKIT_QUICK_TESTS:-0}" = 1 ]; then exit 0; fi
 # moment of the next kill — and the fuzz step computes, so they run beside it (their output follows the
 # fuzz step's). Their kills stay random moments and their checks are the same; a loaded CPU only makes the
 # downloads they interrupt slower, which the low-speed and retry limits they use leave ample room for.
-DOWNLOADKIT="$(swift build --show-bin-path)/downloadkit"
+DOWNLOADKIT="$(swift build "${tools_flags[@]}" --show-bin-path)/downloadkit"
 kills_log=.build/chaos-soak.log
 (
     timed env DOWNLOADKIT="$DOWNLOADKIT" bash Scripts/chaos.sh "${CHAOS_SECONDS:-40}"
@@ -78,5 +81,6 @@ echo "test.sh: $SECONDS s in all so far (fuzz beside chaos and soak)" >&2
 [ "$kills_status" = 0 ] || { echo "test.sh: the chaos or soak step failed (above)" >&2; exit 1; }
 timed bash Scripts/sanitizers.sh tsan
 timed bash Scripts/sanitizers.sh asan
+timed bash Scripts/test-fleet.sh
 timed bash Scripts/stress-segments.sh 3 --filter 'SegmentedTests|SegmentDefectTests|SegmentKillTests'
 echo "test.sh: $SECONDS s in all" >&2

@@ -13,7 +13,7 @@ public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible 
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         /// A stable, payload-free name for logs, metrics and exit-code mapping.
         public let name: String
-        package init(_ name: String) { self.name = name }
+        @_spi(DownloadKitInternal) public init(_ name: String) { self.name = name }
         public var description: String { name }
 
         /// The URL could not be parsed or uses a scheme other than http/https.
@@ -95,7 +95,7 @@ public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible 
     /// ``DownloadRequest/resumeData``. Like `URLError.downloadTaskResumeData`.
     public var resumeData: Data?
 
-    package init(
+    @_spi(DownloadKitInternal) public init(
         _ code: Code, _ detail: String, httpStatus: Int? = nil, underlying: String? = nil, isTransient: Bool = false,
         transportCode: String? = nil
     ) {

@@ -6,7 +6,7 @@
 // swift-crypto or swift-system already exports carries the `DK` prefix (DKHTTPClient,
 // DKHTTPClientConfiguration, DKHTTPHeaders, DKHTTPRequest, DKHTTPMethod, DKHTTPVersion, DKTLSConfiguration,
 // DKTLSVersion, DKDigest, DKErrno), so a program importing DownloadKit beside them compiles without
-// ambiguity; Tests/EcosystemTests proves it (a test target that imports them all). Other names stay plain.
+// ambiguity; Fleet/Tests/EcosystemTests proves it (a test target that imports them all). Other names stay plain.
 @_exported import HTTPClient
 @_exported import HTTPWire
 

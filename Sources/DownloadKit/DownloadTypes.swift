@@ -369,7 +369,7 @@ public struct DownloadResult: Sendable, Hashable {
     /// That response's header fields, in order (`Content-Type`, `Content-Disposition`, `Cache-Control`…).
     public var responseHeaders: DKHTTPHeaders? = nil
 
-    package init(
+    @_spi(DownloadKitInternal) public init(
         path: String, bytes: Int64, resumedFrom: Int64, bytesTransferred: Int64, finalURL: String, checksumHex: String?,
         isResumable: Bool, keptExistingFile: Bool = false, entityTag: String? = nil, lastModified: String? = nil,
         responseStatus: Int? = nil, responseHeaders: DKHTTPHeaders? = nil

@@ -11,19 +11,19 @@ import HTTPWire
 ///   (without userinfo): `dk-<md5 of the URL>.dkpart` and so on, in the working directory or `dir`.
 ///
 /// The suffixes are reserved (``FileNaming/reservedSuffixes``): no server-chosen name can take them.
-package struct WorkingFiles: Hashable, Sendable {
+@_spi(DownloadKitInternal) public struct WorkingFiles: Hashable, Sendable {
     /// The partial file the body is written into, renamed onto the destination when complete.
-    package var partial: String
+    @_spi(DownloadKitInternal) public var partial: String
     /// The resume-info property list beside it.
-    package var resumeInfo: String
+    @_spi(DownloadKitInternal) public var resumeInfo: String
     /// The directory holding both (fsynced after they are created or renamed).
-    package var directory: String
+    @_spi(DownloadKitInternal) public var directory: String
 
     /// The segment journal beside the partial.
-    package var journal: String { SegmentJournal.path(forTempFile: partial) }
+    @_spi(DownloadKitInternal) public var journal: String { SegmentJournal.path(forTempFile: partial) }
 
     /// The directory the working files of `destination` go into, without deriving their names.
-    package static func directory(of destination: DownloadDestination, workingDirectory: String?) -> String {
+    @_spi(DownloadKitInternal) public static func directory(of destination: DownloadDestination, workingDirectory: String?) -> String {
         switch destination {
         case .file(let path): workingDirectory ?? FileSystem.directory(of: path)
         case .directory(let folder, _): workingDirectory ?? folder
@@ -31,7 +31,7 @@ package struct WorkingFiles: Hashable, Sendable {
     }
 
     /// The working files of `destination`, for the request whose original URL is `url`.
-    package init(destination: DownloadDestination, workingDirectory: String?, url: HTTPURL) {
+    @_spi(DownloadKitInternal) public init(destination: DownloadDestination, workingDirectory: String?, url: HTTPURL) {
         directory = Self.directory(of: destination, workingDirectory: workingDirectory)
         let stem: String
         switch destination {
@@ -45,7 +45,7 @@ package struct WorkingFiles: Hashable, Sendable {
     }
 
     /// The working files of a `.file` destination with no separate working directory (the CLI's case).
-    package init(besideFile path: String) {
+    @_spi(DownloadKitInternal) public init(besideFile path: String) {
         directory = FileSystem.directory(of: path)
         let stem = FileSystem.lastComponent(of: path)
         partial = FileSystem.join(directory, stem + ".dkpart")

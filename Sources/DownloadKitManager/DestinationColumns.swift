@@ -4,20 +4,20 @@ import Foundation
 /// A task's destination as a task store keeps it: a kind (`file` or `directory`), a path, and for a
 /// directory the naming rule and its file ID. One encoding for every store (SQLite's `TaskStore`,
 /// `PostgresTaskStore`), so a row written by one reads back the same everywhere.
-package struct DestinationColumns: Sendable, Hashable {
-    package var kind: String
-    package var path: String
-    package var namingRule: String?
-    package var namingFileID: String?
+@_spi(DownloadKitInternal) public struct DestinationColumns: Sendable, Hashable {
+    @_spi(DownloadKitInternal) public var kind: String
+    @_spi(DownloadKitInternal) public var path: String
+    @_spi(DownloadKitInternal) public var namingRule: String?
+    @_spi(DownloadKitInternal) public var namingFileID: String?
 
-    package init(kind: String, path: String, namingRule: String?, namingFileID: String?) {
+    @_spi(DownloadKitInternal) public init(kind: String, path: String, namingRule: String?, namingFileID: String?) {
         self.kind = kind
         self.path = path
         self.namingRule = namingRule
         self.namingFileID = namingFileID
     }
 
-    package init(_ destination: DownloadDestination) {
+    @_spi(DownloadKitInternal) public init(_ destination: DownloadDestination) {
         switch destination {
         case .file(let path):
             self.init(kind: "file", path: path, namingRule: nil, namingFileID: nil)
@@ -33,7 +33,7 @@ package struct DestinationColumns: Sendable, Hashable {
     /// Why a task with these columns cannot run, or nil. Every manager stores absolute paths (``absolute(_:)``
     /// at enqueue); a relative or empty one comes from a foreign or damaged row, and its task is restored
     /// failed with this error instead of writing relative to whatever directory the manager runs in.
-    package var refusal: ManagedTaskError? {
+    @_spi(DownloadKitInternal) public var refusal: ManagedTaskError? {
         guard !path.hasPrefix("/") else { return nil }
         return ManagedTaskError(
             code: "invalidDestination", message: "the stored destination path \"\(path.prefix(200))\" is not absolute")
@@ -41,7 +41,7 @@ package struct DestinationColumns: Sendable, Hashable {
 
     /// `destination` with a relative path resolved against the current directory: what the caller meant when
     /// it enqueued the task, kept so whatever directory a later manager runs in.
-    package static func absolute(_ destination: DownloadDestination) -> DownloadDestination {
+    @_spi(DownloadKitInternal) public static func absolute(_ destination: DownloadDestination) -> DownloadDestination {
         func resolved(_ path: String) -> String {
             path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
         }
@@ -54,7 +54,7 @@ package struct DestinationColumns: Sendable, Hashable {
     /// The destination these columns describe. An unknown kind reads as a file and an unknown naming rule
     /// as `.fromResponse` (a newer schema's value must not make an older manager drop the task); a
     /// `fileID` rule without its ID falls back to `fileID`, then to the task's ID.
-    package func destination(fileID: String?, taskID: String) -> DownloadDestination {
+    @_spi(DownloadKitInternal) public func destination(fileID: String?, taskID: String) -> DownloadDestination {
         guard kind == "directory" else { return .file(path) }
         switch namingRule {
         case "md5OfURL": return .directory(path, naming: .md5OfURL)
@@ -68,24 +68,24 @@ package struct DestinationColumns: Sendable, Hashable {
 /// (``DestinationColumns/refusal``) and its checksum. One rule for every store (SQLite's `TaskStore`,
 /// `PostgresTaskStore`): a row a store cannot stand behind is restored or claimed as a failure naming the
 /// column, never run with the column ignored.
-package struct StoredTaskColumns: Sendable {
-    package var destination: DestinationColumns
+@_spi(DownloadKitInternal) public struct StoredTaskColumns: Sendable {
+    @_spi(DownloadKitInternal) public var destination: DestinationColumns
     /// The `checksum` column as stored (`ALGO=HEX`), or nil for none.
-    package var checksum: String?
+    @_spi(DownloadKitInternal) public var checksum: String?
 
-    package init(destination: DestinationColumns, checksum: String?) {
+    @_spi(DownloadKitInternal) public init(destination: DestinationColumns, checksum: String?) {
         self.destination = destination
         self.checksum = checksum
     }
 
     /// The checksum the task verifies; nil when the column is empty or does not parse (then ``refusal``
     /// says so).
-    package var parsedChecksum: Checksum? { checksum.flatMap(Checksum.init(parsing:)) }
+    @_spi(DownloadKitInternal) public var parsedChecksum: Checksum? { checksum.flatMap(Checksum.init(parsing:)) }
 
     /// Why the task cannot run, or nil. A checksum column that does not parse (a damaged or hand-edited
     /// row) fails the task with `invalidChecksum`: downloading it unverified would drop the one check the
     /// caller asked for.
-    package var refusal: ManagedTaskError? {
+    @_spi(DownloadKitInternal) public var refusal: ManagedTaskError? {
         if let refusal = destination.refusal { return refusal }
         if let checksum, parsedChecksum == nil {
             return ManagedTaskError(

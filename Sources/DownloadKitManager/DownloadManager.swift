@@ -1,4 +1,4 @@
-import DownloadKit
+@_spi(DownloadKitInternal) import DownloadKit
 import Foundation
 import HTTPClient
 import HTTPWire

@@ -1,4 +1,4 @@
-import DownloadKit
+@_spi(DownloadKitInternal) import DownloadKit
 import HTTPClient
 
 /// One task of a ``DownloadManager``, as a handle: await its end or follow its events.

@@ -242,7 +242,7 @@ public struct DownloadManagerError: Error, Sendable, Hashable, CustomStringConve
 
     public var code: Code
     public var detail: String
-    package init(_ code: Code, _ detail: String) {
+    @_spi(DownloadKitInternal) public init(_ code: Code, _ detail: String) {
         self.code = code
         self.detail = detail
     }

@@ -6,26 +6,26 @@ import CDownloadKitSystem
 /// and closes /dev/urandom for every call on Linux, and `SystemRandomNumberGenerator` makes one system
 /// call per 8 bytes — 20,000 calls, an eighth of a 10,000-task enqueue. The text is written here
 /// directly (`uuidString` goes through `sprintf`, then `lowercased()`).
-package enum TaskIdentifier {
+@_spi(DownloadKitInternal) public enum TaskIdentifier {
     /// One new identifier.
-    package static func make() -> String {
+    @_spi(DownloadKitInternal) public static func make() -> String {
         var generator = Generator(expected: 1)
         return generator.next()
     }
 
     /// Identifiers for a batch: one `getrandom` per 256 of them.
-    package struct Generator {
+    @_spi(DownloadKitInternal) public struct Generator {
         private var pool: [UInt8] = []
         private var used = 0
         private let blockSize: Int
 
         /// - Parameter expected: How many identifiers the caller will probably take (sizes the first block).
-        package init(expected: Int) {
+        @_spi(DownloadKitInternal) public init(expected: Int) {
             blockSize = 16 * min(max(expected, 1), 256)
         }
 
         /// The next identifier.
-        package mutating func next() -> String {
+        @_spi(DownloadKitInternal) public mutating func next() -> String {
             if used + 16 > pool.count { refill() }
             let start = used
             used += 16

@@ -146,6 +146,20 @@ struct QueueCLITests {
         #expect(bad.exitCode == 64, "\(bad.output)")
     }
 
+    /// The PostgreSQL queue is `downloadkit-fleet`'s (Fleet/): this `downloadkit` links no PostgreSQL client,
+    /// so `--store` is refused for every queue command with a usage error that says where the fleet queue is,
+    /// and no state directory or task is made.
+    @Test func theFleetStoreIsRefusedNamingDownloadkitFleet() async throws {
+        let q = try Queue()
+        let store = "postgres://fleet@127.0.0.1:1/queue?sslmode=disable"
+        for command in [["add", "http://127.0.0.1:1/a.bin"], ["list"], ["run"], ["pause", "--all"], ["resume", "--all"], ["watch"]] {
+            let result = try await queue(["--store", store] + command, q)
+            #expect(result.exitCode == 64, "\(command): \(result.output)")
+            #expect(result.output.contains("downloadkit-fleet"), "\(command): \(result.output)")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: q.state.path).isEmpty)
+    }
+
     @Test func sigkilledRunThenRunAgainCompletesEveryTaskFromItsBytesOnDisk() async throws {
         let size: Int64 = 12 << 20
         let stall: Int64 = 3 << 20

@@ -3,7 +3,7 @@ import HTTPClient
 import HTTPWire
 import Testing
 
-@testable import DownloadKit
+@_spi(DownloadKitInternal) @testable import DownloadKit
 
 /// Every resume rule of a download as a table of events and the actions the machine answers with — no
 /// socket, no file, no clock (issue #12). Each row starts a `DownloadStateMachine` from a partial file

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import DownloadKit
+@_spi(DownloadKitInternal) @testable import DownloadKit
 
 /// The engine names what happened; `DownloadTransition` decides the published (state, reason) pair, so
 /// only these pairs exist (issue #12: `.cancelled` with `.pausedByCaller` was one the old code wrote).

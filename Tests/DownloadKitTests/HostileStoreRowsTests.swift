@@ -4,7 +4,7 @@ import TestOrigin
 import Testing
 
 import DownloadKit
-@testable import DownloadKitManager
+@_spi(DownloadKitInternal) @testable import DownloadKitManager
 
 /// Rows read back from the task store are input too (issue #20): a damaged or hand-edited
 /// `tasks.sqlite` gets a typed error or a clamped value, never a trap.

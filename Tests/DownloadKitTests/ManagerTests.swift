@@ -1,4 +1,4 @@
-import DownloadKit
+@_spi(DownloadKitInternal) import DownloadKit
 import DownloadKitManager
 import Foundation
 import HTTPClient

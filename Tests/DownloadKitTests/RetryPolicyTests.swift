@@ -1,6 +1,6 @@
 import Testing
 
-@testable import DownloadKit
+@_spi(DownloadKitInternal) @testable import DownloadKit
 
 /// The one retry rule of single transfers and segment workers, as failures in and decisions out.
 @Suite("RetryPolicy")

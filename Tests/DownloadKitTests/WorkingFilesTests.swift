@@ -1,7 +1,7 @@
 import HTTPWire
 import Testing
 
-@testable import DownloadKit
+@_spi(DownloadKitInternal) @testable import DownloadKit
 
 /// The one working-file location rule (issue #12): engine, manager and CLI all ask ``WorkingFiles``.
 struct WorkingFilesTests {

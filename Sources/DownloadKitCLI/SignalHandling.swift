@@ -5,7 +5,7 @@ import HTTPClient
 /// Ctrl-C and SIGTERM for `get` and `queue run` (one handler, issue #12): the first signal records the exit
 /// status (130 or 143) and starts the command's shutdown — every running transfer stops with its bytes
 /// checkpointed —; a second signal exits at once (durable bytes are safe on disk either way).
-final class SignalHandling: Sendable {
+public final class SignalHandling: Sendable {
     private let rerunHint: String
     private let shutdown: @Sendable () async -> Void
     private let state = LockedValue<(code: Int32?, closing: Task<Void, Never>?)>((nil, nil))
@@ -15,23 +15,23 @@ final class SignalHandling: Sendable {
     /// - Parameters:
     ///   - rerunHint: What the user runs to resume, for the `error:` line (e.g. "rerun the same command").
     ///   - shutdown: Stops the command's transfers with their progress checkpointed.
-    init(rerunHint: String, shutdown: @escaping @Sendable () async -> Void) {
+    public init(rerunHint: String, shutdown: @escaping @Sendable () async -> Void) {
         self.rerunHint = rerunHint
         self.shutdown = shutdown
     }
 
     /// The exit status to use once a signal arrived.
-    var exitCode: Int32? { state.withLock { $0.code } }
+    public var exitCode: Int32? { state.withLock { $0.code } }
     var isStopping: Bool { exitCode != nil }
 
     /// The `error:` line for the signal that stopped the run.
-    var message: String? {
+    public var message: String? {
         guard let exitCode else { return nil }
         let name = exitCode == Exit.interrupted ? "Ctrl-C" : "SIGTERM"
         return "error: interrupted by \(name); progress was checkpointed, \(rerunHint) to resume"
     }
 
-    func install() {
+    public func install() {
         for (signalNumber, status) in [(SIGINT, Exit.interrupted), (SIGTERM, Exit.terminated)] {
             signal(signalNumber, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
@@ -50,7 +50,7 @@ final class SignalHandling: Sendable {
     }
 
     /// Waits until the shutdown a signal started has finished (returns at once without a signal).
-    func stopped() async {
+    public func stopped() async {
         let closing = state.withLock { $0.closing }
         await closing?.value
     }

@@ -1,5 +1,5 @@
-import DownloadKit
-import DownloadKitManager
+@_spi(DownloadKitInternal) import DownloadKit
+@_spi(DownloadKitInternal) import DownloadKitManager
 import Foundation
 import HTTPClient
 import HTTPWire
@@ -492,7 +492,7 @@ public final class PostgresTaskStore: TaskStoring {
     /// limit holds.
     public func claim(worker: String, count: Int, lease: Duration) async throws -> [Lease] {
         guard count > 0 else { return [] }
-        let seconds = lease.asSeconds
+        let seconds = lease / .seconds(1)
         let now = Date().timeIntervalSince1970
         return try await client.withTransaction(logger: logger) { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(7190020)", logger: logger).drain()
@@ -571,7 +571,7 @@ public final class PostgresTaskStore: TaskStoring {
         query.binds.append(leases.map(\.id))
         query.binds.append(leases.map(\.epoch))
         query.binds.append(leases.map(\.bytes))
-        query.binds.append(lease.asSeconds)
+        query.binds.append(lease / .seconds(1))
         query.binds.append(worker)
         var renewed: Set<String> = []
         for try await id in try await client.query(query, logger: logger).decode(String.self) { renewed.insert(id) }

@@ -1,5 +1,5 @@
 import ArgumentParser
-import DownloadKit
+@_spi(DownloadKitInternal) import DownloadKit
 import Foundation
 import HTTPClient
 import HTTPWire
@@ -310,7 +310,7 @@ extension Download {
     }
 }
 
-enum ProgressMode: String, ExpressibleByArgument, CaseIterable {
+public enum ProgressMode: String, ExpressibleByArgument, CaseIterable, Sendable {
     case auto, bar, json, none
 
     var resolved: ProgressMode {
@@ -320,8 +320,8 @@ enum ProgressMode: String, ExpressibleByArgument, CaseIterable {
 }
 
 /// Parses `--limit-rate` values: a number of bytes per second with an optional K, M or G (powers of 1024).
-enum RateParser {
-    static func parse(_ text: String) -> Int? {
+public enum RateParser {
+    public static func parse(_ text: String) -> Int? {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
         guard let last = trimmed.last else { return nil }
         let multipliers: [Character: Int] = ["k": 1 << 10, "m": 1 << 20, "g": 1 << 30]
@@ -355,8 +355,8 @@ enum HeaderParser {
 }
 
 /// Runs `--on-complete` with the file's path as its last argument, through `/bin/sh`.
-enum CompletionCommand {
-    static func run(_ command: String, path: String, renderer: ProgressRenderer) async {
+public enum CompletionCommand {
+    public static func run(_ command: String, path: String, renderer: ProgressRenderer) async {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         process.arguments = ["-c", command + " \"$@\"", "downloadkit-on-complete", path]

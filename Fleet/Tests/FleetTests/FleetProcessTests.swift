@@ -1,4 +1,4 @@
-import DownloadKit
+@_spi(DownloadKitInternal) import DownloadKit
 import DownloadKitManager
 import DownloadKitPostgres
 import Foundation
@@ -6,7 +6,7 @@ import Glibc
 import Testing
 import TestOrigin
 
-/// The fleet end to end: `downloadkit queue run --store postgres://…` worker processes on one queue in a
+/// The fleet end to end: `downloadkit-fleet queue run --store postgres://…` worker processes on one queue in a
 /// PostgreSQL server the test starts, downloading rate-limited files from the fault origin into one
 /// shared directory. One worker is killed (SIGKILL) or paused past its lease (SIGSTOP) mid-transfer.
 /// Nothing here is timed: the tests wait for states and then count bytes, requests and leases.

@@ -1,4 +1,4 @@
-import DownloadKit
+@_spi(DownloadKitInternal) import DownloadKit
 import DownloadKitManager
 import DownloadKitPostgres
 import Foundation
@@ -40,11 +40,11 @@ func eventually(seconds: Double = 120, _ condition: () async throws -> Bool) asy
 
 enum Fleet {
     /// The `downloadkit` executable built beside the tests.
-    static let executable: String? = builtExecutable(named: "downloadkit")
+    static let executable: String? = builtExecutable(named: "downloadkit-fleet")
 
     /// Runs `downloadkit` to completion (off the cooperative pool); returns its status and output.
     static func run(_ arguments: [String], in directory: String) async throws -> (status: Int32, output: String) {
-        let executable = try #require(executable, "downloadkit executable not found next to the tests; run swift build --build-tests")
+        let executable = try #require(executable, "downloadkit-fleet executable not found next to the tests; run swift build --package-path Fleet --build-tests")
         return try await offloaded {
             let log = directory + "/../cli-\(UUID().uuidString).log"
             defer { try? FileManager.default.removeItem(atPath: log) }

@@ -4,7 +4,7 @@ import HTTPWire
 
 /// Draws progress: live bars on a terminal (stderr), JSON lines (stdout), or nothing; errors always
 /// go to stderr as lines beginning `error:`.
-actor ProgressRenderer {
+public actor ProgressRenderer {
     private struct Row {
         var name: String
         var progress = DownloadProgress()
@@ -19,7 +19,7 @@ actor ProgressRenderer {
     private let count: Int
     private var suppressErrors = false
 
-    init(mode: ProgressMode, count: Int) {
+    public init(mode: ProgressMode, count: Int) {
         self.mode = mode
         self.count = count
     }
@@ -103,7 +103,7 @@ actor ProgressRenderer {
         if mode == .bar { printAbove(text) } else { printError(text) }
     }
 
-    func finish() {
+    public func finish() {
         if mode == .bar { draw(final: true) }
     }
 

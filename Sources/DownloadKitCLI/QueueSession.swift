@@ -10,7 +10,7 @@ import HTTPClient
 /// looks at or edits the queue (and `run` can subscribe to everything before the first transfer starts),
 /// and with `startsRestoredTasks`, so tasks that were waiting or running when a previous run stopped or
 /// was killed stay in the waiting line instead of being rewritten as paused.
-final class QueueSession: Sendable {
+public final class QueueSession: Sendable {
     let manager: DownloadManager
     /// Drives the manager's network status: `run` reports the network reachable to start transfers.
     let network: ManualNetworkMonitor
@@ -54,7 +54,7 @@ final class QueueSession: Sendable {
     }
 
     /// Prints an `error:` line for a manager error and returns the exit to throw.
-    static func failure(_ error: any Error) -> ExitCode {
+    public static func failure(_ error: any Error) -> ExitCode {
         if let error = error as? DownloadManagerError {
             QueueOutput.error("error: \(error.detail)")
             return ExitCode(error.code == .storage ? Exit.fileSystem : Exit.failure)

@@ -2,8 +2,8 @@ import ArgumentParser
 import DownloadKit
 
 /// Exit statuses, grouped by cause (documented in `--help`).
-enum Exit {
-    static let failure: Int32 = 1
+public enum Exit {
+    public static let failure: Int32 = 1
     static let httpStatus: Int32 = 3
     static let network: Int32 = 4
     static let tls: Int32 = 5
@@ -17,7 +17,7 @@ enum Exit {
     static let terminated: Int32 = 143
 
     /// The exit status for a download error: one per ``DownloadError/Category`` (the library classifies).
-    static func status(for error: DownloadError) -> Int32 {
+    public static func status(for error: DownloadError) -> Int32 {
         switch error.category {
         case .httpStatus: httpStatus
         case .network: network

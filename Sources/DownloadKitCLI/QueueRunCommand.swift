@@ -101,11 +101,18 @@ struct QueueRunCommand: AsyncParsableCommand {
             QueueOutput.error(error.detail)
             throw ExitCode.validationFailure
         }
-        if let store = try queue.fleetStore() {
+        if let (fleet, store) = try queue.fleetStore() {
             if startPausedTasks { throw ValidationError("--start-paused-tasks works on the SQLite queue only") }
             var logger = download.logger ?? Logger(label: "downloadkit.fleet", factory: { _ in SwiftLogNoOpLogHandler() })
             logger[metadataKey: "worker"] = .string(workerID ?? "")
-            try await QueueFleet.run(store, options: self, download: download, logger: logger)
+            let auth = self.auth
+            let run = FleetRun(
+                workerID: workerID, maxConcurrent: maxConcurrent, leaseSeconds: leaseSeconds, pollSeconds: pollSeconds,
+                fleetMaxConcurrent: fleetMaxConcurrent, globalRateLimit: limitRate.flatMap(RateParser.parse),
+                workerHeader: workerHeader, quiet: logging.progressMode(progress) == .none, onComplete: onComplete,
+                download: download, logger: logger,
+                bindCredentials: { authenticator, urls in try auth.bindCredentials(in: authenticator, to: urls) })
+            try await fleet.run(store, run)
             return
         }
         let configuration = DownloadManagerConfiguration(

@@ -1,7 +1,6 @@
 import ArgumentParser
 import DownloadKit
 import DownloadKitManager
-import DownloadKitPostgres
 import Foundation
 
 /// `downloadkit queue`: a persistent download queue (like aria2's session) on top of `DownloadManager`.
@@ -35,8 +34,14 @@ struct QueueCommand: AsyncParsableCommand {
     @Option(name: .customLong("store"), help: "A PostgreSQL queue shared by several hosts: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE (add, list, run, pause, resume; docs/FLEET.md).")
     var store: String?
 
-    /// The PostgreSQL store `--store` names, if any.
-    func fleetStore() throws -> PostgresStoreURL? { try QueueFleet.storeURL(store) }
+    /// The fleet queue and the store `--store` names, or nil for the SQLite queue. Refused, naming
+    /// `downloadkit-fleet`, in an executable without a fleet queue (``FleetQueues``).
+    func fleetStore() throws -> (queue: any FleetQueue, store: String)? {
+        guard let store else { return nil }
+        guard let queue = FleetQueues.current else { throw ValidationError(FleetQueues.missing) }
+        try queue.validate(store)
+        return (queue, store)
+    }
 
     /// Refuses `--store` for a command the PostgreSQL queue does not offer.
     func refusingFleetStore(_ command: String) throws {
@@ -119,8 +124,8 @@ struct QueueAddCommand: AsyncParsableCommand {
                 url: url, fileID: fileID, destination: destination, priority: DownloadPriority(rawValue: priority),
                 checksum: checksum, group: group)
         }
-        if let store = try queue.fleetStore() {
-            for id in try await QueueFleet.add(store, requests) { print(id) }
+        if let (fleet, store) = try queue.fleetStore() {
+            for id in try await fleet.add(store, requests) { print(id) }
             return
         }
         let session = try await QueueSession.open(queue.stateDirectory)
@@ -158,15 +163,15 @@ struct QueueListCommand: AsyncParsableCommand {
     var json = false
 
     func run() async throws {
-        if let store = try queue.fleetStore() {
-            try QueueFleet.printList(try await QueueFleet.list(store), json: json)
+        if let (fleet, store) = try queue.fleetStore() {
+            try await fleet.list(store, json: json)
             return
         }
         let session = try await QueueSession.open(queue.stateDirectory)
         let tasks = await session.manager.allTasks()
         await session.close()
         if json {
-            let objects = tasks.map(Self.jsonObject)
+            let objects = tasks.map(QueueListing.jsonObject)
             let data = try JSONSerialization.data(withJSONObject: objects, options: [.sortedKeys, .prettyPrinted])
             FileHandle.standardOutput.write(data + Data("\n".utf8))
             return
@@ -175,8 +180,8 @@ struct QueueListCommand: AsyncParsableCommand {
         var rows = [["ID", "STATE", "BYTES", "PRIORITY", "GROUP", "URL", "DESTINATION"]]
         for task in tasks {
             rows.append([
-                task.id, task.state.rawValue, Self.bytes(task), String(task.priority.rawValue), task.group ?? "-",
-                task.listingURL, Self.destination(task),
+                task.id, task.state.rawValue, QueueListing.bytes(task), String(task.priority.rawValue), task.group ?? "-",
+                task.listingURL, QueueListing.destination(task),
             ])
         }
         // Pad every column but the last.
@@ -195,13 +200,17 @@ struct QueueListCommand: AsyncParsableCommand {
         FileHandle.standardOutput.write(Data(text.utf8))
     }
 
-    static func bytes(_ task: ManagedTask) -> String {
+}
+
+/// How `queue list` shows a task (the table's cells and the JSON object); `downloadkit-fleet` lists with the same.
+public enum QueueListing {
+    public static func bytes(_ task: ManagedTask) -> String {
         guard let total = task.totalBytes else { return ProgressRenderer.bytes(task.bytesReceived) + "/?" }
         let percent = task.fraction.map { " (\(Int(($0 * 100).rounded(.down)))%)" } ?? ""
         return ProgressRenderer.bytes(task.bytesReceived) + "/" + ProgressRenderer.bytes(total) + percent
     }
 
-    static func destination(_ task: ManagedTask) -> String {
+    public static func destination(_ task: ManagedTask) -> String {
         if let path = task.path { return path }
         switch task.destination {
         case .file(let path): return path
@@ -209,7 +218,7 @@ struct QueueListCommand: AsyncParsableCommand {
         }
     }
 
-    static func jsonObject(_ task: ManagedTask) -> [String: Any] {
+    public static func jsonObject(_ task: ManagedTask) -> [String: Any] {
         var object: [String: Any] = [
             "id": task.id, "state": task.state.rawValue, "bytesReceived": task.bytesReceived,
             "priority": task.priority.rawValue, "url": task.listingURL, "destination": destination(task),
@@ -242,13 +251,25 @@ struct QueueTaskSelection: ParsableArguments {
         if !ids.isEmpty && all { throw ValidationError("give task ids or --all, not both") }
     }
 
+    /// The ids and `--all` as a value (what the fleet queue takes).
+    var selection: TaskSelection { TaskSelection(ids: ids, all: all) }
+
     /// The full ids selected (all must resolve, else nothing changes).
     func resolve(in manager: DownloadManager) async throws -> [String] {
-        try resolve(among: await manager.allTasks().map(\.id))
+        try selection.resolve(among: await manager.allTasks().map(\.id))
     }
+}
 
-    /// The full ids selected among `known` (all must resolve, else nothing changes).
-    func resolve(among known: [String]) throws -> [String] {
+/// Task ids as given on the command line (a unique prefix is enough), or every task.
+public struct TaskSelection: Sendable {
+    /// The ids or prefixes given.
+    public let ids: [String]
+    /// `--all`: every task.
+    public let all: Bool
+
+    /// The full ids selected among `known` (all must resolve, else nothing changes): an id or prefix that
+    /// matches no task, or several, is an `error:` line and exit status 1.
+    public func resolve(among known: [String]) throws -> [String] {
         if all { return known }
         var resolved: [String] = []
         for given in ids {
@@ -280,8 +301,8 @@ struct QueuePauseCommand: AsyncParsableCommand {
     @OptionGroup var selection: QueueTaskSelection
 
     func run() async throws {
-        if let store = try queue.fleetStore() {
-            try await QueueFleet.change(store, selection, pausing: true)
+        if let (fleet, store) = try queue.fleetStore() {
+            try await fleet.change(store, selection.selection, pausing: true)
             return
         }
         try await QueueSession.change(queue.stateDirectory, selection) { manager, ids in
@@ -300,8 +321,8 @@ struct QueueResumeCommand: AsyncParsableCommand {
     @OptionGroup var selection: QueueTaskSelection
 
     func run() async throws {
-        if let store = try queue.fleetStore() {
-            try await QueueFleet.change(store, selection, pausing: false)
+        if let (fleet, store) = try queue.fleetStore() {
+            try await fleet.change(store, selection.selection, pausing: false)
             return
         }
         try await QueueSession.change(queue.stateDirectory, selection) { manager, ids in
@@ -333,16 +354,39 @@ struct QueueRemoveCommand: AsyncParsableCommand {
 
 // MARK: - Shared
 
-enum QueuePaths {
+public enum QueuePaths {
     /// `path` made absolute against the current directory (and standardised).
-    static func absolute(_ path: String) -> String {
+    public static func absolute(_ path: String) -> String {
         let full = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
         return URL(fileURLWithPath: full).standardizedFileURL.path
     }
 }
 
-enum QueueOutput {
-    static func error(_ line: String) {
+public enum QueueOutput {
+    public static func error(_ line: String) {
         FileHandle.standardError.write(Data((line + "\n").utf8))
+    }
+}
+
+/// `downloadkit queue --store postgres://… watch`: every task's state changes from the whole fleet, as
+/// JSON lines, until Ctrl-C (LISTEN/NOTIFY, docs/FLEET.md).
+struct QueueWatchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "watch",
+        abstract: "With --store: print every task's state changes from the whole fleet as JSON lines, until Ctrl-C.",
+        discussion: """
+            Each line is {"id", "state", "epoch", "worker"}: the task's state (waiting, running, paused, completed, \
+            failed, cancelled, or removed) under the lease epoch of that worker. Progress is not reported. The \
+            first line, {"listening": true}, says that every change committed from then on will be printed.
+            """
+    )
+
+    @ParentCommand var queue: QueueCommand
+
+    func run() async throws {
+        guard let (fleet, store) = try queue.fleetStore() else {
+            throw ValidationError("queue watch needs --store postgres://…")
+        }
+        try await fleet.watch(store)
     }
 }

@@ -1,5 +1,5 @@
 import ArgumentParser
-import DownloadKit
+@_spi(DownloadKitInternal) import DownloadKit
 import Foundation
 import HTTPClient
 

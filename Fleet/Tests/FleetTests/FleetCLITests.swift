@@ -1,4 +1,4 @@
-import DownloadKit
+@_spi(DownloadKitInternal) import DownloadKit
 import DownloadKitManager
 import DownloadKitPostgres
 import Foundation
@@ -6,7 +6,7 @@ import Glibc
 import Testing
 import TestOrigin
 
-/// `downloadkit queue --store postgres://…`: add, list, run and their refusals, and a worker stopped
+/// `downloadkit-fleet queue --store postgres://…`: add, list, run and their refusals, and a worker stopped
 /// with SIGTERM giving its task back to the queue.
 @Suite(.serialized, .timeLimit(.minutes(10)))
 struct FleetCLITests {

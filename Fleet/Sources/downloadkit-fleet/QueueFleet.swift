@@ -1,17 +1,60 @@
 import ArgumentParser
 import DownloadKit
+import DownloadKitCLI
 import DownloadKitManager
 import DownloadKitPostgres
 import Foundation
-import HTTPClient
 import Logging
+import Synchronization
 
-/// `downloadkit queue --store postgres://…`: the queue in PostgreSQL, shared by several hosts; `queue run`
-/// on each host is one worker of the fleet (docs/FLEET.md).
-enum QueueFleet {
-    /// The store `--store` names, or nil when the queue is the state directory's SQLite.
-    static func storeURL(_ store: String?) throws -> PostgresStoreURL? {
-        guard let store else { return nil }
+/// `downloadkit-fleet queue --store postgres://…`: the queue in PostgreSQL, shared by several hosts; `queue run`
+/// on each host is one worker of the fleet (docs/FLEET.md). Plugged into the commands of `downloadkit`
+/// (``FleetQueue``), which has no PostgreSQL client of its own.
+struct QueueFleet: FleetQueue {
+    func validate(_ store: String) throws { _ = try Self.storeURL(store) }
+
+    func add(_ store: String, _ requests: [DownloadManager.TaskRequest]) async throws -> [String] {
+        try await Self.add(try Self.storeURL(store), requests)
+    }
+
+    func list(_ store: String, json: Bool) async throws {
+        try Self.printList(try await Self.list(try Self.storeURL(store)), json: json)
+    }
+
+    func change(_ store: String, _ selection: TaskSelection, pausing: Bool) async throws {
+        try await Self.change(try Self.storeURL(store), selection, pausing: pausing)
+    }
+
+    func run(_ store: String, _ run: FleetRun) async throws {
+        try await Self.run(try Self.storeURL(store), options: run)
+    }
+
+    func watch(_ store: String) async throws {
+        let url = try Self.storeURL(store)
+        let store = try await Self.open(url)
+        do {
+            for try await event in store.taskEvents() {
+                var object: [String: Any]
+                switch event {
+                case .listening:
+                    object = ["listening": true]
+                case .changed(let id, let state, let epoch, let worker):
+                    object = ["id": id, "state": state, "epoch": epoch]
+                    if let worker { object["worker"] = worker }
+                }
+                let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
+                FileHandle.standardOutput.write(data + Data("\n".utf8))
+            }
+        } catch {
+            await store.close()
+            QueueOutput.error("error: the event stream from \(url) ended: \(error)")
+            throw ExitCode(Exit.failure)
+        }
+        await store.close()
+    }
+
+    /// The PostgreSQL store `--store` names.
+    static func storeURL(_ store: String) throws -> PostgresStoreURL {
         guard let url = PostgresStoreURL(store) else {
             throw ValidationError(
                 "--store must be postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE (optionally ?sslmode=disable|prefer|require or ?host=/socket/directory); the SQLite queue is --state DIR")
@@ -59,9 +102,9 @@ enum QueueFleet {
     }
 
     /// `queue run` as a worker of the fleet: until nothing waits or runs anywhere in the queue.
-    static func run(
-        _ url: PostgresStoreURL, options: QueueRunCommand, download: DownloadConfiguration, logger: Logger
-    ) async throws {
+    static func run(_ url: PostgresStoreURL, options: FleetRun) async throws {
+        let download = options.download
+        let logger = options.logger
         let store = try await open(url)
         if let limit = options.fleetMaxConcurrent {
             do {
@@ -77,20 +120,20 @@ enum QueueFleet {
             lease: .milliseconds(Int64(options.leaseSeconds * 1000)),
             pollInterval: .milliseconds(Int64(options.pollSeconds * 1000)),
             busyRetryDelay: .milliseconds(Int64(min(options.pollSeconds, 1) * 1000)),
-            download: download, globalRateLimit: options.limitRate.flatMap(RateParser.parse),
+            download: download, globalRateLimit: options.globalRateLimit,
             identifiesInRequests: options.workerHeader, logger: logger)
         // --user and netrc credentials go to the origins of the tasks this worker runs, each bound as it
         // is claimed (the netrc file is read once now, so a malformed one stops the run at once).
         if let authenticator = download.client.authenticator {
             do {
-                try options.auth.bindCredentials(in: authenticator, to: [])
+                try options.bindCredentials(authenticator, [])
             } catch {
                 await store.close()
                 throw error
             }
-            let auth = options.auth
+            let bind = options.bindCredentials
             configuration.willStart = { task in
-                try? auth.bindCredentials(in: authenticator, to: [task.originalURL, task.currentURL])
+                try? bind(authenticator, [task.originalURL, task.currentURL])
             }
         }
         let worker: FleetWorker
@@ -100,9 +143,9 @@ enum QueueFleet {
             await store.close()
             throw QueueSession.failure(error)
         }
-        let quiet = options.logging.progressMode(options.progress) == .none
+        let quiet = options.quiet
         // --on-complete runs beside the worker; the run waits for every one before it exits.
-        let hooks = LockedValue<[Task<Void, Never>]>([])
+        let hooks = Mutex<[Task<Void, Never>]>([])
         let renderer = ProgressRenderer(mode: .none, count: 0)
         let onComplete = options.onComplete
         await worker.setEventHandler { event in
@@ -129,7 +172,7 @@ enum QueueFleet {
                 break
             }
         }
-        let signals = SignalHandling(rerunHint: "run `downloadkit queue run --store …` again") {
+        let signals = SignalHandling(rerunHint: "run `downloadkit-fleet queue run --store …` again") {
             await worker.stop()
         }
         signals.install()
@@ -154,7 +197,7 @@ enum QueueFleet {
     }
 
     /// `pause` / `resume` on the PostgreSQL queue: a running task's worker stops writing at its next heartbeat.
-    static func change(_ url: PostgresStoreURL, _ selection: QueueTaskSelection, pausing: Bool) async throws {
+    static func change(_ url: PostgresStoreURL, _ selection: TaskSelection, pausing: Bool) async throws {
         let store = try await open(url)
         do {
             let ids = try selection.resolve(among: try await store.fleetTasks().map(\.task.id))
@@ -177,7 +220,7 @@ enum QueueFleet {
     static func printList(_ tasks: [FleetTask], json: Bool) throws {
         if json {
             let objects = tasks.map { fleet -> [String: Any] in
-                var object = QueueListCommand.jsonObject(fleet.task)
+                var object = QueueListing.jsonObject(fleet.task)
                 object["leaseEpoch"] = fleet.leaseEpoch
                 if let owner = fleet.leaseOwner { object["worker"] = owner }
                 object["leaseLive"] = fleet.leaseIsLive
@@ -193,8 +236,8 @@ enum QueueFleet {
             let task = fleet.task
             let worker = fleet.leaseOwner.map { fleet.leaseIsLive || task.state != .running ? $0 : $0 + " (expired)" } ?? "-"
             rows.append([
-                task.id, task.state.rawValue, QueueListCommand.bytes(task), String(task.priority.rawValue), worker,
-                task.listingURL, QueueListCommand.destination(task),
+                task.id, task.state.rawValue, QueueListing.bytes(task), String(task.priority.rawValue), worker,
+                task.listingURL, QueueListing.destination(task),
             ])
         }
         let widths = (0..<rows[0].count - 1).map { column in rows.map { $0[column].count }.max() ?? 0 }
@@ -207,47 +250,5 @@ enum QueueFleet {
             text += line + "\n"
         }
         FileHandle.standardOutput.write(Data(text.utf8))
-    }
-}
-
-/// `downloadkit queue --store postgres://… watch`: every task's state changes from the whole fleet, as
-/// JSON lines, until Ctrl-C (LISTEN/NOTIFY, docs/FLEET.md).
-struct QueueWatchCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "watch",
-        abstract: "With --store: print every task's state changes from the whole fleet as JSON lines, until Ctrl-C.",
-        discussion: """
-            Each line is {"id", "state", "epoch", "worker"}: the task's state (waiting, running, paused, completed, \
-            failed, cancelled, or removed) under the lease epoch of that worker. Progress is not reported. The \
-            first line, {"listening": true}, says that every change committed from then on will be printed.
-            """
-    )
-
-    @ParentCommand var queue: QueueCommand
-
-    func run() async throws {
-        guard let url = try queue.fleetStore() else {
-            throw ValidationError("queue watch needs --store postgres://…")
-        }
-        let store = try await QueueFleet.open(url)
-        do {
-            for try await event in store.taskEvents() {
-                var object: [String: Any]
-                switch event {
-                case .listening:
-                    object = ["listening": true]
-                case .changed(let id, let state, let epoch, let worker):
-                    object = ["id": id, "state": state, "epoch": epoch]
-                    if let worker { object["worker"] = worker }
-                }
-                let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])
-                FileHandle.standardOutput.write(data + Data("\n".utf8))
-            }
-        } catch {
-            await store.close()
-            QueueOutput.error("error: the event stream from \(url) ended: \(error)")
-            throw ExitCode(Exit.failure)
-        }
-        await store.close()
     }
 }

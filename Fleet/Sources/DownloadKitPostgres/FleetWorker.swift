@@ -1,9 +1,10 @@
-import DownloadKit
-import DownloadKitManager
+@_spi(DownloadKitInternal) import DownloadKit
+@_spi(DownloadKitInternal) import DownloadKitManager
 import Foundation
 import HTTPClient
 import HTTPWire
 import Logging
+import Synchronization
 
 /// One worker of a fleet: downloads the tasks it claims from a shared ``PostgresTaskStore`` under leases
 /// (docs/FLEET.md).
@@ -145,7 +146,7 @@ public actor FleetWorker {
         eventHandler = handler
     }
 
-    private var leaseSeconds: Double { configuration.lease.asSeconds }
+    private var leaseSeconds: Double { configuration.lease / .seconds(1) }
 
     /// The local deadline of a lease granted or renewed by a request sent at `sent` (monotonic): a tenth
     /// short of the lease, so it passes before the server's deadline does.
@@ -447,17 +448,22 @@ public actor FleetWorker {
     /// the cooperative pool): false when it throws or takes longer than `seconds`.
     static func blockingAnswer(seconds: Double, _ question: @escaping @Sendable () async throws -> Bool) -> Bool {
         let semaphore = DispatchSemaphore(value: 0)
-        let answer = LockedValue(false)
+        let answer = AnswerBox()
         let asking = Task {
             let value = (try? await question()) ?? false
-            answer.withLock { $0 = value }
+            answer.value.withLock { $0 = value }
             semaphore.signal()
         }
         if semaphore.wait(timeout: .now() + seconds) == .timedOut {
             asking.cancel()
             return false
         }
-        return answer.withLock { $0 }
+        return answer.value.withLock { $0 }
+    }
+
+    /// Where the asking task leaves its answer for ``blockingAnswer(seconds:_:)``.
+    private final class AnswerBox: Sendable {
+        let value = Mutex(false)
     }
 
     /// The size of a task's partial file now (0 without one).
