@@ -147,6 +147,17 @@ let package = Package(
             ],
             path: "Benchmarks/downloadkit-bench"
         ),
+        // The fleet's benchmark (docs/BENCHMARKS.md, "Fleet"): claims per second on one PostgreSQL server and the
+        // restore of a queue, beside SQLite. Apart from downloadkit-bench so that one never links postgres-nio;
+        // not a product either.
+        .executableTarget(
+            name: "downloadkit-fleet-bench",
+            dependencies: [
+                "DownloadKitPostgres", "DownloadKitManager", "DownloadKit", "TestOrigin",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Benchmarks/downloadkit-fleet-bench"
+        ),
         .testTarget(name: "HTTPWireTests", dependencies: ["HTTPWire"]),
         .testTarget(
             name: "HTTPClientTests",
@@ -188,6 +199,8 @@ let package = Package(
             name: "FleetTests",
             dependencies: [
                 "DownloadKitPostgres", "DownloadKit", "DownloadKitManager", "TestOrigin",
+                // FleetBenchCheckTests: the bench's exactly-once check on claims from a real store.
+                "downloadkit-fleet-bench",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ]),
     ]
