@@ -18,10 +18,10 @@
 #
 # The fleet's bench (downloadkit-fleet-bench: claims per second at 1, 4 and 16 workers on one PostgreSQL
 # server it starts itself, and the restore of 100,000 queued tasks from PostgreSQL and from SQLite) runs
-# after the others, into the same output directory (fleet-results.md, fleet-results.json; ~5 minutes); it
+# after the others, into the same output directory (fleet-results.md, fleet-results.json; ~4 minutes); it
 # gets --output, --runs and --quick. It is left out when --scenarios picks scenarios of the main bench.
 #   Scripts/bench.sh --fleet-only                  # just the fleet's bench (options: --output, --runs, --quick)
-#   Scripts/bench.sh --fleet-only --quick --runs 1 # its smoke run (2,000 claims, 10,000 restored)
+#   Scripts/bench.sh --fleet-only --quick --runs 1 # its smoke run (500 claims, 10,000 restored)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

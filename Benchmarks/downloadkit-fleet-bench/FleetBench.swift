@@ -14,12 +14,12 @@ struct FleetBench: AsyncParsableCommand {
         discussion: """
             Starts its own PostgreSQL server (initdb + pg_ctl on a free loopback port, as the postgres user when \
             run as root; Debian's postgresql package). Writes fleet-results.md and fleet-results.json into \
-            --output. Exits non-zero when any task was claimed twice or left unclaimed. Default: 20,000 tasks at \
-            1, 4 and 16 workers and a restore of 100,000 tasks, 3 runs each (about 5 minutes in release on 2 cores).
+            --output. Exits non-zero when any task was claimed twice or left unclaimed. Default: 3,000 tasks at \
+            1, 4 and 16 workers and a restore of 100,000 tasks, 3 runs each (about 4 minutes in release on 2 cores).
             """,
         version: DownloadKitVersion.string)
 
-    @Flag(help: "Small sizes (2,000 tasks to claim, 10,000 to restore) for a smoke run; accepts --runs 1.")
+    @Flag(help: "Small sizes (500 tasks to claim, 10,000 to restore) for a smoke run; accepts --runs 1.")
     var quick = false
 
     @Option(help: "Runs of every row (default 3; medians need at least 3).")
@@ -28,7 +28,7 @@ struct FleetBench: AsyncParsableCommand {
     @Option(help: "Comma-separated numbers of concurrent workers (default 1,4,16).")
     var workers = "1,4,16"
 
-    @Option(help: "Tasks queued for each claims run (default 20,000; 2,000 with --quick).")
+    @Option(help: "Tasks queued for each claims run (default 3,000; 500 with --quick).")
     var claimTasks: Int?
 
     @Option(help: "Tasks queued and restored (default 100,000; 10,000 with --quick).")
@@ -57,7 +57,7 @@ struct FleetBench: AsyncParsableCommand {
     func run() async throws {
         let runs = self.runs ?? 3
         let counts = try workerCounts()
-        let claimCount = claimTasks ?? (quick ? 2_000 : 20_000)
+        let claimCount = claimTasks ?? (quick ? 500 : 3_000)
         let restoreCount = restoreTasks ?? (quick ? 10_000 : 100_000)
         let outputDirectory = output.hasPrefix("/") ? output : FileManager.default.currentDirectoryPath + "/" + output
         let scratch = NSTemporaryDirectory() + "dk-fleet-bench-\(getpid())"
