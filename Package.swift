@@ -139,10 +139,12 @@ let package = Package(
         // The benchmark: an executable target of this (root) package, deliberately not a product, so a package
         // that depends on DownloadKit never sees it or the test harness it links (issue #12). `swift build
         // --product downloadkit-bench` and Scripts/bench.sh still build it here.
+        // What both benchmarks state their figures with (spread, number formats, machine); no DownloadKit.
+        .target(name: "BenchSupport", dependencies: ["TestOrigin"], path: "Benchmarks/BenchSupport"),
         .executableTarget(
             name: "downloadkit-bench",
             dependencies: [
-                "DownloadKit", "DownloadKitManager", "HTTPClient", "TestOrigin",
+                "DownloadKit", "DownloadKitManager", "HTTPClient", "TestOrigin", "BenchSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Benchmarks/downloadkit-bench"
@@ -153,7 +155,7 @@ let package = Package(
         .executableTarget(
             name: "downloadkit-fleet-bench",
             dependencies: [
-                "DownloadKitPostgres", "DownloadKitManager", "DownloadKit", "TestOrigin",
+                "DownloadKitPostgres", "DownloadKitManager", "DownloadKit", "TestOrigin", "BenchSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             path: "Benchmarks/downloadkit-fleet-bench"

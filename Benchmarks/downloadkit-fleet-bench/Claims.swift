@@ -48,7 +48,7 @@ struct ClaimsRun {
             try await store.register(worker: worker, maxConcurrent: 1)
             stores.append((worker, store))
         }
-        let start = monotonicSeconds()
+        let start = ContinuousClock.now
         let claims: [ClaimTally.Claim]
         do {
             claims = try await withThrowingTaskGroup(of: [ClaimTally.Claim].self) { group in
@@ -63,7 +63,7 @@ struct ClaimsRun {
             for (_, store) in stores { await store.close() }
             throw error
         }
-        let seconds = monotonicSeconds() - start
+        let seconds = secondsSince(start)
         for (_, store) in stores { await store.close() }
 
         var problems = ClaimTally(queued: Set(queued), claims: claims).problems()

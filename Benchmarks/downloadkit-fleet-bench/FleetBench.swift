@@ -1,4 +1,5 @@
 import ArgumentParser
+import BenchSupport
 import DownloadKit
 import DownloadKitPostgres
 import Foundation
@@ -136,6 +137,6 @@ struct FleetBench: AsyncParsableCommand {
             enqueueMilliseconds: [
                 "SQLite enqueue (one call)": prepared.sqlite * 1000, "PostgreSQL add (1,000 per call)": prepared.postgres * 1000,
             ],
-            loadAverageAtEnd: FleetMachine.loadAverage())
+            loadAverageAtEnd: MachineProbe.loadAverage())
     }
 }

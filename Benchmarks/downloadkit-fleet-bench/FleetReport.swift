@@ -1,6 +1,5 @@
+import BenchSupport
 import Foundation
-import Glibc
-import TestOrigin
 
 /// Where and with what the fleet bench ran.
 struct FleetMachine: Codable, Sendable {
@@ -14,36 +13,16 @@ struct FleetMachine: Codable, Sendable {
     var loadAverageAtStart: String
 
     static func collect(postgresBinaries: String) -> FleetMachine {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime]
         #if DEBUG
             let build = "debug (absolute figures are slow: use -c release)"
         #else
             let build = "release"
         #endif
         return FleetMachine(
-            date: formatter.string(from: Date()), uname: firstLine(of: "uname", ["-a"]), cpuModel: cpuModel(),
-            cpuCount: Int(sysconf(Int32(_SC_NPROCESSORS_ONLN))), buildConfiguration: build,
-            postgres: firstLine(of: postgresBinaries + "/postgres", ["--version"]), loadAverageAtStart: loadAverage())
-    }
-
-    static func loadAverage() -> String {
-        guard let text = try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8) else { return "unknown" }
-        return text.split(separator: " ").prefix(3).joined(separator: " ")
-    }
-
-    private static func firstLine(of executable: String, _ arguments: [String]) -> String {
-        guard let result = try? ProcessRunner.run(executable, arguments) else { return "unknown" }
-        let line = result.output.split(whereSeparator: \.isNewline).first { !$0.isEmpty }
-        return line.map { String($0).trimmingCharacters(in: .whitespaces) } ?? "unknown"
-    }
-
-    private static func cpuModel() -> String {
-        guard let text = try? String(contentsOfFile: "/proc/cpuinfo", encoding: .utf8) else { return "unknown" }
-        for line in text.split(separator: "\n") where line.hasPrefix("model name") {
-            if let colon = line.firstIndex(of: ":") { return line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces) }
-        }
-        return "unknown"
+            date: MachineProbe.date(), uname: MachineProbe.firstLine(of: "uname", ["-a"]), cpuModel: MachineProbe.cpuModel(),
+            cpuCount: MachineProbe.cpuCount, buildConfiguration: build,
+            postgres: MachineProbe.firstLine(of: postgresBinaries + "/postgres", ["--version"]),
+            loadAverageAtStart: MachineProbe.loadAverage())
     }
 }
 

@@ -43,22 +43,22 @@ struct RestoreRun {
     /// Queues the tasks in both stores; returns the seconds each took.
     func prepare() async throws -> (sqlite: Double, postgres: Double) {
         let requests = (0..<count).map { taskRequest($0, prefix: "restore", directory: directory) }
-        var start = monotonicSeconds()
+        var start = ContinuousClock.now
         let manager = try await DownloadManager(
             stateDirectory: sqliteState, configuration: Self.configuration, networkMonitor: ManualNetworkMonitor(Self.offline))
         let ids = try await manager.enqueue(requests)
         await manager.close()
-        let sqlite = monotonicSeconds() - start
+        let sqlite = secondsSince(start)
         guard Set(ids).count == count else { throw Failure(description: "SQLite: enqueued \(Set(ids).count) of \(count)") }
-        start = monotonicSeconds()
+        start = ContinuousClock.now
         let added = try await ClaimsRun.queue(count, at: postgres, directory: directory, prefix: "restore")
         guard Set(added).count == count else { throw Failure(description: "PostgreSQL: added \(Set(added).count) of \(count)") }
-        return (sqlite, monotonicSeconds() - start)
+        return (sqlite, secondsSince(start))
     }
 
     /// Restores once `way`; returns its seconds (checked: every task restored, still waiting).
     func measure(_ way: Way) async throws -> Double {
-        let start = monotonicSeconds()
+        let start = ContinuousClock.now
         let restored: [ManagedTask]
         let seconds: Double
         switch way {
@@ -66,7 +66,7 @@ struct RestoreRun {
             let manager = try await DownloadManager(
                 stateDirectory: sqliteState, configuration: Self.configuration,
                 networkMonitor: ManualNetworkMonitor(Self.offline))
-            seconds = monotonicSeconds() - start
+            seconds = secondsSince(start)
             restored = await manager.allTasks()
             await manager.close()
         case .postgresManager:
@@ -75,7 +75,7 @@ struct RestoreRun {
                 let manager = try await DownloadManager(
                     stateDirectory: postgresState, store: store, configuration: Self.configuration,
                     networkMonitor: ManualNetworkMonitor(Self.offline))
-                seconds = monotonicSeconds() - start
+                seconds = secondsSince(start)
                 restored = await manager.allTasks()
                 await manager.close()
             } catch {
@@ -87,7 +87,7 @@ struct RestoreRun {
             let store = try await PostgresTaskStore.open(postgres)
             do {
                 restored = try await store.fleetTasks().map(\.task)
-                seconds = monotonicSeconds() - start
+                seconds = secondsSince(start)
             } catch {
                 await store.close()
                 throw error
