@@ -7,8 +7,11 @@ import TestOrigin
 
 /// Median, minimum and maximum of a series.
 public struct Spread: Codable, Sendable, Equatable {
+    /// The middle value (the mean of the two middle ones for an even count).
     public var median: Double
+    /// The smallest value.
     public var min: Double
+    /// The largest value.
     public var max: Double
 
     /// The series' spread, or nil for an empty one.

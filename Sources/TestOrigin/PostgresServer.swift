@@ -13,6 +13,7 @@ import Glibc
 public final class PostgresServer: Sendable {
     /// Why the server could not be started or a command failed (the command, its status and output).
     public struct Failure: Error, CustomStringConvertible {
+        /// What failed, with the command's output or the server's log.
         public var description: String
     }
 
