@@ -33,6 +33,8 @@ let package = Package(
         // and in Fleet/. It costs a consumer nothing (HTTPWire and swift-log); Scripts/check-products.sh keeps it
         // out of the shipped executables (issue #12).
         .library(name: "DownloadKitTestOrigin", targets: ["TestOrigin"]),
+        // What both benchmarks (here and in Fleet/) state their figures with: spread, number formats, the machine.
+        .library(name: "DownloadKitBenchSupport", targets: ["BenchSupport"]),
         // The command-line tool's commands, the daemon and the aria2 JSON-RPC server as libraries, for Fleet/'s
         // `downloadkit-fleet`; not an API. With the trait `Tools`.
         .library(name: "DownloadKitCLI", targets: ["DownloadKitCLI"]),
@@ -116,7 +118,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // A fault-injecting HTTP/1.1 origin on loopback plus nginx and PostgreSQL harnesses (tests, benchmarks).
+        // A fault-injecting HTTP/1.1 origin on loopback plus nginx and PostgreSQL launchers (tests, benchmarks).
         .target(name: "TestOrigin", dependencies: ["HTTPWire", .product(name: "Logging", package: "swift-log")]),
         // Background sessions (docs/DAEMON.md): the wire protocol and client (Foundation only), the daemon.
         .target(name: "DownloadKitSession"),
@@ -151,10 +153,12 @@ let package = Package(
         // The benchmark: an executable target, not a product, so a package that depends on DownloadKit never
         // sees it or the test harness it links (issue #12). `swift build --traits Tools --product
         // downloadkit-bench` and Scripts/bench.sh build it here.
+        // What both benchmarks state their figures with (spread, number formats, machine); no DownloadKit.
+        .target(name: "BenchSupport", dependencies: ["TestOrigin"], path: "Benchmarks/BenchSupport"),
         .executableTarget(
             name: "downloadkit-bench",
             dependencies: [
-                "DownloadKit", "DownloadKitManager", "HTTPClient", "TestOrigin",
+                "DownloadKit", "DownloadKitManager", "HTTPClient", "TestOrigin", "BenchSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser", condition: tools),
             ],
             path: "Benchmarks/downloadkit-bench"

@@ -56,11 +56,27 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The fleet's benchmark (docs/BENCHMARKS.md, "Fleet"): claims per second on one PostgreSQL server and the
+        // restore of a queue, beside SQLite. Not a product. Scripts/bench.sh builds and runs it.
+        .executableTarget(
+            name: "downloadkit-fleet-bench",
+            dependencies: [
+                "DownloadKitPostgres",
+                .product(name: "DownloadKit", package: "DownloadKit"),
+                .product(name: "DownloadKitManager", package: "DownloadKit"),
+                .product(name: "DownloadKitTestOrigin", package: "DownloadKit"),
+                .product(name: "DownloadKitBenchSupport", package: "DownloadKit"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            path: "Benchmarks/downloadkit-fleet-bench"
+        ),
         // The fleet on a real PostgreSQL server the tests start themselves (docs/FLEET.md).
         .testTarget(
             name: "FleetTests",
             dependencies: [
                 "DownloadKitPostgres",
+                // FleetBenchCheckTests: the bench's exactly-once check on claims from a real store.
+                "downloadkit-fleet-bench",
                 .product(name: "DownloadKit", package: "DownloadKit"),
                 .product(name: "DownloadKitManager", package: "DownloadKit"),
                 .product(name: "HTTPClient", package: "DownloadKit"),

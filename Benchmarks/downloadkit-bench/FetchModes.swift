@@ -1,4 +1,5 @@
 import ArgumentParser
+import BenchSupport
 import DownloadKit
 import DownloadKitManager
 import Foundation

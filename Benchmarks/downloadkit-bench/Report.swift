@@ -1,3 +1,4 @@
+import BenchSupport
 import DownloadKitManager
 import Foundation
 
@@ -122,18 +123,6 @@ enum Report {
 
     static func escapeTable(_ text: String) -> String {
         text.replacingOccurrences(of: "|", with: "\\|").replacingOccurrences(of: "\n", with: " ")
-    }
-
-    /// 4812.3 → "4,812".
-    static func grouped(_ value: Double) -> String {
-        if value < 0 { return "−" + grouped(-value) }
-        let digits = String(Int(value.rounded()))
-        var result = ""
-        for (index, character) in digits.reversed().enumerated() {
-            if index > 0 && index % 3 == 0 { result.append(",") }
-            result.append(character)
-        }
-        return String(result.reversed())
     }
 
     // MARK: SVG

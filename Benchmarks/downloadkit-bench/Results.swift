@@ -1,3 +1,4 @@
+import BenchSupport
 import DownloadKitManager
 import Foundation
 
@@ -158,22 +159,6 @@ struct Sample: Codable, Sendable {
     /// the run's wall time it says how busy the origin was: a single connection cannot be served faster
     /// than its one worker sends.
     var originCPUSeconds: Double? = nil
-}
-
-/// Median, minimum and maximum of a series.
-struct Spread: Codable, Sendable {
-    var median: Double
-    var min: Double
-    var max: Double
-
-    init?(_ values: [Double]) {
-        guard !values.isEmpty else { return nil }
-        let sorted = values.sorted()
-        let middle = sorted.count / 2
-        median = sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
-        min = sorted[0]
-        max = sorted[sorted.count - 1]
-    }
 }
 
 /// One client in one scenario: its samples and their statistics.

@@ -1,3 +1,4 @@
+import BenchSupport
 import Foundation
 import Glibc
 import TestOrigin
@@ -114,7 +115,7 @@ struct BenchRunner {
                 Targets.table(concurrencyLevels: settings.concurrencyLevels), scenarios: scenarios,
                 missingPeers: missing),
             notes: notes,
-            loadAverageAtEnd: MachineInfo.loadAverage())
+            loadAverageAtEnd: MachineProbe.loadAverage())
     }
 
     /// Deletes the small-files scenario's downloads (`small-files` and earlier benches' `small-files-stale-*`)
@@ -318,6 +319,3 @@ struct ScenarioContext {
     }
 }
 
-func format(_ value: Double, _ decimals: Int) -> String {
-    String(format: "%.\(decimals)f", value)
-}

@@ -1,3 +1,4 @@
+import BenchSupport
 import Foundation
 
 /// Markdown tables of the segmented, small-files, resume, queue, allocations and concurrency scenarios.
@@ -113,7 +114,7 @@ enum ScenarioTables {
                     text += "| \(row.transfers ?? 0) " + failedRow(row, columns: 6)
                     continue
                 }
-                text += "| \(Report.grouped(Double(row.transfers ?? 0))) | \(row.label) "
+                text += "| \(grouped(Double(row.transfers ?? 0))) | \(row.label) "
                 text += "| \(format(wall.median, 2)) (\(format(wall.min, 2))–\(format(wall.max, 2))) "
                 text += "| \(format(percent.median, 1)) (\(format(percent.min, 1))–\(format(percent.max, 1))) "
                 text += "| \(format(row.cpuSecondsPerGiB?.median ?? 0, 2)) | \(format(row.cpuMillisecondsPerFile?.median ?? 0, 2)) "
@@ -128,7 +129,7 @@ enum ScenarioTables {
     private static func usable(_ row: Row, _ spread: Spread?) -> Spread? { row.isUsable ? spread : nil }
 
     private static func spreadText(_ spread: Spread) -> String {
-        "\(Report.grouped(spread.median)) (\(Report.grouped(spread.min))–\(Report.grouped(spread.max)))"
+        "\(grouped(spread.median)) (\(grouped(spread.min))–\(grouped(spread.max)))"
     }
 
     private static func failedRow(_ row: Row, columns: Int) -> String {

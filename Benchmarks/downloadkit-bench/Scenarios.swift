@@ -1,3 +1,4 @@
+import BenchSupport
 import DownloadKitManager
 import Foundation
 import Glibc

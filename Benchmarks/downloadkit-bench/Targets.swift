@@ -1,3 +1,4 @@
+import BenchSupport
 import Foundation
 
 /// Which row of a scenario a target reads: the client, and where a scenario has several rows of one
@@ -17,7 +18,7 @@ struct RowSelector: Codable, Sendable {
         var text = client.rawValue
         if let variant { text += " " + variant }
         if let connections { text += " ×\(connections)" }
-        if let transfers { text += " at N = \(Report.grouped(Double(transfers)))" }
+        if let transfers { text += " at N = \(grouped(Double(transfers)))" }
         return text
     }
 }
@@ -54,7 +55,7 @@ enum TargetMetric: String, Codable, Sendable {
 
     func text(_ value: Double) -> String {
         switch self {
-        case .megabytesPerSecond, .filesPerSecond, .fetchedTwiceBytes: return Report.grouped(value) + " " + rawValue
+        case .megabytesPerSecond, .filesPerSecond, .fetchedTwiceBytes: return grouped(value) + " " + rawValue
         case .cpuSecondsPerGiB, .cpuMillisecondsPerFile, .bodyLoopMallocsPerMiB: return format(value, 3) + " " + rawValue
         case .wallSeconds: return format(value, 2) + " s"
         case .percentOfIdeal: return format(value, 1) + " %"
@@ -88,7 +89,7 @@ struct Target: Sendable {
     }
 
     private static func number(_ value: Double) -> String {
-        value == value.rounded() ? Report.grouped(value) : String(format: "%g", value)
+        value == value.rounded() ? grouped(value) : String(format: "%g", value)
     }
 }
 
@@ -148,7 +149,7 @@ enum Targets {
             target(.concurrency, manager1024 + " vs N = 16", queue(1024), .cpuSecondsPerGiB, .atMost, 1.5, queue(16)),
         ]
         for n in Set(ScenarioContext.defaultConcurrencyLevels + levels).sorted() {
-            let name = "concurrency, manager at N = \(Report.grouped(Double(n)))"
+            let name = "concurrency, manager at N = \(grouped(Double(n)))"
             targets.append(target(.concurrency, name, queue(n), .percentOfIdeal, .atLeast, 95))
         }
         targets += [
@@ -227,7 +228,7 @@ enum Targets {
         }
         guard let row = scenario.rows.first(where: selector.matches) else {
             if let transfers = selector.transfers, !scenario.rows.contains(where: { $0.transfers == transfers }) {
-                return .failure(BenchError("N = \(Report.grouped(Double(transfers))) not among --concurrency-levels"))
+                return .failure(BenchError("N = \(grouped(Double(transfers))) not among --concurrency-levels"))
             }
             return .failure(BenchError("no \(selector.description) row in this run"))
         }

@@ -1,29 +1,41 @@
 import Foundation
 import Glibc
-import TestOrigin
 
-/// A private PostgreSQL server for one test: `initdb` into a fresh temporary directory, started on a free
-/// loopback port with its socket in that directory and trust authentication (its own pg_hba.conf), stopped
-/// with `pg_ctl stop -m immediate` and removed by ``stop()``.
+/// A private PostgreSQL server for one test or benchmark (FleetTests, downloadkit-fleet-bench): `initdb` into
+/// a fresh temporary directory, started on a free loopback port with its socket in that directory and trust
+/// authentication (its own pg_hba.conf), stopped with `pg_ctl stop -m immediate` and removed by ``stop()``.
+/// Made for throwaway data: `fsync`, `synchronous_commit` and `full_page_writes` are off.
 ///
 /// PostgreSQL refuses to run as root, and tests run as root here and in CI: then `initdb` and `pg_ctl`
 /// run as the `postgres` system user (`runuser -u postgres --`), which owns the directory (the user is
 /// created with `useradd` if Debian's package did not). Anything that goes wrong throws: a test that
 /// needs the server fails, it never skips.
-final class PostgresServer: Sendable {
-    struct Failure: Error, CustomStringConvertible {
-        var description: String
+public final class PostgresServer: Sendable {
+    /// Why the server could not be started or a command failed (the command, its status and output).
+    public struct Failure: Error, CustomStringConvertible {
+        /// What failed, with the command's output or the server's log.
+        public var description: String
     }
 
-    let port: Int
-    let directory: String
-    let binaries: String
+    /// The loopback TCP port the server listens on (127.0.0.1).
+    public let port: Int
+    /// The temporary directory: the cluster in `data/`, the server's log and its Unix socket.
+    public let directory: String
+    /// The directory of the server's programs (`/usr/lib/postgresql/<version>/bin`).
+    public let binaries: String
     private let runsAsPostgres: Bool
 
     /// `postgres://postgres@127.0.0.1:PORT/postgres?sslmode=disable`.
-    var url: String { "postgres://postgres@127.0.0.1:\(port)/postgres?sslmode=disable" }
+    public var url: String { url(database: "postgres") }
 
-    init() throws {
+    /// `postgres://postgres@127.0.0.1:PORT/DATABASE?sslmode=disable`.
+    public func url(database: String) -> String {
+        "postgres://postgres@127.0.0.1:\(port)/\(database)?sslmode=disable"
+    }
+
+    /// Initialises a cluster in a new temporary directory and starts the server on a free port (five tries).
+    /// - Throws: ``Failure`` when the binaries are missing or `initdb` or `pg_ctl start` fails (with the log).
+    public init() throws {
         binaries = try Self.findBinaries()
         runsAsPostgres = geteuid() == 0
         var template = Array("/tmp/dk-postgres-XXXXXX".utf8CString)
@@ -68,14 +80,20 @@ final class PostgresServer: Sendable {
         }
     }
 
+    /// Creates an empty database `name` (`createdb` over TCP as the `postgres` role).
+    /// - Throws: ``Failure`` with `createdb`'s output.
+    public func createDatabase(_ name: String) throws {
+        try Self.run(binaries + "/createdb", ["-h", "127.0.0.1", "-p", String(port), "-U", "postgres", name])
+    }
+
     /// Stops the server at once (`-m immediate`) and removes its directory.
-    func stop() {
+    public func stop() {
         _ = try? command("pg_ctl", ["-D", directory + "/data", "-m", "immediate", "-w", "stop"])
         try? FileManager.default.removeItem(atPath: directory)
     }
 
     /// The server's log (for failure messages).
-    var log: String { (try? String(contentsOfFile: directory + "/server.log", encoding: .utf8)) ?? "" }
+    public var log: String { (try? String(contentsOfFile: directory + "/server.log", encoding: .utf8)) ?? "" }
 
     @discardableResult
     private func command(_ name: String, _ arguments: [String]) throws -> String {
