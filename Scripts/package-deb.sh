@@ -69,8 +69,9 @@ manual_generator() {
     [ -f "$checkout/Package.swift" ] || swift package --scratch-path "$scratch" resolve >&2 ||
         die "swift package resolve failed (needed for generate-manual)"
     [ -f "$checkout/Package.swift" ] || die "no swift-argument-parser checkout under $scratch/checkouts"
-    swift build --package-path "$checkout" --scratch-path "$scratch/manual-tool" --product generate-manual >&2 ||
-        die "building generate-manual failed"
+    swift build --package-path "$checkout" --scratch-path "$scratch/manual-tool" --product generate-manual \
+        >"$work/generate-manual-build.log" 2>&1 ||
+        { cat "$work/generate-manual-build.log" >&2; die "building generate-manual failed"; }
     echo "$(swift build --package-path "$checkout" --scratch-path "$scratch/manual-tool" --show-bin-path)/generate-manual"
 }
 
