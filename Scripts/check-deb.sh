@@ -102,8 +102,11 @@ if ! { mkdir -p "$cache" 2>/dev/null && [ -w "$cache" ]; }; then
 fi
 key="$(printf '%s\n' "$suite" "$arch" "$include" "$mirror" | sha256sum | cut -c1-16)"
 tarball="$cache/debootstrap-$suite-$arch-minbase-$key.tgz"
+# Tarballs of other package lists (an older Depends) go when unused for 14 days; the one used is touched.
+find "$cache" -maxdepth 1 -name "debootstrap-*-minbase-*.tgz" -mtime +14 -delete 2>/dev/null || true
 if [ -s "$tarball" ]; then
     echo "check-deb: using the cached $tarball" >&2
+    touch "$tarball"
 else
     echo "check-deb: debootstrap --make-tarball ($suite, $mirror, include: $include)" >&2
     unshare --mount --propagation private -- \
