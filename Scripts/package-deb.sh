@@ -130,12 +130,15 @@ for tool in "${tools[@]}"; do
     "$generator" "$root/usr/bin/$tool" --date "$manual_date" --output-directory "$work" >&2 ||
         die "generate-manual failed for $tool"
     [ -s "$work/$tool.1" ] || die "generate-manual wrote no $tool.1"
-    gzip -9n <"$work/$tool.1" >"$root/usr/share/man/man1/$tool.1.gz"
+    # A blank line (a paragraph break in a command's discussion) is `.Pp` in mdoc; groff warns on blanks.
+    sed 's/^$/.Pp/' "$work/$tool.1" | gzip -9n >"$root/usr/share/man/man1/$tool.1.gz"
 done
 
 # Shell completions where Debian's bash-completion, zsh and fish look for them.
 for tool in "${tools[@]}"; do
-    "$root/usr/bin/$tool" --generate-completion-script bash >"$root/usr/share/bash-completion/completions/$tool"
+    # Sourced by bash-completion, not run: without the #! line the script starts with.
+    "$root/usr/bin/$tool" --generate-completion-script bash | sed '1{/^#!/d}' \
+        >"$root/usr/share/bash-completion/completions/$tool"
     "$root/usr/bin/$tool" --generate-completion-script zsh >"$root/usr/share/zsh/vendor-completions/_$tool"
     "$root/usr/bin/$tool" --generate-completion-script fish >"$root/usr/share/fish/vendor_completions.d/$tool.fish"
 done
@@ -151,7 +154,8 @@ grep -q '^ExecStart=/usr/bin/downloadkitd ' "$unit" ||
 {
     echo "downloadkit ($deb_version) unstable; urgency=medium"
     echo
-    echo "  * Built from commit $commit with swift build ${swift_build_flags[*]}."
+    echo "  * Built from commit $commit"
+    echo "    with swift build ${swift_build_flags[*]}."
     echo
     echo " -- $maintainer  $(date -u -R -d "@$SOURCE_DATE_EPOCH")"
 } | gzip -9n >"$doc/changelog.Debian.gz"
@@ -169,6 +173,8 @@ license_of() {  # DIR: the SPDX name of the license in DIR's LICENSE file, or "s
     else echo "see upstream"
     fi
 }
+years="$(git log --reverse --format=%ad --date=format:%Y | head -n 1)"
+[ "$years" = "$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y)" ] || years="$years-$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y)"
 swift_version="$(swift --version 2>/dev/null | sed -n 's/.*Swift version \([^ ]*\).*/\1/p' | head -n 1)"
 {
     echo "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/"
@@ -183,7 +189,7 @@ swift_version="$(swift --version 2>/dev/null | sed -n 's/.*Swift version \([^ ]*
     done
     echo
     echo "Files: *"
-    echo "Copyright: DownloadKit maintainers"
+    echo "Copyright: $years DownloadKit maintainers"
     echo "License: UNSPECIFIED"
     echo " The DownloadKit repository states no license (commit $commit)."
 } >"$doc/copyright"
