@@ -23,6 +23,7 @@
 # Needs root, debootstrap, nginx, unshare (util-linux), systemd (systemd-analyze), binutils (nm):
 # Scripts/install-deps.sh installs them.
 set -euo pipefail
+trap 'echo "check-deb: failed at line $LINENO" >&2' ERR
 cd "$(dirname "$0")/.."
 
 die() { echo "check-deb: $*" >&2; exit 2; }
@@ -66,7 +67,7 @@ host_mirror() {
             if (ok && uri != "") { print uri; exit } }' "$file"
     done
 }
-mirror="${CHECK_DEB_MIRROR:-$(host_mirror | head -n 1)}"
+mirror="${CHECK_DEB_MIRROR:-$(host_mirror | sed -n 1p)}"
 mirror="${mirror:-http://deb.debian.org/debian}"
 
 work="$(mktemp -d /tmp/dk-check-deb.XXXXXX)"
@@ -75,7 +76,9 @@ nginx_pid=""
 cleanup() {
     [ -n "$nginx_pid" ] && kill -TERM "$nginx_pid" 2>/dev/null && wait "$nginx_pid" 2>/dev/null
     # The mounts were made in namespaces that are gone; refuse to delete through one that is not.
-    if findmnt -rn -o TARGET | grep -q "^$work"; then
+    local mounts
+    mounts="$(findmnt -rn -o TARGET)" || mounts="$work (findmnt failed)"
+    if grep -q "^$work" <<<"$mounts"; then
         echo "check-deb: something is still mounted under $work; not removing it" >&2
     else
         rm -rf --one-file-system "$work"
@@ -148,7 +151,8 @@ for tool in downloadkit downloadkitd; do
     else fail "man -w $tool" "$page"; fi
 done
 # The page renders (groff in the chroot) and documents the subcommands, `get` among them.
-if in_root man -P cat downloadkit 2>/dev/null | grep -Eq '^[[:space:]]+get[[:space:]]+Download'; then
+rendered="$(in_root man -P cat downloadkit 2>/dev/null)" || true
+if grep -Eq '^[[:space:]]+get[[:space:]]+Download' <<<"$rendered"; then
     pass "man downloadkit renders, with the get subcommand"
 else fail "man downloadkit renders"; fi
 

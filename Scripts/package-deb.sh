@@ -24,6 +24,7 @@
 # Needs swift (unless --bin-dir, which still resolves the packages once for the man page generator and the
 # copyright file), dpkg-dev (dpkg-shlibdeps), binutils (strip), gzip. Scripts/install-deps.sh installs them.
 set -euo pipefail
+trap 'echo "package-deb: failed at line $LINENO" >&2' ERR
 cd "$(dirname "$0")/.."
 repo="$PWD"
 
@@ -165,7 +166,7 @@ grep -q '^ExecStart=/usr/bin/downloadkitd ' "$unit" ||
 # its LICENSE file states.
 license_of() {  # DIR: the SPDX name of the license in DIR's LICENSE file, or "see upstream"
     local file
-    file="$(find "$1" -maxdepth 1 -type f \( -iname 'LICENSE*' -o -iname 'COPYING*' \) | sort | head -n 1)"
+    file="$(find "$1" -maxdepth 1 -type f \( -iname 'LICENSE*' -o -iname 'COPYING*' \) | sort | sed -n 1p)"
     if [ -z "$file" ]; then echo "see upstream"
     elif grep -q 'Runtime Library Exception' "$file"; then echo "Apache-2.0 with Runtime Library Exception"
     elif grep -q 'Apache License' "$file" && grep -q 'Version 2.0' "$file"; then echo "Apache-2.0"
@@ -173,9 +174,9 @@ license_of() {  # DIR: the SPDX name of the license in DIR's LICENSE file, or "s
     else echo "see upstream"
     fi
 }
-years="$(git log --reverse --format=%ad --date=format:%Y | head -n 1)"
+years="$(git log --reverse --format=%ad --date=format:%Y | sed -n 1p)"
 [ "$years" = "$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y)" ] || years="$years-$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y)"
-swift_version="$(swift --version 2>/dev/null | sed -n 's/.*Swift version \([^ ]*\).*/\1/p' | head -n 1)"
+swift_version="$(swift --version 2>/dev/null | sed -n 's/.*Swift version \([^ ]*\).*/\1/p' | sed -n 1p)"
 {
     echo "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/"
     echo "Upstream-Name: DownloadKit"
