@@ -89,6 +89,7 @@ trap 'exit 130' INT TERM
 
 # Runs a command in the chroot with /proc and /dev mounted in a private mount namespace of its own.
 in_root() {
+    # shellcheck disable=SC2016  # the inner shell expands its own arguments
     unshare --mount --propagation private -- /bin/sh -ec '
         root="$1"; shift
         mount -t proc proc "$root/proc"
@@ -228,6 +229,7 @@ fi
 # shows the host's /usr/bin plus the chroot's (host first). Any message (unknown key, bad value) fails.
 verify_unit() {
     mkdir -p "$work/xdg" && chmod 0700 "$work/xdg"
+    # shellcheck disable=SC2016  # the inner shell expands its own arguments
     unshare --mount --propagation private -- /bin/sh -ec '
         mount -t overlay overlay -o "lowerdir=/usr/bin:$1/usr/bin" /usr/bin
         XDG_RUNTIME_DIR="$2" systemd-analyze verify --user --man=no "$1/usr/lib/systemd/user/downloadkitd.service"
@@ -243,6 +245,7 @@ fi
 # must not be in the CLI. The installed binaries are stripped, but a Swift executable on Linux exports its
 # symbols (--export-dynamic), so `nm -D` still names every BoringSSL function it links.
 for tool in downloadkit downloadkitd; do
+    # shellcheck disable=SC2016  # a literal $s: the prefix of Swift's mangled names
     exported="$(nm -D --defined-only "$root/usr/bin/$tool" | grep -c ' T \$s' || true)"
     count="$(nm -D "$root/usr/bin/$tool" | grep -c 'BoringSSL' || true)"
     if [ "$exported" = 0 ]; then fail "BoringSSL check of /usr/bin/$tool" "it exports no Swift symbol, nm -D cannot see what it links"
