@@ -39,7 +39,7 @@ while [ $# -gt 0 ]; do
         --bin-dir=*) bin_dir="${1#*=}"; shift ;;
         --output) [ $# -ge 2 ] || usage; output="$2"; shift 2 ;;
         --output=*) output="${1#*=}"; shift ;;
-        -h | --help) sed -n '2,26p' "$0"; exit 0 ;;
+        -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 0 ;;
         *) echo "package-deb: unknown argument '$1'" >&2; usage ;;
     esac
 done
