@@ -20,6 +20,12 @@ compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || need+=(postgresql)
 # RPC tests: a real aria2c side by side, and aria2p (PyPI) as an independent client (below).
 command -v aria2c >/dev/null || need+=(aria2)
 command -v python3 >/dev/null || need+=(python3 python3-pip)
+# The Debian package (Scripts/package-deb.sh, Scripts/check-deb.sh): dpkg-shlibdeps for its Depends, a clean
+# bookworm root to install it in, `man -w`, and systemd-analyze to verify the user unit.
+command -v dpkg-shlibdeps >/dev/null || need+=(dpkg-dev)
+command -v debootstrap >/dev/null || [ -x /usr/sbin/debootstrap ] || need+=(debootstrap)
+command -v man >/dev/null || need+=(man-db)
+command -v systemd-analyze >/dev/null || need+=(systemd)
 if [ "${1:-}" = "--bench" ]; then
     command -v wget >/dev/null || need+=(wget)
     command -v aria2c >/dev/null || need+=(aria2)
