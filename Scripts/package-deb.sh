@@ -47,8 +47,10 @@ done
 scratch="${DEB_SCRATCH:-$repo/.build-deb}"
 tools=(downloadkit downloadkitd)
 
-# The flags of the packaged binaries' build, in this one place (package traits go here too).
-swift_build_flags=(-c release --static-swift-stdlib)
+# The flags of the packaged binaries' build, in this one place: release, the Swift runtime linked statically, and
+# the package trait the executables need (tools_flags, Scripts/sanitizer-flags.sh).
+source "$repo/Scripts/sanitizer-flags.sh"
+swift_build_flags=(-c release --static-swift-stdlib "${tools_flags[@]}")
 
 # The one `swift build` of the packaged binaries. Prints the directory that holds them.
 build_tools() {

@@ -24,6 +24,10 @@
 #    (Scripts/soak.sh, SOAK_MINUTES, default 1 minute in CI, up to 150 tasks);
 # 8. checks that every test SECURITY.md cites exists (Scripts/check-security-citations.sh). (DownloadKit
 #    imported beside AsyncHTTPClient, NIO, swift-crypto without ambiguity is Fleet/Tests/EcosystemTests, run by Scripts/test-fleet.sh in step 5.)
+# 9. builds the .deb (Scripts/package-deb.sh: release, --static-swift-stdlib, man pages, completions, the user
+#    unit; beside step 3) and proves it in a clean Debian 12 root made by debootstrap (Scripts/check-deb.sh:
+#    dpkg -i, --version, man -w, ldd without Swift, downloads from a loopback nginx, demo, systemd-analyze
+#    verify, no BoringSSL symbol).
 # The I/O-failure and power-cut tests (IOFailureTests, PowerCutTests: the faultfs LD_PRELOAD shim in
 # Tests/Support/faultfs, compiled by the tests with cc) are part of step 2.
 # Set DOWNLOADKIT_QUICK_TESTS=1 to stop after step 2.
@@ -69,16 +73,29 @@ kills_log=.build/chaos-soak.log
     timed env DOWNLOADKIT="$DOWNLOADKIT" bash Scripts/soak.sh "${SOAK_MINUTES:-1}" 150
 ) >"$kills_log" 2>&1 &
 kills=$!
-trap 'kill "$kills" 2>/dev/null || true' EXIT
+# The .deb (docs/INSTALL.md): the release build of downloadkit and downloadkitd with the Swift runtime linked
+# statically, packaged by Scripts/package-deb.sh, also beside the fuzz step (it takes the core the fuzzer leaves;
+# each fuzz target still ends at FUZZ_RUNS, far inside FUZZ_SECONDS, so the fuzz gate is the same). Step 9
+# installs and exercises it.
+deb_log=.build/package-deb.log
+timed bash Scripts/package-deb.sh --output .build/deb >"$deb_log" 2>&1 &
+packaging=$!
+trap 'kill "$kills" "$packaging" 2>/dev/null || true' EXIT
 fuzz_status=0
 timed env FUZZ_SEED="${FUZZ_SEED:-1}" FUZZ_RUNS="${FUZZ_RUNS:-200000}" bash Scripts/fuzz.sh "${FUZZ_SECONDS:-120}" || fuzz_status=$?
 kills_status=0
 wait "$kills" || kills_status=$?
+deb_status=0
+wait "$packaging" || deb_status=$?
 trap - EXIT
 cat "$kills_log"
+tail -5 "$deb_log"
 echo "test.sh: $SECONDS s in all so far (fuzz beside chaos and soak)" >&2
 [ "$fuzz_status" = 0 ] || { echo "test.sh: the fuzz step failed" >&2; exit 1; }
 [ "$kills_status" = 0 ] || { echo "test.sh: the chaos or soak step failed (above)" >&2; exit 1; }
+[ "$deb_status" = 0 ] || { echo "test.sh: building the .deb failed ($deb_log)" >&2; exit 1; }
+deb=$(grep -o '^/.*\.deb$' "$deb_log" | tail -1) || { echo "test.sh: package-deb named no .deb ($deb_log)" >&2; exit 1; }
+timed bash Scripts/check-deb.sh "$deb"
 timed bash Scripts/sanitizers.sh tsan
 timed bash Scripts/sanitizers.sh asan
 timed bash Scripts/test-fleet.sh

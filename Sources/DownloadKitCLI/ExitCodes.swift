@@ -41,7 +41,7 @@ extension ExitCode {
           3    the server answered with an HTTP error status
           4    network failure or timeout (connection refused, reset, closed early, too slow)
           5    TLS failure (certificate expired, wrong host, untrusted, handshake)
-          6    redirect problem (too many, loop, https→http, unsupported scheme)
+          6    redirect problem (too many, loop, https to http, unsupported scheme)
           7    checksum mismatch (--checksum or the server's Content-MD5)
           8    the server broke HTTP or range rules (bad Content-Range, malformed response)
           9    not enough disk space / disk full (partial data kept; rerun to resume)

@@ -34,7 +34,7 @@ struct GetCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-concurrent"), help: "At most this many files at a time, whatever their hosts.")
     var maxConcurrent: Int = 3
 
-    @Option(name: .customLong("max-per-host"), help: "At most this many connections to one host (a file's --connections count too). Default: 8, or --max-concurrent × --connections when that is more; when set lower, the other transfers to that host wait for a free connection.")
+    @Option(name: .customLong("max-per-host"), help: "At most this many connections to one host (a file's --connections count too). Default: 8, or --max-concurrent times --connections when that is more; when set lower, the other transfers to that host wait for a free connection.")
     var maxPerHost: Int?
 
     @Option(name: .customLong("connections"), help: "Connections per file (segmented download); falls back to one when the server has no range support, and says so.")

@@ -5,7 +5,7 @@ import HTTPWire
 
 /// `--proxy`, `--noproxy`, `-4`, `-6` and `--no-pipelining`, shared by `get` and `queue run`.
 struct NetworkOptions: ParsableArguments {
-    @Option(name: .customLong("proxy"), help: "Proxy for every URL: http://[user:password@]host:port (CONNECT for https), socks5://… (local DNS) or socks5h://… (proxy resolves). \"\" disables the environment's proxies. Default: http_proxy, https_proxy, all_proxy as curl reads them.")
+    @Option(name: .customLong("proxy"), help: "Proxy for every URL: http://[user:password@]host:port (CONNECT for https), socks5://host:port (local DNS) or socks5h://host:port (proxy resolves). \"\" disables the environment's proxies. Default: http_proxy, https_proxy, all_proxy as curl reads them.")
     var proxy: String?
 
     @Option(name: .customLong("proxy-user"), help: ArgumentHelp(

@@ -29,7 +29,7 @@ struct QueueRunCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-concurrent"), help: "At most this many files at a time, whatever their hosts.")
     var maxConcurrent: Int = 3
 
-    @Option(name: .customLong("max-per-host"), help: "At most this many connections to one host (a file's --connections count too). Default: 8, or --max-concurrent × --connections when that is more; when set lower, the other transfers to that host wait for a free connection.")
+    @Option(name: .customLong("max-per-host"), help: "At most this many connections to one host (a file's --connections count too). Default: 8, or --max-concurrent times --connections when that is more; when set lower, the other transfers to that host wait for a free connection.")
     var maxPerHost: Int?
 
     @Option(name: .customLong("limit-rate"), help: "Bytes per second for all transfers together, e.g. 500K, 10M.")
