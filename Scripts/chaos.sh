@@ -38,37 +38,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-mkdir -p "$work/www" "$work/nginx/logs" "$work/nginx/tmp" "$work/out"
+mkdir -p "$work/www" "$work/out"
 head -c "$((size_mb << 20))" /dev/urandom >"$work/www/file.bin"
-port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-cat >"$work/nginx/nginx.conf" <<CONF
-daemon off;
-master_process off;
-worker_processes 1;
-pid $work/nginx/nginx.pid;
-error_log $work/nginx/logs/error.log warn;
-events { worker_connections 64; }
-http {
-    access_log off;
-    client_body_temp_path $work/nginx/tmp/body;
-    proxy_temp_path $work/nginx/tmp/proxy;
-    fastcgi_temp_path $work/nginx/tmp/fastcgi;
-    uwsgi_temp_path $work/nginx/tmp/uwsgi;
-    scgi_temp_path $work/nginx/tmp/scgi;
-    server {
-        listen 127.0.0.1:$port;
-        root $work/www;
-        limit_rate $rate;
-    }
-}
-CONF
-"$nginx_bin" -p "$work/nginx" -c "$work/nginx/nginx.conf" -e "$work/nginx/logs/error.log" &
-nginx_pid=$!
-for _ in $(seq 50); do
-    curl -sf -o /dev/null -r 0-0 "http://127.0.0.1:$port/file.bin" 2>/dev/null && break
-    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-    sleep 0.1
-done
+source Scripts/nginx-origin.sh
+start_nginx_origin "$work" "limit_rate $rate;" || exit 2
+port=$nginx_port
 
 url="http://127.0.0.1:$port/file.bin"
 dest="$work/out/file.bin"

@@ -175,35 +175,11 @@ for tool in downloadkit downloadkitd; do
 done
 
 # A real download from nginx on the host's loopback (as Scripts/chaos.sh starts it), checked by SHA-256.
-mkdir -p "$work/www" "$work/nginx/logs" "$work/nginx/tmp"
+mkdir -p "$work/www"
 head -c $((24 << 20)) /dev/urandom >"$work/www/file.bin"
-port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-cat >"$work/nginx/nginx.conf" <<CONF
-daemon off;
-master_process off;
-worker_processes 1;
-pid $work/nginx/nginx.pid;
-error_log $work/nginx/logs/error.log warn;
-events { worker_connections 64; }
-http {
-    access_log off;
-    client_body_temp_path $work/nginx/tmp/body;
-    proxy_temp_path $work/nginx/tmp/proxy;
-    fastcgi_temp_path $work/nginx/tmp/fastcgi;
-    uwsgi_temp_path $work/nginx/tmp/uwsgi;
-    scgi_temp_path $work/nginx/tmp/scgi;
-    server {
-        listen 127.0.0.1:$port;
-        root $work/www;
-    }
-}
-CONF
-"$nginx_bin" -p "$work/nginx" -c "$work/nginx/nginx.conf" -e "$work/nginx/logs/error.log" &
-nginx_pid=$!
-for _ in $(seq 50); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-    sleep 0.1
-done
+source Scripts/nginx-origin.sh
+start_nginx_origin "$work" || die "the loopback nginx did not start"
+port=$nginx_port
 served="$(sha256sum <"$work/www/file.bin" | cut -d' ' -f1)"
 for connections in 1 4; do
     rm -f "$root/tmp/file.bin"
