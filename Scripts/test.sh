@@ -16,7 +16,7 @@
 # 5. runs the engine, manager and HTTP client suites under ThreadSanitizer, and the whole suite (but
 #    MemoryBoundTests, whose RSS bound ASan inflates by design), one test target at a time, under AddressSanitizer +
 #    UndefinedBehaviorSanitizer (C targets, trap mode; one build). Both sanitizer runs gate. Then the package in
-#    Fleet/ (the PostgreSQL fleet, `downloadkit-fleet`, the ecosystem check; docs/PACKAGES.md), built once under
+#    Fleet/ (the PostgreSQL fleet, `downloadkit-fleet`, the ecosystem check; docs/PACKAGES.md), built once (beside step 3) under
 #    ASan + UBSan, runs FleetTests and EcosystemTests with closecheck (Scripts/test-fleet.sh);
 # 6. runs the segmented suites 3 times pinned to one CPU beside two busy loops
 #    (Scripts/stress-segments.sh; longer: `bash Scripts/stress-segments.sh 50 --asan`).
@@ -80,20 +80,29 @@ kills=$!
 deb_log=.build/package-deb.log
 timed bash Scripts/package-deb.sh --output .build/deb >"$deb_log" 2>&1 &
 packaging=$!
-trap 'kill "$kills" "$packaging" 2>/dev/null || true' EXIT
+# And the Fleet/ package's one build (ASan + UBSan), whose tests run in step 5: the release build's long
+# single-module (whole-module) compiles leave a core idle that this build's many small jobs fill.
+fleet_log=.build/fleet-build.log
+timed bash Scripts/test-fleet.sh --build-only >"$fleet_log" 2>&1 &
+fleet_building=$!
+trap 'kill "$kills" "$packaging" "$fleet_building" 2>/dev/null || true' EXIT
 fuzz_status=0
 timed env FUZZ_SEED="${FUZZ_SEED:-1}" FUZZ_RUNS="${FUZZ_RUNS:-200000}" bash Scripts/fuzz.sh "${FUZZ_SECONDS:-120}" || fuzz_status=$?
 kills_status=0
 wait "$kills" || kills_status=$?
 deb_status=0
 wait "$packaging" || deb_status=$?
+fleet_status=0
+wait "$fleet_building" || fleet_status=$?
 trap - EXIT
 cat "$kills_log"
 tail -5 "$deb_log"
-echo "test.sh: $SECONDS s in all so far (fuzz beside chaos and soak)" >&2
+cat "$fleet_log"
+echo "test.sh: $SECONDS s in all so far (fuzz beside chaos and soak, the .deb's and Fleet/'s builds)" >&2
 [ "$fuzz_status" = 0 ] || { echo "test.sh: the fuzz step failed" >&2; exit 1; }
 [ "$kills_status" = 0 ] || { echo "test.sh: the chaos or soak step failed (above)" >&2; exit 1; }
 [ "$deb_status" = 0 ] || { echo "test.sh: building the .deb failed ($deb_log)" >&2; exit 1; }
+[ "$fleet_status" = 0 ] || { echo "test.sh: building the Fleet/ package failed (above)" >&2; exit 1; }
 deb=$(grep -o '^/.*\.deb$' "$deb_log" | tail -1) || { echo "test.sh: package-deb named no .deb ($deb_log)" >&2; exit 1; }
 timed bash Scripts/check-deb.sh "$deb"
 timed bash Scripts/sanitizers.sh tsan
