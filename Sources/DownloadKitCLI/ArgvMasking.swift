@@ -18,7 +18,7 @@ import Foundation
 /// (docs/NETWORKING-AUTH.md).
 ///
 /// Order matters: ArgumentParser parses a Swift copy (`CommandLine.arguments`, copied once), so the
-/// caller takes that copy *before* masking and hands it to the parser (see ``DownloadKitCLI/main()``).
+/// caller takes that copy *before* masking and hands it to the parser (see ``DownloadKitCommand/main(named:)``).
 enum ArgvMasking {
     /// Options whose whole value is a secret.
     static let secretOptions: Set<String> = ["--rpc-secret", "-u", "--user", "--proxy-user", "--key-passphrase"]

@@ -6,6 +6,7 @@ import Synchronization
 public struct DownloadKitCommand: AsyncParsableCommand {
     private static let name = Mutex("downloadkit")
 
+    /// The command, its subcommands and the exit-status table, under the name given to ``main(named:)``.
     public static var configuration: CommandConfiguration {
         CommandConfiguration(
             commandName: name.withLock { $0 },
@@ -19,6 +20,7 @@ public struct DownloadKitCommand: AsyncParsableCommand {
         )
     }
 
+    /// Made by the argument parser.
     public init() {}
 
     /// Takes the parser's copy of the arguments, masks the secrets in the process's argv memory

@@ -3,6 +3,7 @@ import DownloadKit
 
 /// Exit statuses, grouped by cause (documented in `--help`).
 public enum Exit {
+    /// A failure that is none of the categories below.
     public static let failure: Int32 = 1
     static let httpStatus: Int32 = 3
     static let network: Int32 = 4

@@ -55,6 +55,7 @@ public struct FleetRun: Sendable {
     public var maxConcurrent: Int
     /// `--lease`, `--poll`: seconds.
     public var leaseSeconds: Double
+    /// Seconds between looks for work when a slot is free.
     public var pollSeconds: Double
     /// `--fleet-max-concurrent` (0 removes the limit; nil leaves it).
     public var fleetMaxConcurrent: Int?
@@ -68,6 +69,7 @@ public struct FleetRun: Sendable {
     public var onComplete: String?
     /// The transfers' configuration (client, credentials, proxies, logger).
     public var download: DownloadConfiguration
+    /// Where the worker logs (a no-op logger without `-v` or `--log-file`).
     public var logger: Logger
     /// Binds the `--user` and netrc credentials to these URLs in the client's authenticator (each task's as
     /// it is claimed).

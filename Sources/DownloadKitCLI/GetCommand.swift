@@ -310,6 +310,7 @@ extension Download {
     }
 }
 
+/// `--progress`: a bar on a terminal, JSON lines, nothing, or `auto` (a bar on a terminal, else nothing).
 public enum ProgressMode: String, ExpressibleByArgument, CaseIterable, Sendable {
     case auto, bar, json, none
 
@@ -320,8 +321,8 @@ public enum ProgressMode: String, ExpressibleByArgument, CaseIterable, Sendable 
 }
 
 /// Parses `--limit-rate` values: a number of bytes per second with an optional K, M or G (powers of 1024).
-public enum RateParser {
-    public static func parse(_ text: String) -> Int? {
+enum RateParser {
+    static func parse(_ text: String) -> Int? {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
         guard let last = trimmed.last else { return nil }
         let multipliers: [Character: Int] = ["k": 1 << 10, "m": 1 << 20, "g": 1 << 30]
@@ -356,6 +357,7 @@ enum HeaderParser {
 
 /// Runs `--on-complete` with the file's path as its last argument, through `/bin/sh`.
 public enum CompletionCommand {
+    /// Runs `--on-complete COMMAND PATH` and reports a failure above the progress display.
     public static func run(_ command: String, path: String, renderer: ProgressRenderer) async {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")

@@ -19,6 +19,7 @@ public actor ProgressRenderer {
     private let count: Int
     private var suppressErrors = false
 
+    /// A display for `count` downloads in `mode`.
     public init(mode: ProgressMode, count: Int) {
         self.mode = mode
         self.count = count
@@ -103,6 +104,7 @@ public actor ProgressRenderer {
         if mode == .bar { printAbove(text) } else { printError(text) }
     }
 
+    /// Ends the display (the last lines and the total).
     public func finish() {
         if mode == .bar { draw(final: true) }
     }

@@ -18,8 +18,9 @@ struct QueueCommand: AsyncParsableCommand {
             One process uses a state directory at a time: while `queue run` works on it, the other queue \
             commands refuse (stop the run with Ctrl-C, which checkpoints, or let it finish).
 
-            With --store postgres://USER@HOST:PORT/DB the queue lives in PostgreSQL instead and `add`, `list`, \
-            `run`, `pause` and `resume` work on it from any number of hosts at once: each `queue run` is a \
+            In `downloadkit-fleet` (built from Fleet/; downloadkit has no PostgreSQL client), with --store \
+            postgres://USER@HOST:PORT/DB the queue lives in PostgreSQL instead and `add`, `list`, `run`, \
+            `pause`, `resume` and `watch` work on it from any number of hosts at once: each `queue run` is a \
             worker of one fleet that claims tasks under leases (docs/FLEET.md).
             """,
         subcommands: [
@@ -31,7 +32,7 @@ struct QueueCommand: AsyncParsableCommand {
     @Option(name: .customLong("state"), help: "The queue's state directory (default: $XDG_STATE_HOME/downloadkit or ~/.local/state/downloadkit).")
     var state: String?
 
-    @Option(name: .customLong("store"), help: "A PostgreSQL queue shared by several hosts: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE (add, list, run, pause, resume; docs/FLEET.md).")
+    @Option(name: .customLong("store"), help: "downloadkit-fleet only: a PostgreSQL queue shared by several hosts, postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE (add, list, run, pause, resume, watch; docs/FLEET.md).")
     var store: String?
 
     /// The fleet queue and the store `--store` names, or nil for the SQLite queue. Refused, naming
@@ -204,12 +205,14 @@ struct QueueListCommand: AsyncParsableCommand {
 
 /// How `queue list` shows a task (the table's cells and the JSON object); `downloadkit-fleet` lists with the same.
 public enum QueueListing {
+    /// `received/total (percent)` as `list` shows it.
     public static func bytes(_ task: ManagedTask) -> String {
         guard let total = task.totalBytes else { return ProgressRenderer.bytes(task.bytesReceived) + "/?" }
         let percent = task.fraction.map { " (\(Int(($0 * 100).rounded(.down)))%)" } ?? ""
         return ProgressRenderer.bytes(task.bytesReceived) + "/" + ProgressRenderer.bytes(total) + percent
     }
 
+    /// The file the task writes, or its directory with a trailing `/` before the name is known.
     public static func destination(_ task: ManagedTask) -> String {
         if let path = task.path { return path }
         switch task.destination {
@@ -218,6 +221,7 @@ public enum QueueListing {
         }
     }
 
+    /// The task as `list --json` prints it.
     public static func jsonObject(_ task: ManagedTask) -> [String: Any] {
         var object: [String: Any] = [
             "id": task.id, "state": task.state.rawValue, "bytesReceived": task.bytesReceived,
@@ -354,6 +358,7 @@ struct QueueRemoveCommand: AsyncParsableCommand {
 
 // MARK: - Shared
 
+/// Paths as the queue stores them.
 public enum QueuePaths {
     /// `path` made absolute against the current directory (and standardised).
     public static func absolute(_ path: String) -> String {
@@ -362,7 +367,9 @@ public enum QueuePaths {
     }
 }
 
+/// What the queue commands print.
 public enum QueueOutput {
+    /// Writes one line to stderr.
     public static func error(_ line: String) {
         FileHandle.standardError.write(Data((line + "\n").utf8))
     }

@@ -31,6 +31,7 @@ public final class SignalHandling: Sendable {
         return "error: interrupted by \(name); progress was checkpointed, \(rerunHint) to resume"
     }
 
+    /// Installs the SIGINT and SIGTERM handlers (once).
     public func install() {
         for (signalNumber, status) in [(SIGINT, Exit.interrupted), (SIGTERM, Exit.terminated)] {
             signal(signalNumber, SIG_IGN)
