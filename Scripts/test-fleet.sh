@@ -8,17 +8,9 @@
 # package: the tests pass, ASan and UBSan report nothing (a report fails the run even if the tests pass), and
 # no descriptor is closed twice in the test process (Tests/Support/closecheck, preloaded after ASan's runtime).
 #
-#   bash Scripts/test-fleet.sh               (Scripts/test.sh runs it; the log is Fleet/.build-asan/fleet.log)
-#   bash Scripts/test-fleet.sh --build-only  (the build alone: test.sh runs it beside the release build of
-#                                             the .deb, whose long single-module compiles leave a core idle)
+#   bash Scripts/test-fleet.sh           (Scripts/test.sh runs it; the log is Fleet/.build-asan/fleet.log)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-build_only=0
-case "${1:-}" in
-    "") ;;
-    --build-only) build_only=1 ;;
-    *) echo "usage: $0 [--build-only]" >&2; exit 2 ;;
-esac
 source Scripts/sanitizer-flags.sh
 root=$PWD
 cd Fleet
@@ -31,7 +23,6 @@ echo "== Fleet (ASan+UBSan): build"
 if ! swift build --build-tests "${flags[@]}" >"$log" 2>&1; then
     tail -30 "$log"; echo "test-fleet: the build failed"; exit 1
 fi
-if [ "$build_only" = 1 ]; then exit 0; fi
 compiler=$(command -v clang || command -v cc || command -v gcc) || { echo "test-fleet: no C compiler" >&2; exit 1; }
 "$compiler" -Wall -Wextra -shared -fPIC -O1 -o .build-asan/closecheck.so "$root/Tests/Support/closecheck/closecheck.c" -ldl
 rm -f .build-asan/closecheck.log
