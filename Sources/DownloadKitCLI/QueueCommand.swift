@@ -47,6 +47,7 @@ struct QueueCommand: AsyncParsableCommand {
     /// Refuses `--store` for a command the PostgreSQL queue does not offer.
     func refusingFleetStore(_ command: String) throws {
         if store != nil {
+            guard FleetQueues.current != nil else { throw ValidationError(FleetQueues.missing) }
             throw ValidationError("queue \(command) works on the SQLite queue only; with --store use add, list, run, pause and resume")
         }
     }

@@ -152,7 +152,7 @@ struct QueueCLITests {
     @Test func theFleetStoreIsRefusedNamingDownloadkitFleet() async throws {
         let q = try Queue()
         let store = "postgres://fleet@127.0.0.1:1/queue?sslmode=disable"
-        for command in [["add", "http://127.0.0.1:1/a.bin"], ["list"], ["run"], ["pause", "--all"], ["resume", "--all"], ["watch"]] {
+        for command in [["add", "http://127.0.0.1:1/a.bin"], ["list"], ["run"], ["pause", "--all"], ["resume", "--all"], ["remove", "--all"], ["watch"]] {
             let result = try await queue(["--store", store] + command, q)
             #expect(result.exitCode == 64, "\(command): \(result.output)")
             #expect(result.output.contains("downloadkit-fleet"), "\(command): \(result.output)")
