@@ -23,9 +23,8 @@ echo "== Fleet (ASan+UBSan): build"
 if ! swift build --build-tests "${flags[@]}" >"$log" 2>&1; then
     tail -30 "$log"; echo "test-fleet: the build failed"; exit 1
 fi
-compiler=$(command -v clang || command -v cc || command -v gcc) || { echo "test-fleet: no C compiler" >&2; exit 1; }
-"$compiler" -Wall -Wextra -shared -fPIC -O1 -o .build-asan/closecheck.so "$root/Tests/Support/closecheck/closecheck.c" -ldl
-rm -f .build-asan/closecheck.log
+source "$root/Scripts/closecheck.sh"
+closecheck_build .build-asan || exit 1
 echo "== Fleet (ASan+UBSan): test"
 status=0
 # ASan's runtime is linked into the test bundle and must come first; closecheck follows it in LD_PRELOAD's
@@ -38,10 +37,6 @@ LD_PRELOAD="$PWD/.build-asan/closecheck.so" CLOSECHECK_LOG="$PWD/.build-asan/clo
 grep -E "Test run with|ERROR: AddressSanitizer|SUMMARY: AddressSanitizer|runtime error:|✘" "$log" | tail -20
 if grep -q "ERROR: AddressSanitizer" "$log"; then status=1; fi
 if grep -q "runtime error:" "$log"; then echo "test-fleet: UndefinedBehaviorSanitizer reports (above)"; status=1; fi
-if [ -s .build-asan/closecheck.log ]; then
-    echo "test-fleet: descriptors closed twice (closecheck):"
-    cat .build-asan/closecheck.log
-    status=1
-fi
+closecheck_report .build-asan || status=1
 echo "test-fleet: result $status (log: Fleet/$log)"
 exit "$status"

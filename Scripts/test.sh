@@ -49,17 +49,11 @@ timed swift build --build-tests "${tools_flags[@]}"
 # The suite runs with closecheck preloaded (Tests/Support/closecheck): a close(2) of a descriptor that is
 # not open, in the test process, is the visible half of a double close — whose other half closes
 # someone else's socket or file — and fails the run even when every test passed.
-mkdir -p .build
-compiler=$(command -v clang || command -v cc || command -v gcc) || { echo "test.sh: no C compiler (clang, cc, gcc)" >&2; exit 1; }
-"$compiler" -Wall -Wextra -shared -fPIC -O1 -o .build/closecheck.so Tests/Support/closecheck/closecheck.c -ldl
-rm -f .build/closecheck.log
+source Scripts/closecheck.sh
+closecheck_build .build || exit 1
 timed env LD_PRELOAD="$PWD/.build/closecheck.so${LD_PRELOAD:+:$LD_PRELOAD}" CLOSECHECK_LOG="$PWD/.build/closecheck.log" \
     CLOSECHECK_PROCESS=DownloadKitPackageTests.xctest swift test --skip-build "${tools_flags[@]}"
-if [ -s .build/closecheck.log ]; then
-    echo "test.sh: descriptors closed twice (closecheck; symbolize with addr2line -f -C -e the .xctest):" >&2
-    cat .build/closecheck.log >&2
-    exit 1
-fi
+closecheck_report .build || exit 1
 timed bash Scripts/check-products.sh
 timed bash Scripts/check-security-citations.sh
 if [ "${DOWNLOADKIT_QUICK_TESTS:-0}" = 1 ]; then exit 0; fi
