@@ -187,3 +187,36 @@ let package = Package(
             dependencies: ["DownloadKitSession", "DownloadKitDaemon", "DownloadKit", "DownloadKitManager", "TestOrigin"]),
     ]
 )
+
+// Sanitizer builds (Scripts/sanitizer-flags.sh): DOWNLOADKIT_SANITIZE=address or =thread instruments this package's
+// own targets — C, Swift and the link of everything that links them — and leaves the packages it depends on
+// uninstrumented. CI's sanitizer builds then reuse the dependencies' objects of the debug build in the same scratch
+// directory instead of compiling SwiftNIO, Hummingbird and GRDB again for each sanitizer (docs/PACKAGES.md,
+// "The test command's builds"). ASan's shadow checks our accesses wherever the memory came from; TSan sees the
+// dependencies' locks through its pthread interceptors, and their atomics not at all — our code is what is gated.
+// Unsafe flags are allowed here because they exist only when a developer or CI sets the variable on a build of
+// this repository; a consumer's build never has them.
+if let sanitizer = Context.environment["DOWNLOADKIT_SANITIZE"] {
+    let swift: [String], c: [String]
+    switch sanitizer {
+    case "address":
+        // UBSan in trap mode for the C targets (swiftc has no UBSan on Linux; trap mode needs no runtime).
+        (swift, c) = (["-sanitize=address"], ["-fsanitize=address,undefined", "-fsanitize-trap=undefined"])
+    case "thread":
+        (swift, c) = (["-sanitize=thread"], ["-fsanitize=thread"])
+    default:
+        fatalError("DOWNLOADKIT_SANITIZE=\(sanitizer): expected address or thread")
+    }
+    for target in package.targets where target.type != .system {
+        target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(swift)]
+        target.cSettings = (target.cSettings ?? []) + [.unsafeFlags(c)]
+        target.linkerSettings = (target.linkerSettings ?? []) + [.unsafeFlags(swift)]
+    }
+    // No sanitizer run measures the benchmark; its executable is left out of their builds.
+    package.targets.removeAll { $0.name == "downloadkit-bench" }
+}
+// DOWNLOADKIT_TEST_TARGETS="A B": the test bundle holds only these test targets (Scripts/sanitizers.sh's TSan build,
+// which runs three of the six, compiles only those three).
+if let kept = Context.environment["DOWNLOADKIT_TEST_TARGETS"]?.split(separator: " ").map(String.init) {
+    package.targets.removeAll { $0.type == .test && !kept.contains($0.name) }
+}

@@ -101,3 +101,21 @@ let package = Package(
             ]),
     ]
 )
+
+// DOWNLOADKIT_SANITIZE=address|thread instruments this package's own targets, as the root package's manifest does
+// for its own (the rule and its reasons are written there; manifests cannot share code). Scripts/test-fleet.sh
+// builds this package in the root package's scratch directory with DOWNLOADKIT_SANITIZE=address, right after the
+// root's ASan build, so the root's instrumented modules and the shared dependencies are reused, not rebuilt.
+if let sanitizer = Context.environment["DOWNLOADKIT_SANITIZE"] {
+    let swift: [String], c: [String]
+    switch sanitizer {
+    case "address": (swift, c) = (["-sanitize=address"], ["-fsanitize=address,undefined", "-fsanitize-trap=undefined"])
+    case "thread": (swift, c) = (["-sanitize=thread"], ["-fsanitize=thread"])
+    default: fatalError("DOWNLOADKIT_SANITIZE=\(sanitizer): expected address or thread")
+    }
+    for target in package.targets {
+        target.swiftSettings = (target.swiftSettings ?? []) + [.unsafeFlags(swift)]
+        target.cSettings = (target.cSettings ?? []) + [.unsafeFlags(c)]
+        target.linkerSettings = (target.linkerSettings ?? []) + [.unsafeFlags(swift)]
+    }
+}

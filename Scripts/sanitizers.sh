@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds and runs the test suites under AddressSanitizer + UndefinedBehaviorSanitizer (one build) and
-# ThreadSanitizer, each in its own scratch directory (.build-asan, .build-tsan; gitignored by the
-# .build-* pattern) so the normal .build stays untouched.
+# ThreadSanitizer. Both are builds of .build with DOWNLOADKIT_SANITIZE set (Scripts/sanitizer-flags.sh): they
+# instrument this repository's modules and reuse the dependencies the debug build compiled; a plain build
+# afterwards compiles this repository's modules again.
 #
 #   Scripts/sanitizers.sh [asan|tsan|all]     (default all)
 #
@@ -12,11 +13,12 @@
 # "ERROR: AddressSanitizer" or UBSan "runtime error:" fails the run even if the tests pass. TSan runs
 # DownloadKitTests, HTTPClientTests and DaemonTests (the threaded code: the
 # transfer thread, cancellation from other threads, the connection pool, the fault origin); any
-# "WARNING: ThreadSanitizer: data race" fails the run even if the tests pass. Logs go to
-# .build-asan/sanitizers.log and .build-tsan/sanitizers.log.
+# "WARNING: ThreadSanitizer: data race" fails the run even if the tests pass; its build holds only those
+# three test targets (DOWNLOADKIT_TEST_TARGETS, Package.swift). Logs go to .build/sanitizers-asan.log and
+# .build/sanitizers-tsan.log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-# asan_build_flags, tsan_build_flags: the builds' one definition (shared with Scripts/stress-segments.sh).
+# tools_flags, asan_env, tsan_env: the builds' one definition (shared with Scripts/stress-segments.sh, test-fleet.sh).
 source Scripts/sanitizer-flags.sh
 
 which="${1:-all}"
@@ -24,10 +26,10 @@ export SWIFT_BACKTRACE=enable=no
 status=0
 
 run_asan() {
-    mkdir -p .build-asan
-    local log=.build-asan/sanitizers.log
+    mkdir -p .build
+    local log=.build/sanitizers-asan.log
     echo "== ASan+UBSan: build"
-    if ! swift build --build-tests "${asan_build_flags[@]}" >"$log" 2>&1; then
+    if ! env "${asan_env[@]}" swift build --build-tests "${tools_flags[@]}" >"$log" 2>&1; then
         tail -30 "$log"; echo "ASan build failed"; return 1
     fi
     # Skipped: MemoryBoundTests, which bounds the process's resident memory (ASan's shadow memory and
@@ -51,9 +53,9 @@ run_asan() {
     local result=0
     for filter in "${filters[@]}"; do
         echo "== ASan+UBSan: test $filter${skip:+ (except $skip)}"
-        ASAN_OPTIONS="detect_leaks=0:abort_on_error=0:${ASAN_OPTIONS:-}" \
+        env "${asan_env[@]}" ASAN_OPTIONS="detect_leaks=0:abort_on_error=0:${ASAN_OPTIONS:-}" \
             UBSAN_OPTIONS="print_stacktrace=1:${UBSAN_OPTIONS:-}" \
-            swift test --skip-build "${asan_build_flags[@]}" --filter "$filter" "${skipping[@]}" >>"$log" 2>&1 || result=1
+            swift test --skip-build "${tools_flags[@]}" --filter "$filter" "${skipping[@]}" >>"$log" 2>&1 || result=1
     done
     grep -E "Test run with|ERROR: AddressSanitizer|SUMMARY: AddressSanitizer|runtime error:|✘" "$log" | tail -20
     if grep -q "ERROR: AddressSanitizer" "$log"; then result=1; fi
@@ -63,10 +65,13 @@ run_asan() {
 }
 
 run_tsan() {
-    mkdir -p .build-tsan
-    local log=.build-tsan/sanitizers.log
+    mkdir -p .build
+    local log=.build/sanitizers-tsan.log
+    # The suites TSan runs, and the only test targets its build compiles.
+    local suites=(DownloadKitTests HTTPClientTests DaemonTests)
+    local build_env=("${tsan_env[@]}" "DOWNLOADKIT_TEST_TARGETS=${suites[*]}")
     echo "== TSan: build"
-    if ! swift build --build-tests "${tsan_build_flags[@]}" >"$log" 2>&1; then
+    if ! env "${build_env[@]}" swift build --build-tests "${tools_flags[@]}" >"$log" 2>&1; then
         tail -30 "$log"; echo "TSan build failed"; return 1
     fi
     local result=0
@@ -74,10 +79,10 @@ run_tsan() {
     local skip="${TSAN_SKIP-DaemonAttackerTests}"
     local skipping=()
     [ -n "$skip" ] && skipping=(--skip "$skip")
-    for suite in DownloadKitTests HTTPClientTests DaemonTests; do
+    for suite in "${suites[@]}"; do
         echo "== TSan: test $suite"
-        TSAN_OPTIONS="halt_on_error=0:second_deadlock_stack=1:${TSAN_OPTIONS:-}" \
-            swift test --skip-build "${tsan_build_flags[@]}" --filter "$suite" "${skipping[@]}" >>"$log" 2>&1 \
+        env "${build_env[@]}" TSAN_OPTIONS="halt_on_error=0:second_deadlock_stack=1:${TSAN_OPTIONS:-}" \
+            swift test --skip-build "${tools_flags[@]}" --filter "$suite" "${skipping[@]}" >>"$log" 2>&1 \
             || result=1
     done
     grep -E "Test run with|SUMMARY: ThreadSanitizer|✘" "$log" | tail -20

@@ -5,7 +5,7 @@
 #
 #   bash Scripts/stress-segments.sh [RUNS] [--asan] [--filter REGEX]
 #
-# RUNS defaults to 20. --asan uses the AddressSanitizer build (.build-asan), which widens race windows.
+# RUNS defaults to 20. --asan uses the AddressSanitizer build (Scripts/sanitizer-flags.sh), which widens race windows.
 # Scripts/test.sh runs a short version (3 runs, debug build, segmented suites only).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -25,8 +25,8 @@ done
 command -v taskset > /dev/null || { echo "stress-segments: taskset (util-linux) is required" >&2; exit 2; }
 source Scripts/sanitizer-flags.sh  # the same builds as Scripts/test.sh and Scripts/sanitizers.sh, not rebuilds of them
 if [ "$asan" = 1 ]; then
-    build=(swift build --build-tests "${asan_build_flags[@]}")
-    test=(swift test --skip-build "${asan_build_flags[@]}")
+    build=(env "${asan_env[@]}" swift build --build-tests "${tools_flags[@]}")
+    test=(env "${asan_env[@]}" swift test --skip-build "${tools_flags[@]}")
     export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
 else
     build=(swift build --build-tests "${tools_flags[@]}")

@@ -18,8 +18,9 @@
 #    MemoryBoundTests, whose RSS bound ASan inflates by design), one test target at a time, under AddressSanitizer +
 #    UndefinedBehaviorSanitizer (C targets, trap mode; one build). Both sanitizer runs gate. Then the package in
 #    Fleet/ (the PostgreSQL fleet, `downloadkit-fleet`, the ecosystem check; docs/PACKAGES.md), built once under
-#    ASan + UBSan, runs FleetTests and EcosystemTests with closecheck (Scripts/test-fleet.sh);
-# 6. runs the segmented suites 3 times pinned to one CPU beside two busy loops
+#    ASan + UBSan, runs FleetTests and EcosystemTests with closecheck (Scripts/test-fleet.sh). The sanitizer
+#    builds instrument this repository's modules and reuse the debug build's dependencies (Scripts/sanitizer-flags.sh);
+# 6. (before step 5, on the debug build) runs the segmented suites 3 times pinned to one CPU beside two busy loops
 #    (Scripts/stress-segments.sh; longer: `bash Scripts/stress-segments.sh 50 --asan`).
 # 7. soaks the manager: `queue run` killed at random moments against a faulty origin
 #    (Scripts/soak.sh, SOAK_MINUTES, default 1 minute in CI, up to 150 tasks);
@@ -94,8 +95,11 @@ echo "test.sh: $SECONDS s in all so far (fuzz beside chaos and soak and the .deb
 [ "$deb_status" = 0 ] || { echo "test.sh: building the .deb failed ($deb_log)" >&2; exit 1; }
 deb=$(grep -o '^/.*\.deb$' "$deb_log" | tail -1) || { echo "test.sh: package-deb named no .deb ($deb_log)" >&2; exit 1; }
 timed bash Scripts/check-deb.sh "$deb"
+# The stress step uses the debug build as it is; the sanitizer builds that follow rebuild this repository's
+# modules in the same scratch directory (.build), instrumented, and Fleet/'s build reuses the ASan one
+# (Scripts/sanitizer-flags.sh). So this order: debug, TSan, ASan, Fleet/ under ASan.
+timed bash Scripts/stress-segments.sh 3 --filter 'SegmentedTests|SegmentDefectTests|SegmentKillTests'
 timed bash Scripts/sanitizers.sh tsan
 timed bash Scripts/sanitizers.sh asan
 timed bash Scripts/test-fleet.sh
-timed bash Scripts/stress-segments.sh 3 --filter 'SegmentedTests|SegmentDefectTests|SegmentKillTests'
 echo "test.sh: $SECONDS s in all" >&2
