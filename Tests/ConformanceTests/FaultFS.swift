@@ -43,14 +43,14 @@ enum FaultFS {
         var injected: Bool
     }
 
-    /// Runs `downloadkit arguments` with the shim watching `directory` (no fault when `failAt` is 0;
-    /// `log` records every operation for the power-cut replay).
+    /// Runs `downloadkit arguments` (or `program arguments`) with the shim watching `directory` (no fault
+    /// when `failAt` is 0; `log` records every operation for the power-cut replay).
     static func run(
-        _ arguments: [String], watching directory: String, failAt: Int = 0, mode: Mode = .eio,
+        _ arguments: [String], program: String? = nil, watching directory: String, failAt: Int = 0, mode: Mode = .eio,
         log: String? = nil, timeout: Double = 60
     ) throws -> Run {
         let library = try Self.library.get()
-        let executable = try #require(CLITests.executable, "downloadkit executable not found next to the tests")
+        let executable = try program ?? #require(CLITests.executable, "downloadkit executable not found next to the tests")
         let scratch = NSTemporaryDirectory() + "faultfs-run-\(UUID().uuidString)"
         let countFile = scratch + ".count"
         let outFile = scratch + ".out"

@@ -37,6 +37,12 @@ struct PowerCutTests {
         origin.serve("/p.bin", .resource(Resource(size: Int64(Self.size), seed: seed)))
         let model = try CrashModel(log: log, directory: recording.path)
         try #require(model.operations.count > 3, "the log holds \(model.operations.count) operations")
+        // The recording itself first: replayed to its end it must be the file the run left. A write the shim
+        // did not see would otherwise show below as the engine's fault in every later crash state.
+        let replayed = try #require(model.replayedFiles()["p.bin"], "the replay has no p.bin: \(model.replayedFiles().keys.sorted())")
+        try #require(
+            replayed == [UInt8](try Data(contentsOf: URL(fileURLWithPath: recording.file("p.bin")))),
+            "the recording missed some of the run's writes: its replay differs from the downloaded file")
         let states = model.crashStates(everyOp: ProcessInfo.processInfo.environment["DOWNLOADKIT_FAULTFS_ALL"] == "1", writeStride: 5)
         print("PowerCutTests: connections \(connections): \(model.operations.count) logged operations, \(states.count) distinct crash states")
         var failures: [String] = []
@@ -57,6 +63,33 @@ struct PowerCutTests {
         }
         print("PowerCutTests: connections \(connections): \(states.count) states rerun, \(failures.count) failed")
         for failure in failures.prefix(15) { Issue.record("connections \(connections): \(failure)") }
+    }
+
+    /// The recording follows a file opened again through `/proc/self/fd/N`, as the engine opens its `O_DIRECT`
+    /// descriptor (``DirectFile``): the shim once left such a descriptor untracked, the replay lacked its
+    /// writes, and a CI run under load reported the engine as completing wrong files.
+    @Test func theRecordingFollowsAFileOpenedAgainThroughProc() throws {
+        let directory = try ScratchDirectory()
+        let log = directory.path + ".log"
+        defer {
+            try? FileManager.default.removeItem(atPath: log)
+            try? FileManager.default.removeItem(atPath: log + ".data")
+        }
+        // python3 (install-deps.sh) calls open, write and pwrite as written; a shell would dup its descriptors.
+        let script = """
+            import os, sys
+            fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o600)
+            os.write(fd, b"abc")
+            again = os.open("/proc/self/fd/%d" % fd, os.O_WRONLY)
+            os.pwrite(again, b"def", 3)
+            """
+        let python = try #require(ProcessRunner.findExecutable("python3"), "python3 (Scripts/install-deps.sh) is not on PATH")
+        let run = try FaultFS.run(["-c", script, directory.file("f")], program: python, watching: directory.path, log: log)
+        #expect(run.exitCode == 0, "python3: \(run.output)")
+        let written = try String(contentsOfFile: directory.file("f"), encoding: .utf8)
+        #expect(written == "abcdef")
+        let model = try CrashModel(log: log, directory: directory.path)
+        #expect(model.replayedFiles()["f"].map { String(decoding: $0, as: UTF8.self) } == written)
     }
 
     @Test func singleConnectionPowerCuts() async throws {
@@ -229,9 +262,18 @@ struct CrashModel {
         }
     }
 
+    /// Every file by name once all the recorded operations are applied: what the recorded run left, if the
+    /// recording saw all of its writes.
+    func replayedFiles() -> [String: [UInt8]] {
+        guard let end = crashStates(everyOp: false, writeStride: Int.max, keepingFinal: true).last else { return [:] }
+        return end.files
+    }
+
     /// The distinct crash states at the chosen cut points (each op boundary around a non-write op, every
     /// `writeStride`-th write, and the end; every boundary when `everyOp`).
-    func crashStates(everyOp: Bool, writeStride: Int) -> [State] {
+    /// - Parameter keepingFinal: Ends the list with the state after the last operation, names as done and all
+    ///   written, even when an equal state came earlier (``replayedFiles()``).
+    func crashStates(everyOp: Bool, writeStride: Int, keepingFinal: Bool = false) -> [State] {
         var files: [UInt64: FileState] = [:]
         var volatileNames: [String: UInt64] = [:]
         var durableNames: [String: UInt64] = [:]
@@ -308,6 +350,11 @@ struct CrashModel {
             if everyOp || !isWrite || writes % writeStride == 0 || index == operations.count - 1 {
                 snapshot(index + 1)
             }
+        }
+        if keepingFinal {
+            states.append(State(
+                files: volatileNames.mapValues { files[$0]?.current ?? [] }, cut: operations.count,
+                variant: "names as done, all written"))
         }
         return states
     }

@@ -121,10 +121,19 @@ __attribute__((constructor)) static void faultfs_init(void) {
 }
 
 // Whether `path` (absolute, or relative to dirfd / the working directory) is the directory or under it.
+// A file opened again through /proc/self/fd/N (the engine's O_DIRECT descriptor, dk_reopen_direct) is the
+// file the link names: without this its writes went unrecorded, and the power-cut replay then rebuilt
+// files the real run never had.
 static int path_in_dir(int dirfd, const char *path, char *out, size_t outlen) {
     if (!enabled || !path) return 0;
     char full[PATH_MAX * 2];
-    if (path[0] == '/') {
+    char own[64];
+    snprintf(own, sizeof own, "/proc/%d/fd/", (int)getpid());
+    if (strncmp(path, "/proc/self/fd/", 14) == 0 || strncmp(path, "/dev/fd/", 8) == 0 || strncmp(path, own, strlen(own)) == 0) {
+        ssize_t n = readlink(path, full, sizeof full - 1);
+        if (n <= 0 || full[0] != '/') return 0;
+        full[n] = 0;
+    } else if (path[0] == '/') {
         snprintf(full, sizeof full, "%s", path);
     } else {
         char base[PATH_MAX];
