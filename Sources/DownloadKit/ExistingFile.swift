@@ -12,8 +12,9 @@ public enum ExistingFilePolicy: Sendable, Hashable {
     /// Keep it and send no request (`--no-clobber`).
     case keep
     /// Ask the server with `If-None-Match` (the validator recorded when the file was downloaded) and
-    /// `If-Modified-Since` (the recorded `Last-Modified`, else the file's mtime); a `304` keeps the file,
-    /// anything else downloads it again (`--if-modified`).
+    /// `If-Modified-Since` (the recorded `Last-Modified`, else the file's mtime) on the download's first
+    /// request; a `304` keeps the file, any other answer is the download itself — a changed file's `200`
+    /// is the new version, so it costs one request (`--if-modified`, like curl `-z` and wget `-N`).
     case keepIfNotModified
 }
 

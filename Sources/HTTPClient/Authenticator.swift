@@ -28,7 +28,9 @@ public struct Credential: Sendable, Hashable, CustomStringConvertible {
 
 /// Answers `401` challenges (Basic, RFC 7617; Digest, RFC 7616 with MD5 or SHA-256, qop `auth`)
 /// with credentials that belong to one origin, consulted by ``HTTPClient/execute(_:cancellation:buffer:onHead:onBody:onSpliced:)``
-/// for every exchange, segment workers included.
+/// for every exchange and by `execute(series:…)` for every request of a series (segment workers'
+/// range requests), with the same rule. Each client also keeps one for its HTTP proxies' URL
+/// credentials, answering a proxy's Digest `407` the same way (bound to the proxy's host and port).
 ///
 /// Rules, enforced here in one place:
 /// - A credential bound to an origin (scheme, host, port) answers only that origin: never another

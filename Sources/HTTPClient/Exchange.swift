@@ -525,8 +525,9 @@ public final class DKHTTPClient: Sendable {
     ) throws -> Exchanged {
         var preferFresh = false
         var pending = pipelined
-        // A request sent ahead has its head on the wire already.
-        var head = pipelined == nil ? try makeHead() : []
+        // Encoded even for a request sent ahead (its head is on the wire already): left unanswered, it is
+        // sent again on another connection.
+        var head = try makeHead()
         var proxyChallengeAnswered = false
         while true {
             let answersSentAhead = pending != nil
