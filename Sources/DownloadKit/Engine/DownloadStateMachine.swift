@@ -782,9 +782,10 @@ struct DownloadStateMachine {
 }
 
 extension ResponseHead {
-    /// The body length from `Content-Length`, when present and valid.
+    /// The body length from `Content-Length`, when present and valid — never with `Transfer-Encoding`,
+    /// which overrides it (RFC 9112 §6.3 item 3; the parser reads such a body as chunked).
     var contentLength: Int64? {
-        guard let text = headers.first(name: "Content-Length"), !text.isEmpty, text.allSatisfy(\.isASCII),
+        guard !headers.contains(name: "Transfer-Encoding"), let text = headers.first(name: "Content-Length"), !text.isEmpty, text.allSatisfy(\.isASCII),
             text.allSatisfy(\.isNumber)
         else { return nil }
         return Int64(text)
