@@ -308,10 +308,17 @@ extension ResponseHead {
 }
 
 extension ResponseHead {
-    /// The reason phrase RFC 9110 §15 gives `status` (`401` → `Unauthorized`), or `nil` for a code it
-    /// does not define. For messages about a status whose response's own phrase was not kept.
+    /// The registered reason phrase of `status` (`401` → `Unauthorized`; RFC 9110 §15, RFC 6585 for 429
+    /// and 431), or `nil` for a code not listed. For messages about a status whose response's own phrase
+    /// was not kept, and for test servers.
     public static func standardReason(for status: Int) -> String? {
         switch status {
+        case 100: "Continue"
+        case 200: "OK"
+        case 201: "Created"
+        case 202: "Accepted"
+        case 204: "No Content"
+        case 206: "Partial Content"
         case 300: "Multiple Choices"
         case 301: "Moved Permanently"
         case 302: "Found"
@@ -341,6 +348,7 @@ extension ResponseHead {
         case 422: "Unprocessable Content"
         case 426: "Upgrade Required"
         case 429: "Too Many Requests"
+        case 431: "Request Header Fields Too Large"
         case 500: "Internal Server Error"
         case 501: "Not Implemented"
         case 502: "Bad Gateway"

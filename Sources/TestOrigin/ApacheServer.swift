@@ -25,9 +25,7 @@ public struct ApacheAccessLogEntry: Sendable, Hashable {
 /// lives in a temporary server root that ``stop()`` removes; nothing of the system's Apache setup is
 /// read. Apache runs in the foreground (`-DFOREGROUND`), one process group with its children, which
 /// switch to `nobody` (so the document root must be world-readable, as temporary directories are).
-///
-/// `@unchecked Sendable`: the stored properties are immutable except `process`, only touched under `lock`.
-public final class ApacheServer: @unchecked Sendable {
+public final class ApacheServer: Sendable {
     /// The apache2 executable, or `nil` when Apache is not installed.
     public static func locate() -> String? {
         if FileManager.default.isExecutableFile(atPath: "/usr/sbin/apache2") { return "/usr/sbin/apache2" }
@@ -39,12 +37,12 @@ public final class ApacheServer: @unchecked Sendable {
 
     /// The realm of the Digest protection space.
     public let realm: String
-    /// The port on 127.0.0.1.
-    public let port: Int
     /// The server root (configuration, logs, pid file, htdigest file).
     public let serverRoot: String
-    private let lock = NSLock()
-    private var process: ChildProcess?
+    private let peer: PeerProcess
+
+    /// The port on 127.0.0.1.
+    public var port: Int { peer.port }
 
     /// Writes the configuration and the htdigest file and starts Apache, returning once it listens.
     /// - Parameters:
@@ -60,49 +58,33 @@ public final class ApacheServer: @unchecked Sendable {
             throw OriginError("starting apache2", detail: "apache2 not installed: run Scripts/install-deps.sh")
         }
         self.realm = realm
-        serverRoot = FileManager.default.temporaryDirectory
+        let serverRoot = FileManager.default.temporaryDirectory
             .appendingPathComponent("downloadkit-apache-\(getpid())-\(UUID().uuidString.prefix(8))").path
+        self.serverRoot = serverRoot
         try FileManager.default.createDirectory(atPath: serverRoot + "/logs", withIntermediateDirectories: true)
         // htdigest's format: user:realm:MD5(user:realm:password).
         let hash = SimpleHash.hex(SimpleHash.md5(Array("\(user):\(realm):\(password)".utf8)))
         try "\(user):\(realm):\(hash)\n".write(toFile: serverRoot + "/htdigest", atomically: true, encoding: .utf8)
         chmod(serverRoot + "/htdigest", 0o644)
-
-        var lastError: OriginError?
-        for _ in 0..<3 {
-            let port = try FreePort.allocate(count: 1)[0]
-            let text = Self.configuration(
-                serverRoot: serverRoot, documentRoot: documentRoot, port: port, realm: realm, nonceLifetime: nonceLifetime)
-            try text.write(toFile: serverRoot + "/httpd.conf", atomically: true, encoding: .utf8)
-            let started = try ChildProcess(
-                binary, ["-f", serverRoot + "/httpd.conf", "-DFOREGROUND"], outputPath: serverRoot + "/logs/stderr.log")
-            let deadline = Date().addingTimeInterval(10)
-            while started.isRunning && !FreePort.acceptsConnections(port: port) && Date() < deadline { usleep(10_000) }
-            if started.isRunning && FreePort.acceptsConnections(port: port) {
-                self.port = port
-                process = started
-                return
-            }
-            started.terminate(grace: 2)
-            let log = Self.logs(in: serverRoot)
-            lastError = OriginError("starting apache2", detail: "not listening on \(port)\n" + log)
-            if !log.contains("Address already in use") { break }
-        }
-        try? FileManager.default.removeItem(atPath: serverRoot)
-        throw lastError ?? OriginError("starting apache2")
+        peer = try PeerProcess(
+            name: "apache2", binary: binary, directory: serverRoot, timeout: 10, logs: { Self.logs(in: serverRoot) },
+            configure: { port in
+                let text = Self.configuration(
+                    serverRoot: serverRoot, documentRoot: documentRoot, port: port, realm: realm,
+                    nonceLifetime: nonceLifetime)
+                try text.write(toFile: serverRoot + "/httpd.conf", atomically: true, encoding: .utf8)
+                return ["-f", serverRoot + "/httpd.conf", "-DFOREGROUND"]
+            })
     }
-
-    deinit { stop() }
 
     /// `http://127.0.0.1:PORT` + `path`.
     public func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
 
-    /// Apache's error log and standard error so far.
+    /// Apache's error log and standard output so far.
     public var errorLog: String { Self.logs(in: serverRoot) }
 
     private static func logs(in serverRoot: String) -> String {
-        ["error.log", "stderr.log"].compactMap { try? String(contentsOfFile: serverRoot + "/logs/" + $0, encoding: .utf8) }
-            .joined(separator: "\n")
+        PeerProcess.read(["logs/error.log", "stdout.log"], in: serverRoot)
     }
 
     /// The access log's entries so far (Apache writes each when its request completes).
@@ -115,15 +97,7 @@ public final class ApacheServer: @unchecked Sendable {
 
     /// Stops Apache (SIGTERM to its process, which stops its children; SIGKILL after 5 s) and removes
     /// the server root. Idempotent; also run on release.
-    public func stop() {
-        let running: ChildProcess? = lock.withLock {
-            defer { process = nil }
-            return process
-        }
-        guard let running else { return }
-        running.terminate(grace: 5)
-        try? FileManager.default.removeItem(atPath: serverRoot)
-    }
+    public func stop() { peer.stop() }
 
     /// The log line's fields, tab-separated so quoted challenge values need no unescaping.
     static let logFormat = #"%{remote}p\t%r\t%>s\t%{Range}i\t%{WWW-Authenticate}o"#

@@ -23,9 +23,7 @@ public struct SquidAccessLogEntry: Sendable, Hashable {
 /// Configuration, password file, logs and pid file live in a temporary directory that ``stop()``
 /// removes; squid runs in the foreground (`-N`) and switches to `nobody`, so its log directory is
 /// handed to that user.
-///
-/// `@unchecked Sendable`: the stored properties are immutable except `process`, only touched under `lock`.
-public final class SquidServer: @unchecked Sendable {
+public final class SquidServer: Sendable {
     /// The squid executable, or `nil` when squid is not installed.
     public static func locate() -> String? {
         if FileManager.default.isExecutableFile(atPath: "/usr/sbin/squid") { return "/usr/sbin/squid" }
@@ -35,14 +33,14 @@ public final class SquidServer: @unchecked Sendable {
     /// The Digest helper Debian ships with squid.
     static let digestHelper = "/usr/lib/squid/digest_file_auth"
 
-    /// The port on 127.0.0.1.
-    public let port: Int
     /// The Digest realm.
     public let realm: String
     /// The temporary directory (configuration, password file, `logs/`).
     public let directory: String
-    private let lock = NSLock()
-    private var process: ChildProcess?
+    private let peer: PeerProcess
+
+    /// The port on 127.0.0.1.
+    public var port: Int { peer.port }
 
     /// Writes the configuration and starts squid, returning once it accepts connections.
     /// - Parameters:
@@ -55,8 +53,9 @@ public final class SquidServer: @unchecked Sendable {
             throw OriginError("starting squid", detail: "squid not installed: run Scripts/install-deps.sh")
         }
         self.realm = realm
-        directory = FileManager.default.temporaryDirectory
+        let directory = FileManager.default.temporaryDirectory
             .appendingPathComponent("downloadkit-squid-\(getpid())-\(UUID().uuidString.prefix(8))").path
+        self.directory = directory
         let logs = directory + "/logs"
         try FileManager.default.createDirectory(atPath: logs, withIntermediateDirectories: true)
         chmod(directory, 0o755)
@@ -64,31 +63,14 @@ public final class SquidServer: @unchecked Sendable {
         chown(logs, 65534, 65534)
         try "\(user):\(password)\n".write(toFile: directory + "/passwd", atomically: true, encoding: .utf8)
         chmod(directory + "/passwd", 0o644)
-
-        var lastError: OriginError?
-        for _ in 0..<3 {
-            let port = try FreePort.allocate(count: 1)[0]
-            try Self.configuration(directory: directory, port: port, realm: realm)
-                .write(toFile: directory + "/squid.conf", atomically: true, encoding: .utf8)
-            let started = try ChildProcess(
-                binary, ["-N", "-f", directory + "/squid.conf"], outputPath: directory + "/stdout.log")
-            let deadline = Date().addingTimeInterval(20)
-            while started.isRunning && !FreePort.acceptsConnections(port: port) && Date() < deadline { usleep(20_000) }
-            if started.isRunning && FreePort.acceptsConnections(port: port) {
-                self.port = port
-                process = started
-                return
-            }
-            started.terminate(grace: 2)
-            let log = Self.logs(in: directory)
-            lastError = OriginError("starting squid", detail: "not listening on \(port)\n" + log)
-            if !log.contains("Address already in use") { break }
-        }
-        try? FileManager.default.removeItem(atPath: directory)
-        throw lastError ?? OriginError("starting squid")
+        peer = try PeerProcess(
+            name: "squid", binary: binary, directory: directory, timeout: 20, logs: { Self.logs(in: directory) },
+            configure: { port in
+                try Self.configuration(directory: directory, port: port, realm: realm)
+                    .write(toFile: directory + "/squid.conf", atomically: true, encoding: .utf8)
+                return ["-N", "-f", directory + "/squid.conf"]
+            })
     }
-
-    deinit { stop() }
 
     /// The proxy URL, with credentials when given: `http://user:password@127.0.0.1:PORT`.
     public func url(user: String? = nil, password: String? = nil) -> String {
@@ -100,8 +82,7 @@ public final class SquidServer: @unchecked Sendable {
     public var log: String { Self.logs(in: directory) }
 
     private static func logs(in directory: String) -> String {
-        ["logs/cache.log", "stdout.log"].compactMap { try? String(contentsOfFile: directory + "/" + $0, encoding: .utf8) }
-            .joined(separator: "\n")
+        PeerProcess.read(["logs/cache.log", "stdout.log"], in: directory)
     }
 
     /// The access log's requests so far (squid writes each when it completes). Connections that closed
@@ -118,15 +99,7 @@ public final class SquidServer: @unchecked Sendable {
     }
 
     /// Stops squid (SIGTERM, then SIGKILL) and removes its directory. Idempotent; also run on release.
-    public func stop() {
-        let running: ChildProcess? = lock.withLock {
-            defer { process = nil }
-            return process
-        }
-        guard let running else { return }
-        running.terminate(grace: 5)
-        try? FileManager.default.removeItem(atPath: directory)
-    }
+    public func stop() { peer.stop() }
 
     static func configuration(directory: String, port: Int, realm: String) -> String {
         """

@@ -39,6 +39,12 @@ struct SquidDigestProxyTests {
             nginx.stop()
             squid.stop()
         }
+
+        /// The file's URL on nginx: plain HTTP by address, or the TLS site by the name its certificate holds.
+        func url(scheme: String) -> String? {
+            scheme == "https"
+                ? nginx.tlsURL(site: "valid", path: "/file.bin", host: "localhost") : nginx.httpURL("/file.bin", host: "127.0.0.1")
+        }
     }
 
     @Test(arguments: ["http", "https"])
@@ -46,10 +52,7 @@ struct SquidDigestProxyTests {
         let fixture = try await offloaded { try Fixture() }
         defer { fixture.stop() }
         let dir = try ScratchDirectory()
-        let url =
-            scheme == "https"
-            ? try #require(fixture.nginx.tlsURL(site: "valid", path: "/file.bin", host: "localhost"))
-            : fixture.nginx.httpURL("/file.bin", host: "127.0.0.1")
+        let url = try #require(fixture.url(scheme: scheme))
         let run = try await ProxyTests.runCLI(
             [
                 "get", url, "-o", dir.file("file.bin"), "--progress", "none", "--connections", "4", "--retries", "0",
@@ -78,10 +81,7 @@ struct SquidDigestProxyTests {
         let fixture = try await offloaded { try Fixture() }
         defer { fixture.stop() }
         let dir = try ScratchDirectory()
-        let url =
-            scheme == "https"
-            ? try #require(fixture.nginx.tlsURL(site: "valid", path: "/file.bin", host: "localhost"))
-            : fixture.nginx.httpURL("/file.bin", host: "127.0.0.1")
+        let url = try #require(fixture.url(scheme: scheme))
         let run = try await ProxyTests.runCLI(
             [
                 "get", url, "-o", dir.file("file.bin"), "--progress", "none", "--retries", "0",
