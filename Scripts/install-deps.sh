@@ -10,6 +10,11 @@ command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
 command -v curl >/dev/null || need+=(curl)
 command -v tinyproxy >/dev/null || need+=(tinyproxy)      # HTTP proxy + CONNECT with Basic auth (proxy tests)
 command -v microsocks >/dev/null || need+=(microsocks)    # SOCKS5 with RFC 1929 auth (proxy tests)
+# Apache httpd with mod_auth_digest and a 2-second nonce lifetime (ApacheDigestTests: stale nonces
+# answered on every connection of a segmented download).
+command -v apache2 >/dev/null || [ -x /usr/sbin/apache2 ] || need+=(apache2)
+# squid with only Digest proxy authentication, absolute-form GET and CONNECT (SquidDigestProxyTests).
+command -v squid >/dev/null || [ -x /usr/sbin/squid ] || need+=(squid)
 command -v nft >/dev/null || [ -x /usr/sbin/nft ] || need+=(nftables)   # Happy Eyeballs test: drop SYNs in a netns
 # The attacker suite plays another local user (setpriv --reuid=65534, user nobody) and starts the daemon
 # under a low descriptor limit (prlimit): both from util-linux.

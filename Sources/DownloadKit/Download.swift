@@ -117,13 +117,18 @@ public final class Download: Sendable {
         TransferThreads.shared.run(name: "dk-\(id)") {
             let outcome: Result<DownloadResult, DownloadError>
             do throws(DownloadError) {
-                if let kept = try Download.existingFileOutcome(request, configuration: configuration, client: client) {
+                let existing = try Download.existingFileDecision(request)
+                if case .keep(let kept) = existing {
                     control.setState(.keepExistingFile)
                     outcome = .success(kept)
                 } else {
                     let engine = try TransferEngine(
                         request: request, configuration: configuration, control: control, client: client)
-                    outcome = .success(try engine.run())
+                    // The conditional request is the engine's first: a 200 to it is the new version.
+                    if case .askFirst(let conditions, let kept) = existing { engine.askFirst(conditions, keeping: kept) }
+                    let result = try engine.run()
+                    if result.keptExistingFile { control.setState(.keepExistingFile) }
+                    outcome = .success(result)
                 }
             } catch {
                 outcome = .failure(error)

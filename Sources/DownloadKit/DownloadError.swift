@@ -118,7 +118,10 @@ public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible 
     }
 
     static func status(_ status: Int, reason: String, url: HTTPURL) -> DownloadError {
-        let phrase = reason.isEmpty ? "" : " \(reason)"
+        // A status whose response's phrase was not kept (a segment's 401 reaches here by status alone)
+        // still reads "401 Unauthorized".
+        let text = reason.isEmpty ? ResponseHead.standardReason(for: status) ?? "" : reason
+        let phrase = text.isEmpty ? "" : " \(text)"
         return DownloadError(
             .httpStatus, "HTTP status \(status)\(phrase) from \(url)", httpStatus: status,
             isTransient: isTransientStatus(status))

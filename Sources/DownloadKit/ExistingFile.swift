@@ -12,8 +12,9 @@ public enum ExistingFilePolicy: Sendable, Hashable {
     /// Keep it and send no request (`--no-clobber`).
     case keep
     /// Ask the server with `If-None-Match` (the validator recorded when the file was downloaded) and
-    /// `If-Modified-Since` (the recorded `Last-Modified`, else the file's mtime); a `304` keeps the file,
-    /// anything else downloads it again (`--if-modified`).
+    /// `If-Modified-Since` (the recorded `Last-Modified`, else the file's mtime) on the download's first
+    /// request; a `304` keeps the file, any other answer is the download itself — a changed file's `200`
+    /// is the new version, so it costs one request (`--if-modified`, like curl `-z` and wget `-N`).
     case keepIfNotModified
 }
 
@@ -123,49 +124,46 @@ package enum FinishedFileValidators {
     }
 }
 
+/// What an existing destination means for a download, decided before any request (``ExistingFilePolicy``).
+enum ExistingFileDecision: Sendable, Hashable {
+    /// Download as if there were no file (none there, the policy replaces it, partial data beside it,
+    /// or another user's file).
+    case download
+    /// Keep it: nothing to ask (`--no-clobber`).
+    case keep(DownloadResult)
+    /// Send the download's first request with these conditions (`If-None-Match`, `If-Modified-Since`):
+    /// a `304` keeps the file as `kept` says; any other answer is the download itself — a `200` is the
+    /// new version, written like any other, so a changed file costs one request (curl `-z`, wget `-N`).
+    case askFirst(conditions: DKHTTPHeaders, kept: DownloadResult)
+}
+
 extension Download {
-    /// Whether an existing destination makes this run unnecessary; returns the result to report then.
-    /// Runs on the transfer thread before the engine.
-    static func existingFileOutcome(
-        _ request: DownloadRequest, configuration: DownloadConfiguration, client: DKHTTPClient?
-    ) throws(DownloadError) -> DownloadResult? {
-        guard request.existingFile != .replace, case .file(let path) = request.destination else { return nil }
+    /// What an existing destination makes of this run. Runs on the transfer thread before the engine;
+    /// sends nothing (the conditional request is the engine's first).
+    static func existingFileDecision(_ request: DownloadRequest) throws(DownloadError) -> ExistingFileDecision {
+        guard request.existingFile != .replace, case .file(let path) = request.destination else { return .download }
         var st = stat()
-        guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return nil }
+        guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return .download }
         // Partial data beside it: a download of it is under way or interrupted; let the engine decide.
         let working = try? WorkingFiles(
             destination: request.destination, workingDirectory: request.workingDirectory, url: HTTPURL(request.url))
-        guard !FileManager.default.fileExists(atPath: working?.partial ?? path + ".dkpart") else { return nil }
+        guard !FileManager.default.fileExists(atPath: working?.partial ?? path + ".dkpart") else { return .download }
         let kept = DownloadResult(
             path: path, bytes: Int64(st.st_size), resumedFrom: Int64(st.st_size), bytesTransferred: 0,
             finalURL: request.url, checksumHex: nil, isResumable: false, keptExistingFile: true)
-        if request.existingFile == .keep { return kept }
+        if request.existingFile == .keep { return .keep(kept) }
         // Another user's file is no evidence of a download of ours, whatever a server says of its date or
         // validators (issue #44: planted in a shared directory, it would be reported as this download).
         // It is downloaded again, and the final rename replaces it.
-        guard st.st_uid == geteuid() else { return nil }
+        guard st.st_uid == geteuid() else { return .download }
 
-        let url = try DownloadError.validatedURL(of: request)
+        _ = try DownloadError.validatedURL(of: request)
         let (entityTag, lastModified) = FinishedFileValidators.read(at: path)
-        var headers = request.headers
-        if let entityTag { headers.replaceOrAdd(name: "If-None-Match", value: entityTag) }
-        headers.replaceOrAdd(
+        var conditions = DKHTTPHeaders()
+        if let entityTag { conditions.add(name: "If-None-Match", value: entityTag) }
+        conditions.add(
             name: "If-Modified-Since",
             value: lastModified ?? HTTPDate(secondsSince1970: Int64(st.st_mtim.tv_sec)).headerValue)
-        var status = 0
-        do {
-            let http = try client ?? DKHTTPClient(configuration: configuration.client, logger: configuration.logger)
-            _ = try http.execute(
-                DKHTTPRequest(method: .GET, url: url, headers: headers),
-                onHead: { head in
-                    status = head.status
-                    return .discard
-                },
-                onBody: { _ in })
-        } catch {
-            // The question could not be asked: the download itself will meet (and report) the problem.
-            return nil
-        }
-        return status == 304 ? kept : nil
+        return .askFirst(conditions: conditions, kept: kept)
     }
 }

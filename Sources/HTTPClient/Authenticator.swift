@@ -28,7 +28,9 @@ public struct Credential: Sendable, Hashable, CustomStringConvertible {
 
 /// Answers `401` challenges (Basic, RFC 7617; Digest, RFC 7616 with MD5 or SHA-256, qop `auth`)
 /// with credentials that belong to one origin, consulted by ``HTTPClient/execute(_:cancellation:buffer:onHead:onBody:onSpliced:)``
-/// for every exchange, segment workers included.
+/// for every exchange and by `execute(series:…)` for every request of a series (segment workers'
+/// range requests), with the same rule. Each client also keeps one for its HTTP proxies' URL
+/// credentials, answering a proxy's Digest `407` the same way (bound to the proxy's host and port).
 ///
 /// Rules, enforced here in one place:
 /// - A credential bound to an origin (scheme, host, port) answers only that origin: never another
@@ -76,7 +78,12 @@ public final class Authenticator: Sendable, Hashable {
 
     /// Binds `credential` to the origin of `url` (its scheme, host and port).
     public func addCredential(_ credential: Credential, for url: HTTPURL) {
-        state.withLock { $0.bindings.append(Binding(scope: .origin(url.origin), credential: credential)) }
+        addCredential(credential, for: url.origin)
+    }
+
+    /// Binds `credential` to `origin` (for a proxy: `http`, its host and port).
+    func addCredential(_ credential: Credential, for origin: Origin) {
+        state.withLock { $0.bindings.append(Binding(scope: .origin(origin), credential: credential)) }
     }
 
     /// Binds `credential` to `host` for `https` only, on any port.
@@ -114,7 +121,13 @@ public final class Authenticator: Sendable, Hashable {
 
     /// The `Authorization` value to send up front to an origin that accepted credentials before.
     func preemptiveAuthorization(method: DKHTTPMethod, url: HTTPURL) -> String? {
-        let origin = url.origin
+        authorization(method: method.rawValue, uri: url.requestTarget, origin: url.origin)
+    }
+
+    /// The credentials `origin` accepted before, for a request with `method` and Digest `uri` (the
+    /// request target as sent: origin form, absolute form through a proxy, `host:port` for CONNECT);
+    /// a Digest answer takes the next nonce count.
+    func authorization(method: String, uri: String, origin: Origin) -> String? {
         let found: (Credential, Accepted)? = state.withLock { state in
             guard let binding = state.bindings.first(where: { $0.applies(to: origin) }),
                 let accepted = state.accepted[origin]
@@ -128,7 +141,7 @@ public final class Authenticator: Sendable, Hashable {
             }
         }
         guard let (credential, accepted) = found else { return nil }
-        return Self.authorization(accepted, credential: credential, method: method, url: url)
+        return Self.authorization(accepted, credential: credential, method: method, uri: uri)
     }
 
     /// Reads a `401` response's challenges and, when one can be answered for this origin, remembers
@@ -136,15 +149,27 @@ public final class Authenticator: Sendable, Hashable {
     /// - Returns: Whether the request should be sent again.
     func accept(challengeFrom head: ResponseHead, url: HTTPURL) -> Bool {
         guard head.status == 401 else { return false }
-        let origin = url.origin
+        return accept(challenges: head.headers["WWW-Authenticate"], origin: url.origin, basic: true)
+    }
+
+    /// Reads a proxy's `407` and, when it offers Digest (Basic is sent up front from the proxy URL, so a
+    /// 407 to it means refused credentials), remembers the challenge for the proxy's `origin`.
+    /// - Returns: Whether the request (or CONNECT) should be sent again with ``authorization(method:uri:origin:)``.
+    func acceptProxyChallenge(from head: ResponseHead, proxy origin: Origin) -> Bool {
+        guard head.status == 407 else { return false }
+        return accept(challenges: head.headers["Proxy-Authenticate"], origin: origin, basic: false)
+    }
+
+    /// The one choice of scheme: the strongest offered challenge this origin has a credential for.
+    private func accept(challenges values: [String], origin: Origin, basic: Bool) -> Bool {
         guard credential(for: origin) != nil else { return false }
-        guard let challenges = try? AuthChallenge.parse(head.headers["WWW-Authenticate"]) else { return false }
+        guard let challenges = try? AuthChallenge.parse(values) else { return false }
         // The strongest first: Digest with SHA-256, then Digest MD5, then Basic.
         let digests = challenges.filter { $0.isScheme("Digest") }.compactMap { try? DigestChallenge($0) }
         let chosen: Accepted?
         if let digest = digests.first(where: { $0.algorithm == .sha256 }) ?? digests.first {
             chosen = .digest(digest, nonceCount: 0)
-        } else if challenges.contains(where: { $0.isScheme("Basic") }) {
+        } else if basic, challenges.contains(where: { $0.isScheme("Basic") }) {
             chosen = .basic
         } else {
             chosen = nil
@@ -154,7 +179,7 @@ public final class Authenticator: Sendable, Hashable {
         return true
     }
 
-    private static func authorization(_ accepted: Accepted, credential: Credential, method: DKHTTPMethod, url: HTTPURL)
+    private static func authorization(_ accepted: Accepted, credential: Credential, method: String, uri: String)
         -> String
     {
         switch accepted {
@@ -163,8 +188,8 @@ public final class Authenticator: Sendable, Hashable {
         case .digest(let challenge, let count):
             let algorithm: DigestAlgorithm = challenge.algorithm == .sha256 ? .sha256 : .md5
             return challenge.authorization(
-                user: credential.user, password: credential.password, method: method.rawValue,
-                uri: url.requestTarget, cnonce: Self.clientNonce(), nonceCount: count,
+                user: credential.user, password: credential.password, method: method,
+                uri: uri, cnonce: Self.clientNonce(), nonceCount: count,
                 hash: { DKDigest.hex(DKDigest.hash(algorithm, Array($0.utf8))) })
         }
     }

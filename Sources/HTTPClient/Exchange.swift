@@ -249,6 +249,9 @@ public final class DKHTTPClient: Sendable {
     public let proxies: ProxyConfiguration
     /// Where connection decisions are logged, or `nil`.
     let logger: Logger?
+    /// The HTTP proxies' credentials (from their URLs), answering a proxy's Digest `407` (RFC 7616 with
+    /// RFC 9110 §11.7.1): the same rules and nonce counts as origin credentials, bound to each proxy.
+    let proxyAuthenticator = Authenticator()
 
     /// Creates a client. The TLS context is built once, on the first `https` request.
     /// - Parameters:
@@ -266,6 +269,11 @@ public final class DKHTTPClient: Sendable {
         self.configuration = configuration
         self.logger = logger
         self.proxies = try configuration.proxy.resolved()
+        for proxy in [proxies.httpProxy, proxies.httpsProxy].compactMap({ $0 })
+        where proxy.kind == .http && proxy.user != nil {
+            proxyAuthenticator.addCredential(
+                Credential(user: proxy.user ?? "", password: proxy.password ?? ""), for: proxy.authenticationOrigin)
+        }
         for path in configuration.tls.additionalTrustRootFiles where access(path, R_OK) != 0 {
             throw TransportError(
                 .tlsFailed, errno: errno, operation: "access",
@@ -316,7 +324,6 @@ public final class DKHTTPClient: Sendable {
         onSpliced: (Int) throws -> Void = { _ in }
     ) throws -> ExchangeSummary {
         let buffer = buffer ?? ReceiveBuffer(capacity: configuration.receiveBufferSize)
-        let authenticator = configuration.authenticator
         let cookieJar = configuration.cookieJar
         let answersChallenges = answersChallenges(request)
         var challengeAnswered = false
@@ -326,14 +333,8 @@ public final class DKHTTPClient: Sendable {
                 decorated(request, answersChallenges: answersChallenges), cancellation: cancellation, buffer: buffer,
                 onHead: { head in
                     cookieJar?.receive(head, from: request.url)
-                    // One answered challenge per call: a second 401 goes to the caller.
-                    if answersChallenges, !challengeAnswered,
-                        authenticator?.accept(challengeFrom: head, url: request.url) == true
-                    {
+                    if answersChallenge(head, to: request, alreadyAnswered: challengeAnswered) {
                         retryWithCredentials = true
-                        logger?.debug(
-                            "answering a 401 challenge with credentials",
-                            metadata: ["http.origin": "\(request.url.origin)"])
                         return .discard
                     }
                     return try onHead(head)
@@ -341,6 +342,21 @@ public final class DKHTTPClient: Sendable {
             if !retryWithCredentials { return summary }
             challengeAnswered = true
         }
+    }
+
+    /// The one rule for a `401`, on single requests and in series alike: answered (the request is sent
+    /// once more, with credentials) when the caller left authentication to the ``Authenticator`` and it
+    /// can answer the challenge for this origin — a first challenge, or a Digest nonce gone stale
+    /// (`stale=true`, which every connection of a segmented download meets once the server's nonce
+    /// lifetime has passed). One answered challenge per request: a second 401 to the same request goes
+    /// to the caller.
+    private func answersChallenge(_ head: ResponseHead, to request: DKHTTPRequest, alreadyAnswered: Bool) -> Bool {
+        guard head.status == 401, !alreadyAnswered, answersChallenges(request),
+            configuration.authenticator?.accept(challengeFrom: head, url: request.url) == true
+        else { return false }
+        logger?.debug(
+            "answering a 401 challenge with credentials", metadata: ["http.origin": "\(request.url.origin)"])
+        return true
     }
 
     /// Sends `first` and then, one after another on the same connection where it can, the requests
@@ -360,9 +376,10 @@ public final class DKHTTPClient: Sendable {
     /// pipelined only to the same origin and never through a plain-HTTP forward proxy; otherwise each is
     /// sent after the previous response.
     ///
-    /// Cookies and preemptive credentials are added to each request as
-    /// ``execute(_:cancellation:buffer:onHead:onBody:onSpliced:)`` adds them, but a `401` is passed to
-    /// `onHead` rather than answered. Bodies are streamed, never spliced. With
+    /// Cookies and preemptive credentials are added to each request, and a `401` the
+    /// ``Authenticator`` can answer (a stale Digest nonce among them) is answered by sending the same
+    /// request again, exactly as ``execute(_:cancellation:buffer:onHead:onBody:onSpliced:)`` does: such a
+    /// 401 never reaches `onHead` or `onEnd`. Bodies are streamed, never spliced. With
     /// ``DKHTTPClientConfiguration/pipelining`` off, `next` is asked only with 0, after each response.
     ///
     /// - Parameters:
@@ -396,17 +413,20 @@ public final class DKHTTPClient: Sendable {
         // The connection on which the response to `request` comes next (it was sent ahead), if any.
         var pipelined: ConnectionLease?
         defer { if let pipelined { pool.release(pipelined, reusable: false) } }
+        // Whether `request` already had a 401 answered (it is being sent again with credentials).
+        var challengeAnswered = false
         while true {
             let current = request
             let proxy = proxies.proxy(for: current.url)
             let route = ConnectionKey(origin: current.url.origin, proxy: proxy)
             let sendsAhead = configuration.pipelining && !(proxy?.kind == .http && current.url.scheme == .http)
-            let head = try seriesHead(current, proxy: proxy)
             var following: DKHTTPRequest?
+            var retryWithCredentials = false
             let lease = pipelined
             pipelined = nil
             let exchanged = try send(
-                head: head, request: current, proxy: proxy, pipelinedOn: lease, cancellation: cancellation,
+                head: { try seriesHead(current, proxy: proxy) }, request: current, proxy: proxy, pipelinedOn: lease,
+                cancellation: cancellation,
                 buffer: buffer,
                 sendAhead: { owed in
                     guard sendsAhead, following == nil, let candidate = next(owed) else { return nil }
@@ -421,9 +441,16 @@ public final class DKHTTPClient: Sendable {
                 onSent: onSent,
                 onHead: { head in
                     cookieJar?.receive(head, from: current.url)
+                    // Discarded, the 401 sends nothing ahead: the same request goes again, with credentials.
+                    if answersChallenge(head, to: current, alreadyAnswered: challengeAnswered) {
+                        retryWithCredentials = true
+                        return .discard
+                    }
                     return try onHead(head)
                 }, onBody: onBody, onSpliced: { _ in })
             pipelined = exchanged.pipelined
+            challengeAnswered = retryWithCredentials
+            if retryWithCredentials { continue }
             try onEnd(exchanged.summary)
             if following == nil { following = next(0) }
             guard let following else { return }
@@ -474,7 +501,7 @@ public final class DKHTTPClient: Sendable {
     ) throws -> ExchangeSummary {
         let proxy = proxies.proxy(for: request.url)
         return try send(
-            head: try encodeHead(request, proxy: proxy), request: request, proxy: proxy, pipelinedOn: nil,
+            head: { try encodeHead(request, proxy: proxy) }, request: request, proxy: proxy, pipelinedOn: nil,
             cancellation: cancellation, buffer: buffer, sendAhead: { _ in nil }, onSent: {}, onHead: onHead, onBody: onBody,
             onSpliced: onSpliced
         ).summary
@@ -485,9 +512,11 @@ public final class DKHTTPClient: Sendable {
     /// request on a reused connection that the server had closed before answering is sent once more on
     /// a fresh one; a request sent ahead that the server closed the connection on, or never answered,
     /// is sent again on another connection, and a route that did so without announcing the close gets
-    /// nothing sent ahead again.
+    /// nothing sent ahead again. A plain-HTTP proxy's Digest `407` is answered once: `head` is encoded
+    /// again, now with the proxy's Digest credentials, and sent.
     private func send(
-        head: [UInt8], request: DKHTTPRequest, proxy: ProxyURL?, pipelinedOn pipelined: ConnectionLease?,
+        head makeHead: () throws -> [UInt8], request: DKHTTPRequest, proxy: ProxyURL?,
+        pipelinedOn pipelined: ConnectionLease?,
         cancellation: CancellationToken?, buffer: ReceiveBuffer, sendAhead: (Int64) throws -> [UInt8]?,
         onSent: () -> Void,
         onHead: (ResponseHead) throws -> BodyDisposition,
@@ -496,23 +525,40 @@ public final class DKHTTPClient: Sendable {
     ) throws -> Exchanged {
         var preferFresh = false
         var pending = pipelined
+        // Encoded even for a request sent ahead (its head is on the wire already): left unanswered, it is
+        // sent again on another connection.
+        var head = try makeHead()
+        var proxyChallengeAnswered = false
         while true {
             let answersSentAhead = pending != nil
+            var answerProxyChallenge = false
             let lease =
                 try pending ?? acquire(for: request.url, proxy: proxy, preferFresh: preferFresh, cancellation: cancellation)
             pending = nil
             do {
-                return try exchange(
+                let exchanged = try exchange(
                     head: answersSentAhead ? nil : head, method: request.method, on: lease, cancellation: cancellation,
                     buffer: buffer, sendAhead: sendAhead, onSent: onSent,
                     onHead: { (head: ResponseHead) throws -> BodyDisposition in
                         // Through an HTTP proxy, a 407 to an absolute-form request is the proxy's, not the origin's.
                         if let proxy, proxy.kind == .http, request.url.scheme == .http, head.status == 407 {
+                            if !proxyChallengeAnswered && !answersSentAhead
+                                && proxyAuthenticator.acceptProxyChallenge(from: head, proxy: proxy.authenticationOrigin)
+                            {
+                                answerProxyChallenge = true
+                                return .discard
+                            }
                             throw ProxyConnector.refusal(
                                 head, proxy: proxy, target: "GET \(request.url.absoluteFormTarget)", isConnect: false)
                         }
                         return try onHead(head)
                     }, onBody: onBody, onSpliced: onSpliced)
+                guard answerProxyChallenge else { return exchanged }
+                // Nothing is sent ahead through a plain-HTTP proxy: no response is owed on any connection.
+                proxyChallengeAnswered = true
+                head = try makeHead()
+                logger?.debug(
+                    "answering the proxy's Digest challenge", metadata: ["http.origin": "\(request.url.origin)"])
             } catch let failure as StaleConnection {
                 pool.release(lease, reusable: false)
                 if answersSentAhead {
@@ -520,7 +566,7 @@ public final class DKHTTPClient: Sendable {
                     refusePipelining(on: lease, after: failure.error)
                     continue
                 }
-                if preferFresh { throw failure.error }
+                if preferFresh { throw proxy.map { ProxyConnector.annotated(failure.error, proxy: $0) } ?? failure.error }
                 logger?.debug(
                     "the server closed kept-alive connection \(lease.connectionID) before answering; retrying on a new one",
                     metadata: ["http.origin": "\(lease.origin)", "http.connection": "\(lease.connectionID)"])
@@ -528,6 +574,10 @@ public final class DKHTTPClient: Sendable {
             } catch let error as TransportError {
                 pool.release(lease, reusable: false)
                 // Name the proxy: "closed early" means something else when a proxy sits in between.
+                throw proxy.map { ProxyConnector.annotated(error, proxy: $0) } ?? error
+            } catch let error as WireError {
+                pool.release(lease, reusable: false)
+                // A response cut short (or garbled) through a proxy may be the proxy's doing: name it.
                 throw proxy.map { ProxyConnector.annotated(error, proxy: $0) } ?? error
             } catch {
                 pool.release(lease, reusable: false)
@@ -705,7 +755,12 @@ public final class DKHTTPClient: Sendable {
             }
             headers.add(name: field.name, value: field.value)
         }
-        if viaHTTPProxy, let credentials = proxy?.basicAuthorization {
+        // The proxy's Digest answer once it asked for one, else its URL's Basic credentials, up front.
+        if viaHTTPProxy, let proxy,
+            let credentials = proxyAuthenticator.authorization(
+                method: request.method.rawValue, uri: request.url.absoluteFormTarget, origin: proxy.authenticationOrigin)
+                ?? proxy.basicAuthorization
+        {
             headers.add(name: "Proxy-Authorization", value: credentials)
         }
         let head = RequestHead(
@@ -739,7 +794,7 @@ public final class DKHTTPClient: Sendable {
                 let connection = try ProxyConnector.open(
                     url: url, proxy: proxy, tls: url.scheme == .https ? try sharedTLSContext() : nil, options: options,
                     userAgent: configuration.userAgent, parserLimits: configuration.parserLimits,
-                    deadline: .after(configuration.connectTimeout))
+                    deadline: .after(configuration.connectTimeout), proxyAuthenticator: proxyAuthenticator)
                 pool.recordFamily(connection.addressFamily, for: familyKey)
                 if let logger { logConnected(connection, id: connectionID, origin: origin, to: logger) }
                 return ConnectionLease(

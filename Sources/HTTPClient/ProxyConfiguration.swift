@@ -109,6 +109,10 @@ extension TransportError.Code {
     /// The proxy asks for credentials (HTTP 407), or refused the ones sent (407 again, or a SOCKS5
     /// username/password failure, or no acceptable SOCKS5 method).
     public static let proxyAuthenticationRequired = TransportError.Code("proxyAuthenticationRequired")
+    /// The proxy asks for authentication only in schemes DownloadKit does not answer to proxies
+    /// (Negotiate, NTLM, a Digest variant it cannot compute: Basic and Digest are answered); `detail`
+    /// names the schemes offered.
+    public static let proxyAuthenticationUnsupported = TransportError.Code("proxyAuthenticationUnsupported")
     /// The proxy would not open the tunnel: `CONNECT` answered with a non-2xx status, or a SOCKS5
     /// reply other than "succeeded" (its RFC 1928 name in `detail`).
     public static let proxyConnectFailed = TransportError.Code("proxyConnectFailed")

@@ -9,9 +9,13 @@ enum ProxyConnector {
     /// - Throws: `TransportError`: the connect codes, TLS codes, and for proxies
     ///   `.proxyAuthenticationRequired`, `.proxyConnectFailed`, `.proxyProtocolViolation`,
     ///   `.connectionClosed` (the proxy hung up during its handshake; transient).
+    ///
+    /// A `CONNECT` carries the credentials `proxyAuthenticator` holds for the proxy (Digest, once the
+    /// proxy asked for it), else the proxy URL's Basic ones. A `407` offering Digest that the
+    /// authenticator can answer is answered once, on a new connection (a proxy may close after a 407).
     static func open(
         url: HTTPURL, proxy: ProxyURL?, tls: TLSContext?, options: ConnectOptions, userAgent: String,
-        parserLimits: ParserLimits, deadline: Deadline
+        parserLimits: ParserLimits, deadline: Deadline, proxyAuthenticator: Authenticator
     ) throws(TransportError) -> Connection {
         guard let proxy else {
             return try Connection.connect(
@@ -19,13 +23,29 @@ enum ProxyConnector {
                 options: options)
         }
         // The family/override options are about the proxy's address here: that is what we dial.
-        let connection = try Connection.openTCP(host: proxy.host, port: proxy.port, deadline: deadline, options: options)
+        var connection = try Connection.openTCP(host: proxy.host, port: proxy.port, deadline: deadline, options: options)
         connection.proxy = proxy
         switch proxy.kind {
         case .http:
-            if tls != nil {
-                try openConnectTunnel(
-                    connection, to: url, proxy: proxy, userAgent: userAgent, limits: parserLimits, deadline: deadline)
+            guard tls != nil else { break }
+            var challengeAnswered = false
+            while true {
+                let target = authority(of: url)
+                let authorization =
+                    proxyAuthenticator.authorization(method: "CONNECT", uri: target, origin: proxy.authenticationOrigin)
+                    ?? proxy.basicAuthorization
+                let established = try openConnectTunnel(
+                    connection, to: url, proxy: proxy, authorization: authorization, userAgent: userAgent,
+                    limits: parserLimits, deadline: deadline,
+                    answers: { head in
+                        !challengeAnswered
+                            && proxyAuthenticator.acceptProxyChallenge(from: head, proxy: proxy.authenticationOrigin)
+                    })
+                if established { break }
+                challengeAnswered = true
+                connection.close()
+                connection = try Connection.openTCP(host: proxy.host, port: proxy.port, deadline: deadline, options: options)
+                connection.proxy = proxy
             }
         case .socks5, .socks5h:
             try socksHandshake(connection, to: url, proxy: proxy, options: options, deadline: deadline)
@@ -52,22 +72,36 @@ enum ProxyConnector {
     /// Adds "through proxy …" to an error's detail once.
     static func annotated(_ error: TransportError, proxy: ProxyURL) -> TransportError {
         var error = error
-        let note = " (through proxy \(proxy))"
-        if !error.detail.contains("\(proxy)") { error.detail += note }
+        error.detail = annotated(error.detail, proxy: proxy)
         return error
+    }
+
+    /// `error` (a response cut short or malformed on a proxied connection) with the proxy named.
+    static func annotated(_ error: WireError, proxy: ProxyURL) -> WireError {
+        var error = error
+        error.detail = annotated(error.detail, proxy: proxy)
+        return error
+    }
+
+    /// `detail` ending in " (through proxy …)" unless it names the proxy already.
+    private static func annotated(_ detail: String, proxy: ProxyURL) -> String {
+        detail.contains("\(proxy)") ? detail : detail + " (through proxy \(proxy))"
     }
 
     // MARK: - HTTP CONNECT
 
+    /// Sends `CONNECT` with `authorization` and reads the answer.
+    /// - Returns: `true` when the tunnel is open; `false` when the proxy's refusal is a challenge that
+    ///   `answers` took up (send `CONNECT` again, with the new credentials).
     private static func openConnectTunnel(
-        _ connection: Connection, to url: HTTPURL, proxy: ProxyURL, userAgent: String, limits: ParserLimits,
-        deadline: Deadline
-    ) throws(TransportError) {
+        _ connection: Connection, to url: HTTPURL, proxy: ProxyURL, authorization: String?, userAgent: String,
+        limits: ParserLimits, deadline: Deadline, answers: (ResponseHead) -> Bool
+    ) throws(TransportError) -> Bool {
         let target = authority(of: url)
         let request: [UInt8]
         do throws(WireError) {
             request = try HTTPConnectTunnel.request(
-                authority: target, proxyAuthorization: proxy.basicAuthorization, userAgent: userAgent)
+                authority: target, proxyAuthorization: authorization, userAgent: userAgent)
         } catch {
             throw TransportError(.invalidProxy, detail: "cannot build CONNECT \(target): \(error.detail)")
         }
@@ -94,8 +128,9 @@ enum ProxyConnector {
             case .needMore:
                 continue
             case .established:
-                return
+                return true
             case .refused(let head):
+                if answers(head) { return false }
                 throw refusal(head, proxy: proxy, target: "CONNECT \(target)", isConnect: true)
             }
         }
@@ -109,6 +144,22 @@ enum ProxyConnector {
             let challenge = head.headers.first(name: "Proxy-Authenticate") ?? head.headers.first(name: "WWW-Authenticate")
             let realm = challenge.flatMap(HTTPConnectTunnel.realm(ofChallenge:))
             let realmText = realm.map { " (realm \"\($0)\")" } ?? ""
+            // Basic and Digest are answered to a proxy: one offering neither (Negotiate, NTLM) is told
+            // apart from one that refused the credentials.
+            let values = head.headers["Proxy-Authenticate"].isEmpty ? head.headers["WWW-Authenticate"] : head.headers["Proxy-Authenticate"]
+            let challenges = (try? AuthChallenge.parse(values)) ?? []
+            let answerable = challenges.contains {
+                $0.isScheme("Basic") || ($0.isScheme("Digest") && (try? DigestChallenge($0)) != nil)
+            }
+            if !challenges.isEmpty, !answerable {
+                let offered = challenges.map(\.scheme).reduce(into: [String]()) { if !$0.contains($1) { $0.append($1) } }
+                return TransportError(
+                    .proxyAuthenticationUnsupported, operation: isConnect ? "CONNECT" : "GET",
+                    detail: """
+                        the proxy \(proxy) asks for \(offered.joined(separator: " or ")) authentication\(realmText) for \(target), \
+                        which DownloadKit does not support for proxies (it answers Basic and Digest)
+                        """)
+            }
             let why =
                 proxy.user == nil
                 ? "no credentials were given: put them in the proxy URL (http://user:password@host:port)"
@@ -259,4 +310,9 @@ extension Connection {
         }
         return try result.get()
     }
+}
+
+extension ProxyURL {
+    /// The origin an ``Authenticator`` binds this proxy's credentials to (`http`, host, port).
+    var authenticationOrigin: Origin { Origin(scheme: .http, host: host, port: port) }
 }

@@ -9,6 +9,9 @@ extension WireError.Code {
     public static let chunkLineTooLong = WireError.Code("chunkLineTooLong")
     /// A chunk line or chunk data is not ended by CRLF: a bare LF, a CR without LF, or missing bytes.
     public static let invalidChunkTerminator = WireError.Code("invalidChunkTerminator")
+    /// A chunk-size line breaks the chunk-extension grammar (RFC 9112 §7.1.1): an empty extension, a name
+    /// that is not a token, `=` without a value, an unterminated quoted string.
+    public static let invalidChunkExtension = WireError.Code("invalidChunkExtension")
     /// The trailer section is longer than ``ParserLimits/maxTrailerBytes``.
     public static let trailerTooLarge = WireError.Code("trailerTooLarge")
 }
@@ -30,10 +33,27 @@ struct ChunkedDecoder: Sendable, Hashable {
     enum State: Sendable, Hashable {
         /// Reading hex digits of a chunk size. → `.sizeLineRest`.
         case size
-        /// After the size digits: whitespace, `;` or CR. → `.extensions`, `.sizeLineLF`.
+        /// After the size digits: whitespace, `;` or CR. → `.sizeWhitespace`, `.extensionNameStart`, `.sizeLineLF`.
         case sizeLineRest
-        /// Skipping chunk extensions up to CR. → `.sizeLineLF`.
-        case extensions
+        /// Whitespace after the size: only more of it or `;` may follow (BWS before an extension, never
+        /// before CRLF). → `.extensionNameStart`.
+        case sizeWhitespace
+        /// After `;`: whitespace, then the first byte of an extension name. → `.extensionName`.
+        case extensionNameStart
+        /// Inside an extension name. → `.extensionAfterName`, `.extensionValueStart`, `.extensionNameStart`, `.sizeLineLF`.
+        case extensionName
+        /// Whitespace after a name: `=`, `;` or CR may follow. → `.extensionValueStart`, `.extensionNameStart`, `.sizeLineLF`.
+        case extensionAfterName
+        /// After `=`: whitespace, then a token or a quoted string. → `.extensionToken`, `.extensionQuoted`.
+        case extensionValueStart
+        /// Inside a token value. → `.extensionAfterValue`, `.extensionNameStart`, `.sizeLineLF`.
+        case extensionToken
+        /// Inside a quoted-string value. → `.extensionQuotedEscape`, `.extensionAfterValue`.
+        case extensionQuoted
+        /// After a backslash in a quoted string. → `.extensionQuoted`.
+        case extensionQuotedEscape
+        /// After a value: whitespace, `;` or CR. → `.extensionNameStart`, `.sizeLineLF`.
+        case extensionAfterValue
         /// Saw the CR ending a chunk-size line. → `.data` (size > 0), `.trailerLineStart` (size 0).
         case sizeLineLF
         /// Inside chunk data, `chunkRemaining` bytes to go. → `.dataCR`.
@@ -117,30 +137,18 @@ struct ChunkedDecoder: Sendable, Hashable {
                 state = .sizeLineRest
                 try step(byte, limits: limits, offset: offset)
             }
-        case .sizeLineRest:
-            switch byte {
-            // chunk-ext = *( BWS ";" BWS chunk-ext-name [ BWS "=" BWS chunk-ext-val ] ) (RFC 9112 §7.1.1)
-            case UInt8(ascii: " "), UInt8(ascii: "\t"):
-                try countLineByte(limits: limits, offset: offset)
-            case UInt8(ascii: ";"):
-                state = .extensions
-                try countLineByte(limits: limits, offset: offset)
-            case 0x0D:
+        case .sizeLineRest, .sizeWhitespace, .extensionNameStart, .extensionName, .extensionAfterName,
+            .extensionValueStart, .extensionToken, .extensionQuoted, .extensionQuotedEscape, .extensionAfterValue:
+            if byte == 0x0A { throw Self.bareLF(offset, "chunk-size line") }
+            if byte == 0x0D {
+                guard [.sizeLineRest, .extensionName, .extensionAfterName, .extensionToken, .extensionAfterValue]
+                    .contains(state)
+                else { throw Self.malformedLine(state, offset) }
                 state = .sizeLineLF
-            case 0x0A:
-                throw Self.bareLF(offset, "chunk-size line")
-            default:
-                throw WireError(
-                    .invalidChunkSize, offset: offset,
-                    "byte 0x\(HTTPByteClass.hex(byte)) after the chunk size is neither whitespace, \";\" nor CRLF")
+                return
             }
-        case .extensions:
-            // Extensions are skipped unread (RFC 9112 §7.1.1: a recipient MUST ignore unrecognized ones).
-            switch byte {
-            case 0x0D: state = .sizeLineLF
-            case 0x0A: throw Self.bareLF(offset, "chunk-size line")
-            default: try countLineByte(limits: limits, offset: offset)
-            }
+            try countLineByte(limits: limits, offset: offset)
+            try extensionStep(byte, offset: offset)
         case .sizeLineLF:
             guard byte == 0x0A else { throw Self.crWithoutLF(offset, "chunk-size line") }
             if chunkSize == 0 {
@@ -196,6 +204,83 @@ struct ChunkedDecoder: Sendable, Hashable {
         }
     }
 
+    /// One byte of a chunk-size line after the size, neither CR nor LF: the grammar of RFC 9112 §7.1.1,
+    /// strictly (the decisions table in ResponseParser.swift). Extensions are checked, then ignored
+    /// (a recipient MUST ignore unrecognized ones).
+    ///
+    /// ```
+    /// chunk-ext      = *( BWS ";" BWS chunk-ext-name [ BWS "=" BWS chunk-ext-val ] )
+    /// chunk-ext-name = token
+    /// chunk-ext-val  = token / quoted-string
+    /// ```
+    private mutating func extensionStep(_ byte: UInt8, offset: Int) throws(WireError) {
+        let isSpace = byte == 0x20 || byte == 0x09
+        let isToken = HTTPByteClass.isTokenByte(byte)
+        let semicolon = byte == UInt8(ascii: ";")
+        switch state {
+        case .sizeLineRest, .sizeWhitespace:
+            if isSpace { state = .sizeWhitespace } else if semicolon { state = .extensionNameStart } else {
+                throw state == .sizeLineRest
+                    ? WireError(
+                        .invalidChunkSize, offset: offset,
+                        "byte 0x\(HTTPByteClass.hex(byte)) after the chunk size is neither whitespace, \";\" nor CRLF")
+                    : Self.malformedLine(state, offset)
+            }
+        case .extensionNameStart:
+            if isToken { state = .extensionName } else if !isSpace { throw Self.malformedLine(state, offset) }
+        case .extensionName, .extensionAfterName:
+            if isToken && state == .extensionName { break }
+            if isSpace { state = .extensionAfterName } else if semicolon { state = .extensionNameStart } else if byte
+                == UInt8(ascii: "=")
+            {
+                state = .extensionValueStart
+            } else {
+                throw Self.malformedLine(state, offset)
+            }
+        case .extensionValueStart:
+            if isToken { state = .extensionToken } else if byte == UInt8(ascii: "\"") { state = .extensionQuoted } else if !isSpace {
+                throw Self.malformedLine(state, offset)
+            }
+        case .extensionToken, .extensionAfterValue:
+            if isToken && state == .extensionToken { break }
+            if isSpace { state = .extensionAfterValue } else if semicolon { state = .extensionNameStart } else {
+                throw Self.malformedLine(state, offset)
+            }
+        case .extensionQuoted:
+            // qdtext = HTAB / SP / %x21 / %x23-5B / %x5D-7E / obs-text
+            if byte == UInt8(ascii: "\"") {
+                state = .extensionAfterValue
+            } else if byte == UInt8(ascii: "\\") {
+                state = .extensionQuotedEscape
+            } else if !(isSpace || (byte >= 0x21 && byte != 0x7F)) {
+                throw Self.malformedLine(state, offset)
+            }
+        case .extensionQuotedEscape:
+            // quoted-pair = "\" ( HTAB / SP / VCHAR / obs-text )
+            guard isSpace || (byte >= 0x21 && byte != 0x7F) else { throw Self.malformedLine(state, offset) }
+            state = .extensionQuoted
+        default:
+            preconditionFailure("ChunkedDecoder.extensionStep called in state \(state)")
+        }
+    }
+
+    /// A chunk-size line that breaks the extension grammar at `offset` (in `state`).
+    private static func malformedLine(_ state: State, _ offset: Int) -> WireError {
+        if state == .sizeWhitespace {
+            return WireError(
+                .invalidChunkSize, offset: offset,
+                "whitespace after the chunk size is not followed by \";\" (RFC 9112 §7.1.1 allows none before CRLF)")
+        }
+        let what: String
+        switch state {
+        case .extensionNameStart: what = "an empty chunk extension (\";\" without a name)"
+        case .extensionValueStart: what = "a chunk extension with \"=\" but no value"
+        case .extensionQuoted, .extensionQuotedEscape: what = "an unterminated or invalid quoted chunk-extension value"
+        default: what = "a malformed chunk extension"
+        }
+        return WireError(.invalidChunkExtension, offset: offset, "chunk-size line has \(what) (RFC 9112 §7.1.1)")
+    }
+
     /// A description of where the body stopped, for ``WireError/Code/incompleteChunkedBody``.
     var positionDescription: String {
         switch state {
@@ -203,7 +288,9 @@ struct ChunkedDecoder: Sendable, Hashable {
             return "inside a chunk with \(chunkRemaining) of its bytes missing"
         case .dataCR, .dataLF:
             return "before the CRLF that ends a chunk"
-        case .size, .sizeLineRest, .extensions, .sizeLineLF:
+        case .size, .sizeLineRest, .sizeWhitespace, .extensionNameStart, .extensionName, .extensionAfterName,
+            .extensionValueStart, .extensionToken, .extensionQuoted, .extensionQuotedEscape, .extensionAfterValue,
+            .sizeLineLF:
             return "inside a chunk-size line; the last chunk (size 0) was never received"
         case .trailerLineStart, .trailerLine, .trailerLineLF, .finalLF:
             return "inside the trailer section after the last chunk"

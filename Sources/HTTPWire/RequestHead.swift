@@ -177,6 +177,10 @@ public struct RequestHead: Sendable, Hashable {
         }
         // RFC 9110 §5.5: CR, LF and NUL are never valid in a field value; other controls are
         // obsolete and some servers treat them as separators, so they are refused too. HTAB is allowed.
+        if field.value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A }) {
+            throw WireError(
+                .invalidHeaderValue, "request header \"\(printable(field.name))\" contains a line break (CR or LF)")
+        }
         for byte in field.value.utf8 where (byte < 0x20 && byte != 0x09) || byte == 0x7F {
             throw WireError(
                 .invalidHeaderValue,

@@ -42,7 +42,8 @@ extension WireError.Code {
     public static let whitespaceBeforeColon = WireError.Code("whitespaceBeforeColon")
     /// A field line continues the previous one with leading whitespace (obs-fold, RFC 9112 §5.2).
     public static let obsFoldRejected = WireError.Code("obsFoldRejected")
-    /// A NUL or a CR not followed by LF inside a head (RFC 9112 §2.2).
+    /// A NUL or a CR not followed by LF inside a head (RFC 9112 §2.2), or a control byte other than HTAB in a
+    /// field value (RFC 9110 §5.5).
     public static let invalidCharacterInHead = WireError.Code("invalidCharacterInHead")
     /// `Content-Length` is not a non-negative decimal integer that fits in 63 bits (RFC 9110 §8.6).
     public static let invalidContentLength = WireError.Code("invalidContentLength")
@@ -289,8 +290,72 @@ extension ResponseHead {
         var valueEnd = line.count
         while valueStart < valueEnd && (line[valueStart] == 0x20 || line[valueStart] == 0x09) { valueStart += 1 }
         while valueEnd > valueStart && (line[valueEnd - 1] == 0x20 || line[valueEnd - 1] == 0x09) { valueEnd -= 1 }
+        // RFC 9110 §5.5: field-vchar is VCHAR / obs-text, with SP and HTAB between; any other control
+        // byte (and DEL) is rejected, not passed on into names, files or logs (decisions table,
+        // ResponseParser.swift).
+        for index in valueStart..<valueEnd {
+            let byte = line[index]
+            if (byte < 0x20 && byte != 0x09) || byte == 0x7F {
+                throw WireError(
+                    .invalidCharacterInHead, offset: baseOffset + index,
+                    "field value contains control byte 0x\(HTTPByteClass.hex(byte)) (RFC 9110 §5.5)")
+            }
+        }
         headers.add(
             name: String(decoding: UnsafeRawBufferPointer(rebasing: line[0..<colon]), as: UTF8.self),
             value: String(decoding: UnsafeRawBufferPointer(rebasing: line[valueStart..<valueEnd]), as: UTF8.self))
+    }
+}
+
+extension ResponseHead {
+    /// The registered reason phrase of `status` (`401` → `Unauthorized`; RFC 9110 §15, RFC 6585 for 429
+    /// and 431), or `nil` for a code not listed. For messages about a status whose response's own phrase
+    /// was not kept, and for test servers.
+    public static func standardReason(for status: Int) -> String? {
+        switch status {
+        case 100: "Continue"
+        case 200: "OK"
+        case 201: "Created"
+        case 202: "Accepted"
+        case 204: "No Content"
+        case 206: "Partial Content"
+        case 300: "Multiple Choices"
+        case 301: "Moved Permanently"
+        case 302: "Found"
+        case 303: "See Other"
+        case 304: "Not Modified"
+        case 307: "Temporary Redirect"
+        case 308: "Permanent Redirect"
+        case 400: "Bad Request"
+        case 401: "Unauthorized"
+        case 402: "Payment Required"
+        case 403: "Forbidden"
+        case 404: "Not Found"
+        case 405: "Method Not Allowed"
+        case 406: "Not Acceptable"
+        case 407: "Proxy Authentication Required"
+        case 408: "Request Timeout"
+        case 409: "Conflict"
+        case 410: "Gone"
+        case 411: "Length Required"
+        case 412: "Precondition Failed"
+        case 413: "Content Too Large"
+        case 414: "URI Too Long"
+        case 415: "Unsupported Media Type"
+        case 416: "Range Not Satisfiable"
+        case 417: "Expectation Failed"
+        case 421: "Misdirected Request"
+        case 422: "Unprocessable Content"
+        case 426: "Upgrade Required"
+        case 429: "Too Many Requests"
+        case 431: "Request Header Fields Too Large"
+        case 500: "Internal Server Error"
+        case 501: "Not Implemented"
+        case 502: "Bad Gateway"
+        case 503: "Service Unavailable"
+        case 504: "Gateway Timeout"
+        case 505: "HTTP Version Not Supported"
+        default: nil
+        }
     }
 }

@@ -69,7 +69,30 @@ public struct ParseStep: Sendable, Hashable {
 /// follows belongs to the next response (see ``isReusable`` and ``reset(requestMethod:)``).
 ///
 /// After an error the parser stays failed and rethrows that error.
+///
+/// ## Strict framing: the decisions (issue #47, item 5)
+///
+/// Each leniency llhttp's strict mode rejects, decided against RFC 9112 and the request-smuggling
+/// literature (a response is dangerous where two parsers disagree on where it ends: the next response
+/// on a reused connection is then read from the wrong bytes). docs/NETWORKING.md repeats this table;
+/// `StrictFramingTests` in Tests/HTTPWireTests checks every row with llhttp-style cases.
+///
+/// | Input | Decision | Why |
+/// |---|---|---|
+/// | Control byte (not HTAB) or DEL in a field value | reject, `invalidCharacterInHead` | RFC 9110 §5.5 allows only VCHAR, obs-text, SP, HTAB; a CR/LF/NUL MUST be rejected or replaced, and a value is never passed on (file names, logs) with control bytes |
+/// | NUL, or CR not followed by LF, anywhere in a head | reject, `invalidCharacterInHead` | RFC 9112 §2.2 |
+/// | `Content-Length` and `Transfer-Encoding: chunked` together | accept: chunked wins, the connection is closed after the response | RFC 9112 §6.3 item 3 (Transfer-Encoding overrides; "ought to be handled as an error"): the danger is the next response read on the same connection, which closing removes; real servers behind some CDNs send both |
+/// | Bare LF ending a status or field line | accept | RFC 9112 §2.2 lets a recipient take LF as a line end; old and embedded servers send it, and curl and browsers accept it |
+/// | Bare LF in chunked framing (size line, after data, trailers) | reject, `invalidChunkTerminator` | RFC 9112 §7.1 requires CRLF there; disagreement on chunk boundaries is the classic smuggling vector (Kallus et al., "chunk terminators", 2024) |
+/// | Bytes after the end of a response with `Connection: close` | accept the response, ignore the bytes, close | they are never parsed as another response (no desync); the finished response is intact |
+/// | Whitespace after a chunk size with no `;` (`5 ␍␊`) | reject, `invalidChunkSize` | RFC 9112 §7.1.1 allows BWS only before `;` |
+/// | Empty chunk extension (`5;␍␊`) or `=` without a value | reject, `invalidChunkExtension` | chunk-ext-name is a token (1 or more bytes) |
+/// | Unbalanced quoted chunk-extension value (`5;a="b␍␊`) | reject, `invalidChunkExtension` | a quoted-string must end before CRLF; parsers that skip extensions to the next CRLF and those that honour quotes disagree |
+/// | Up to ``maxEmptyLinesBeforeStatusLine`` empty lines before a status line (after `100 Continue`) | skip them | RFC 9112 §2.2 says a server MUST NOT send them, but llhttp and browsers skip them and aiohttp sent one; a bound keeps a stream of newlines from holding the parser |
 public struct ResponseParser: Sendable {
+    /// Empty lines (CRLF or LF) skipped before a status line; one more is a ``WireError/Code/malformedStatusLine``.
+    public static let maxEmptyLinesBeforeStatusLine = 4
+
     /// Where the parser is in the message; each case lists where it may go next.
     private enum State: Sendable {
         /// Reading a head (interim or final). → itself (after a 1xx), a body state, `.failed`.
@@ -100,6 +123,10 @@ public struct ResponseParser: Sendable {
     private var scanAtLineStart = false
     /// The previous head byte was CR.
     private var scanSawCR = false
+    /// The current line has a byte other than CR (an LF ends a non-empty line).
+    private var scanLineHasContent = false
+    /// Empty lines skipped before the current head's status line.
+    private var emptyLinesBeforeStatusLine = 0
     /// Completed lines of the current head (status line included).
     private var scanLines = 0
     /// Offset within the message where the current head starts (after any interim heads).
@@ -192,6 +219,8 @@ public struct ResponseParser: Sendable {
         headBuffer.removeAll(keepingCapacity: true)
         scanAtLineStart = false
         scanSawCR = false
+        scanLineHasContent = false
+        emptyLinesBeforeStatusLine = 0
         scanLines = 0
         headStart = 0
         interimResponses = 0
@@ -290,7 +319,7 @@ public struct ResponseParser: Sendable {
     private mutating func parseHead(_ bytes: UnsafeRawBufferPointer) throws(WireError) -> ParseStep {
         var index = 0
         while index < bytes.count {
-            let scanStart = index
+            var scanStart = index
             let budget = limits.maxHeadBytes - headBuffer.count
             let scanEnd = scanStart + max(0, min(bytes.count - scanStart, budget))
             var headEnd: Int?
@@ -307,6 +336,20 @@ public struct ResponseParser: Sendable {
                 switch byte {
                 case 0x0A:
                     scanSawCR = false
+                    if scanLines == 0 && !scanLineHasContent {
+                        // An empty line before the status line: skipped, a few at most (decisions table).
+                        emptyLinesBeforeStatusLine += 1
+                        if emptyLinesBeforeStatusLine > Self.maxEmptyLinesBeforeStatusLine {
+                            throw WireError(
+                                .malformedStatusLine, offset: offset,
+                                "more than \(Self.maxEmptyLinesBeforeStatusLine) empty lines before the status line")
+                        }
+                        headBuffer.removeAll(keepingCapacity: true)
+                        scanStart = index
+                        headStart = messageBytesConsumed + index
+                        continue
+                    }
+                    scanLineHasContent = false
                     if scanAtLineStart {
                         headEnd = index
                     } else {
@@ -324,6 +367,7 @@ public struct ResponseParser: Sendable {
                     throw WireError(.invalidCharacterInHead, offset: offset, "NUL byte in response head")
                 default:
                     scanAtLineStart = false
+                    scanLineHasContent = true
                 }
                 if headEnd != nil { break }
             }
@@ -353,6 +397,8 @@ public struct ResponseParser: Sendable {
             }
             headBuffer.removeAll(keepingCapacity: true)
             scanAtLineStart = false
+            scanLineHasContent = false
+            emptyLinesBeforeStatusLine = 0
             scanLines = 0
             headStart = messageBytesConsumed + headEnd
 

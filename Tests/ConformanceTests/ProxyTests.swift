@@ -333,6 +333,10 @@ final class ScriptedProxy: @unchecked Sendable {
         /// A real CONNECT relay to 127.0.0.1:port; closes both sides after relaying this many bytes
         /// towards the client (`nil`: never).
         case relay(closeAfterBytes: Int?)
+        /// Reads the request head and closes without a byte of answer.
+        case closeAfterHead
+        /// `407` with this `Proxy-Authenticate` value, to every request.
+        case challenge407(String)
     }
 
     let port: Int
@@ -438,6 +442,11 @@ final class ScriptedProxy: @unchecked Sendable {
             finish(client)
         case .relay(let limit):
             relay(client, head: head, limit: limit)
+        case .closeAfterHead:
+            finish(client)
+        case .challenge407(let challenge):
+            _ = send(client, Array("HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: \(challenge)\r\nContent-Length: 0\r\n\r\n".utf8))
+            finish(client)
         }
     }
 

@@ -29,6 +29,7 @@ struct DownloadStateMachineTests {
         case retry(attempt: Int, delay: Double? = nil)
         case backOff
         case finalize
+        case keepExisting
         case fail(DownloadError.Code)
 
         var description: String {
@@ -43,6 +44,7 @@ struct DownloadStateMachineTests {
             case .retry(let attempt, let delay): "retry(#\(attempt), after \(delay.map { "\($0)" } ?? "any"))"
             case .backOff: "backOff"
             case .finalize: "finalize"
+            case .keepExisting: "keepExisting"
             case .fail(let code): "fail(\(code))"
             }
         }
@@ -58,6 +60,7 @@ struct DownloadStateMachineTests {
             case .retry(let delay, let attempt, _): self = .retry(attempt: attempt, delay: delay)
             case .backOff: self = .backOff
             case .finalize: self = .finalize
+            case .keepExisting: self = .keepExisting
             case .fail(let error): self = .fail(error.code)
             }
         }

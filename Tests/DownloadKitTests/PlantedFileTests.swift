@@ -196,13 +196,17 @@ struct PlantedFileTests {
         let dir = try SharedDirectory(.sticky)
         try OtherUser.run(["/usr/bin/touch", dir.file("planted.bin")])
         try Data("ours".utf8).write(to: URL(fileURLWithPath: dir.file("ours.bin")))
-        func outcome(_ name: String) throws -> DownloadResult? {
+        func decision(_ name: String) throws -> ExistingFileDecision {
             var request = DownloadRequest(url: origin.url("/k"), destination: .file(dir.file(name)))
             request.existingFile = .keepIfNotModified
-            return try Download.existingFileOutcome(request, configuration: testConfiguration(), client: nil)
+            return try Download.existingFileDecision(request)
         }
-        #expect(try outcome("planted.bin") == nil)
-        #expect(try outcome("ours.bin")?.keptExistingFile == true)
+        #expect(try decision("planted.bin") == .download)
+        guard case .askFirst(_, let kept) = try decision("ours.bin") else {
+            Issue.record("our own file is not asked about")
+            return
+        }
+        #expect(kept.keptExistingFile)
     }
 
     /// Plants a genuine record (what the engine would write for `bytes` received into `partial`) at `path`,

@@ -363,7 +363,8 @@ let responseCases: [ResponseCase] = [
     ResponseCase(name: "status below 100", input: "HTTP/1.1 099 Odd\r\n\r\n", error: .malformedStatusLine),
     ResponseCase(name: "not HTTP at all", input: "ICY 200 OK\r\n\r\n", error: .malformedStatusLine),
     ResponseCase(
-        name: "empty line before status line", input: "\r\nHTTP/1.1 200 OK\r\n\r\n", error: .malformedStatusLine),
+        name: "more empty lines before the status line than skipped",
+        input: "\r\n\r\n\r\n\r\n\r\nHTTP/1.1 200 OK\r\n\r\n", error: .malformedStatusLine),
     ResponseCase(name: "HTTP/2 status line", input: "HTTP/2.0 200 OK\r\n\r\n", error: .unsupportedHTTPVersion),
 
     // Field lines (RFC 9112 §5, §2.2)

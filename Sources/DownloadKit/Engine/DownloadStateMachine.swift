@@ -96,6 +96,9 @@ struct DownloadStateMachine {
         case backOff(seconds: Double)
         /// The partial holds the whole resource: verify it and move it into place.
         case finalize
+        /// The existing destination is current (a `304` to the conditional first request,
+        /// ``askFirst(_:)``): remove the working files and keep it.
+        case keepExisting
         /// Give up with this error (the executor keeps the partial data as its stop rules say).
         case fail(DownloadError)
     }
@@ -137,6 +140,8 @@ struct DownloadStateMachine {
         var probing: Bool
         /// The last byte the accepted 206 may carry (its Content-Range end); nil for a 200.
         var rangeEnd: Int64?
+        /// The request carried the conditions of ``askFirst(_:)``.
+        var conditional = false
     }
 
     /// What a decided head leads to once its exchange ends.
@@ -148,6 +153,8 @@ struct DownloadStateMachine {
         case complete
         /// The probe settled on one connection: send the ordinary request next.
         case oneConnection
+        /// A `304` to the conditional request: the existing file stays.
+        case notModified
     }
 
     let settings: Settings
@@ -170,6 +177,9 @@ struct DownloadStateMachine {
     private var retry: RetryPolicy
     private var restarts = RestartPolicy()
     private var pendingRetryAfter: Double?
+    /// Conditions (`If-None-Match`, `If-Modified-Since`) for the requests until the resource answers
+    /// with something other than a redirect (``askFirst(_:)``).
+    private var conditions: DKHTTPHeaders?
     /// The offset when the current attempt began (a retry's progress is measured from it).
     private var attemptStart: Int64 = 0
     private var transitions: [DownloadTransition] = []
@@ -275,6 +285,13 @@ struct DownloadStateMachine {
     // MARK: - Events
 
     /// The download begins (or continues) its requests.
+    /// Asks with `conditions` until the resource itself answers: a `304` then keeps the existing
+    /// destination (``Action/keepExisting``); a `200` (or a probe's `206`) is the new version, taken as
+    /// any first answer is. Only for a run without partial data, before ``start()``.
+    mutating func askFirst(_ conditions: DKHTTPHeaders) {
+        self.conditions = conditions
+    }
+
     mutating func start() -> Action {
         transitions.append(resource.offset > 0 ? .resume(offset: resource.offset) : .start)
         return nextRequest()
@@ -285,6 +302,14 @@ struct DownloadStateMachine {
     mutating func responseHead(_ head: ResponseHead, wallClock: Int64) -> HeadAction {
         guard case .awaitingHead(let exchange) = state else {
             return .abandon(DownloadError(.internalError, "a response head arrived with no request out"))
+        }
+        if exchange.conditional {
+            if head.status == 304 {
+                state = .draining(exchange, .notModified)
+                return .discard
+            }
+            // Redirects keep asking (the conditions are about the resource, wherever it is).
+            if !(300...399).contains(head.status) { conditions = nil }
         }
         if exchange.probing, let decided = probeAnswer(head, exchange) { return decided }
         switch head.status {
@@ -352,6 +377,9 @@ struct DownloadStateMachine {
                 return .finalize
             case .oneConnection:
                 return nextRequest()
+            case .notModified:
+                state = .finishing
+                return .keepExisting
             }
         case .receivingBody:
             if let total = resource.totalLength {
@@ -517,7 +545,12 @@ struct DownloadStateMachine {
             headers.replaceOrAdd(name: "Range", value: RangeHeader(ranges: [.from(resource.offset)]).headerValue)
             if let validator = resource.ifRangeValue { headers.replaceOrAdd(name: "If-Range", value: validator) }
         }
-        state = .awaitingHead(Exchange(requestedOffset: resource.offset, probing: probing))
+        // Conditions only on a request for the whole resource from scratch.
+        let conditional = conditions != nil && resource.offset == 0 && resource.savedSegments.isEmpty
+        if conditional, let conditions {
+            for field in conditions { headers.replaceOrAdd(name: field.name, value: field.value) }
+        }
+        state = .awaitingHead(Exchange(requestedOffset: resource.offset, probing: probing, conditional: conditional))
         return .send(DKHTTPRequest(method: .GET, url: currentURL, headers: headers), restart: restart)
     }
 
@@ -749,9 +782,10 @@ struct DownloadStateMachine {
 }
 
 extension ResponseHead {
-    /// The body length from `Content-Length`, when present and valid.
+    /// The body length from `Content-Length`, when present and valid — never with `Transfer-Encoding`,
+    /// which overrides it (RFC 9112 §6.3 item 3; the parser reads such a body as chunked).
     var contentLength: Int64? {
-        guard let text = headers.first(name: "Content-Length"), !text.isEmpty, text.allSatisfy(\.isASCII),
+        guard !headers.contains(name: "Transfer-Encoding"), let text = headers.first(name: "Content-Length"), !text.isEmpty, text.allSatisfy(\.isASCII),
             text.allSatisfy(\.isNumber)
         else { return nil }
         return Int64(text)

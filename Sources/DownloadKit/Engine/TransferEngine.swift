@@ -50,6 +50,9 @@ final class TransferEngine {
     /// Start writeback after this many bytes (8 MiB).
     static let writebackInterval = 8 << 20
 
+    /// What a `304` to the conditional first request returns (``askFirst(_:keeping:)``).
+    private var keptIfNotModified: DownloadResult?
+
     /// The live segment map while segment workers run (docs/ENGINE.md, "Segments").
     private var activeBoard: SegmentBoard?
 
@@ -69,6 +72,13 @@ final class TransferEngine {
         let url = try DownloadError.validatedURL(of: request)
         machine = DownloadStateMachine(url: url, settings: DownloadStateMachine.Settings(request, configuration))
         rateLimiters = (configuration.rateLimit.map { [TokenBucket(bytesPerSecond: $0)] } ?? []) + configuration.sharedRateLimiters
+    }
+
+    /// Sends the first request with `conditions` (``ExistingFilePolicy/keepIfNotModified``): a `304`
+    /// ends the run with `kept` and no working file left behind; any other answer is the download.
+    func askFirst(_ conditions: DKHTTPHeaders, keeping kept: DownloadResult) {
+        machine.askFirst(conditions)
+        keptIfNotModified = kept
     }
 
     // MARK: - Running
@@ -101,11 +111,7 @@ final class TransferEngine {
         switch control.stopRequest {
         case .cancel:
             // Unlink while the lock is held, so no second writer can lock the doomed file.
-            if holdsLock {
-                try? FileSystem.remove(tempPath)
-                try? FileSystem.removeIfOwned(infoPath)
-                SegmentJournal.remove(forTempFile: tempPath)
-            }
+            if holdsLock { removeWorkingFiles() }
             file = nil
             control.setState(.cancel)
             throw DownloadError(.cancelled, "the download was cancelled; its partial data was removed")
@@ -120,18 +126,10 @@ final class TransferEngine {
                 // Nothing of ours is on disk to keep or remove.
             } else if failure.code == .checksumMismatch || failure.code == .contentMD5Mismatch {
                 // The bytes are complete but wrong: nothing here is worth resuming.
-                // Unlink while the lock is held, so no second writer can lock the doomed file.
-                try? FileSystem.remove(tempPath)
-                try? FileSystem.removeIfOwned(infoPath)
-                SegmentJournal.remove(forTempFile: tempPath)
-                file = nil
+                removeWorkingFiles()
             } else if machine.resource.offset == 0 && !machine.resource.savedSegments.contains(where: { $0.written > 0 }) {
                 // Nothing was received anywhere (404, TLS failure, redirect loop…): leave no clutter behind.
-                // Unlink while the lock is held, so no second writer can lock the doomed file.
-                try? FileSystem.remove(tempPath)
-                try? FileSystem.removeIfOwned(infoPath)
-                SegmentJournal.remove(forTempFile: tempPath)
-                file = nil
+                removeWorkingFiles()
             } else if !tempPath.isEmpty && file != nil {
                 try? checkpoint(force: true)
                 control.setResumeData(try? currentResumeInfo().encoded())
@@ -141,6 +139,15 @@ final class TransferEngine {
         }
     }
 
+    /// Removes the partial, its record and its journal, then closes the partial. Unlinks while the lock
+    /// is held (`file` open), so no second writer can lock the doomed file; only the writer holding it
+    /// may call this.
+    private func removeWorkingFiles() {
+        try? FileSystem.remove(tempPath)
+        try? FileSystem.removeIfOwned(infoPath)
+        SegmentJournal.remove(forTempFile: tempPath)
+        file = nil
+    }
 
     // MARK: - Preparing the partial data
 
@@ -286,6 +293,13 @@ final class TransferEngine {
                     return .finalize
                 }
                 if let result { return result }
+            case .keepExisting:
+                guard let kept = keptIfNotModified else {
+                    throw DownloadError(.internalError, "a 304 kept a file no conditional request asked about")
+                }
+                checkpointQueue.sync {}
+                removeWorkingFiles()
+                return kept
             case .fail(let failure):
                 throw failure
             }
