@@ -93,6 +93,10 @@ int dk_ERR_is_unexpected_eof(unsigned long error) {
     return ERR_GET_LIB(error) == ERR_LIB_SSL && ERR_GET_REASON(error) == SSL_R_UNEXPECTED_EOF_WHILE_READING;
 }
 
+void dk_SSL_CTX_enable_external_client_session_cache(SSL_CTX *ctx) {
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+}
+
 int dk_ERR_get_reason(unsigned long error) {
     return ERR_GET_REASON(error);
 }

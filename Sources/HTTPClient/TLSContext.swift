@@ -18,6 +18,9 @@ public final class TLSContext: @unchecked Sendable {
     public let configuration: DKTLSConfiguration
     /// The immutable `SSL_CTX`, freed in `deinit`.
     let context: OpaquePointer
+    /// The sessions connections made with this context may resume (see ``TLSSessionCache``), or `nil`
+    /// when ``DKTLSConfiguration/resumesSessions`` is off.
+    let sessionCache: TLSSessionCache?
 
     /// Builds the context: protocol versions, verification mode, trust roots, ALPN and the modes
     /// non-blocking I/O needs.
@@ -33,6 +36,7 @@ public final class TLSContext: @unchecked Sendable {
         }
         self.configuration = configuration
         self.context = context
+        self.sessionCache = configuration.resumesSessions ? TLSSessionCache() : nil
         // From here on `deinit` frees the context if a later step throws.
 
         guard dk_SSL_CTX_set_min_proto_version(context, configuration.minimumVersion.openSSLVersion) == 1,
@@ -48,6 +52,16 @@ public final class TLSContext: @unchecked Sendable {
         SSL_CTX_set_security_level(context, 2)
         // Renegotiation is an attack surface a download client never needs (TLS 1.2 only).
         dk_SSL_CTX_disable_renegotiation(context)
+        if configuration.resumesSessions {
+            // OpenSSL keeps no client sessions itself; each new one (a TLS 1.2 session at the end of the
+            // handshake, each TLS 1.3 ticket whenever a read or peek meets it) goes to the TLSSession that
+            // received it, which decides whether and where to keep it.
+            dk_SSL_CTX_enable_external_client_session_cache(context)
+            SSL_CTX_sess_set_new_cb(context) { ssl, session in
+                guard let ssl, let session, let owner = SSL_get_ex_data(ssl, TLSSession.ownerIndex) else { return 0 }
+                return Unmanaged<TLSSession>.fromOpaque(owner).takeUnretainedValue().received(session) ? 1 : 0
+            }
+        }
         let suites = configuration.tls13CipherSuites ?? DKTLSConfiguration.preferredTLS13CipherSuites
         guard SSL_CTX_set_ciphersuites(context, suites) == 1 else {
             throw TransportError(

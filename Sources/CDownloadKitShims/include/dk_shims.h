@@ -43,6 +43,11 @@ BIO *dk_BIO_new_socket_nosigpipe(int fd);
 /// the peer closed TCP without sending close_notify.
 int dk_ERR_is_unexpected_eof(unsigned long error);
 
+/// Turns on client-side session caching for `ctx` (`SSL_CTX_set_session_cache_mode` with
+/// `SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE`): OpenSSL hands every new session to the
+/// callback set with `SSL_CTX_sess_set_new_cb` and keeps none itself; the caller decides where each goes.
+void dk_SSL_CTX_enable_external_client_session_cache(SSL_CTX *ctx);
+
 /// Returns the library-independent reason code of a packed OpenSSL error (`ERR_GET_REASON`).
 int dk_ERR_get_reason(unsigned long error);
 
