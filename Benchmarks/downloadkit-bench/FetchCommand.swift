@@ -51,6 +51,9 @@ struct FetchCommand: AsyncParsableCommand {
     @Option(help: "Trust only the CA certificates in this PEM file, as curl --cacert does.")
     var cacert: String?
 
+    @Flag(help: "Do not resume TLS sessions (DKTLSConfiguration.resumesSessions = false), like curl --no-sessionid.")
+    var noSessionResumption = false
+
     @Option(help: "In devnull mode, the TestPattern seed of the body: spot-check bytes at 64 offsets.")
     var seed: UInt64?
 
@@ -83,6 +86,7 @@ struct FetchCommand: AsyncParsableCommand {
             clientConfiguration.tls.useSystemTrustRoots = false
             clientConfiguration.tls.additionalTrustRootFiles.append(cacert)
         }
+        clientConfiguration.tls.resumesSessions = !noSessionResumption
         switch mode {
         case .devnull:
             let bytes = try fetchToDevNull(url: url ?? "", configuration: clientConfiguration)
