@@ -9,12 +9,14 @@ extension ScenarioContext {
     /// connections.
     enum HandshakeGroup: String, Sendable {
         case smallFiles = "small-files"
+        case newConnections = "new-connections"
         case segmented = "connections"
 
         /// The group's name in the table: "1,000 × 64 KiB over HTTPS", "--connections 8 over HTTPS".
         func title(files: Int) -> String {
             switch self {
             case .smallFiles: return "\(grouped(Double(files))) × 64 KiB over HTTPS"
+            case .newConnections: return "\(grouped(Double(files))) × 64 KiB over HTTPS, a new connection each"
             case .segmented: return "--connections \(ScenarioContext.handshakeConnections) over HTTPS"
             }
         }
@@ -51,9 +53,9 @@ extension ScenarioContext {
         var rows: [Row] = []
         func add(_ client: Client, _ group: HandshakeGroup, resumes: Bool, label: String) {
             plans.append(HandshakePlan(client: client, group: group, resumes: resumes))
-            var row = Row(label: label, client: client.kind, bytes: group == .smallFiles ? totalSmall : bigBytes)
+            var row = Row(label: label, client: client.kind, bytes: group == .segmented ? bigBytes : totalSmall)
             row.variant = group.rawValue
-            if group == .smallFiles { row.files = count } else { row.connections = Self.handshakeConnections }
+            if group == .segmented { row.connections = Self.handshakeConnections } else { row.files = count }
             rows.append(row)
         }
         for client in clients {
@@ -64,6 +66,18 @@ extension ScenarioContext {
             case .curl:
                 add(client, .smallFiles, resumes: true, label: "curl")
                 add(client, .smallFiles, resumes: false, label: "curl --no-sessionid")
+            default:
+                break
+            }
+        }
+        for client in clients {
+            switch client.kind {
+            case .downloadkit:
+                add(client, .newConnections, resumes: true, label: "downloadkit")
+                add(client, .newConnections, resumes: false, label: "downloadkit, no resumption")
+            case .curl:
+                add(client, .newConnections, resumes: true, label: "curl")
+                add(client, .newConnections, resumes: false, label: "curl --no-sessionid")
             default:
                 break
             }
@@ -99,6 +113,12 @@ extension ScenarioContext {
                     urls: urls, listPath: listPath, directory: directory, configDirectory: downloadDirectory,
                     caFile: caFile, resumes: plan.resumes)
                 cleanup = [directory]
+                expected = totalSmall
+            case .newConnections:
+                try warmPageCache(paths: (0..<count).map { sourceDirectory + "/" + Self.smallFileName($0) })
+                invocation = try plan.client.newConnectionsInvocation(
+                    urls: urls, listPath: listPath, configDirectory: downloadDirectory, caFile: caFile,
+                    resumes: plan.resumes)
                 expected = totalSmall
             case .segmented:
                 let destination = downloadDirectory + "/https-handshakes-\(plan.client.kind.rawValue).bin"
@@ -159,7 +179,7 @@ extension ScenarioContext {
             text += "| \(format(cpu?.median ?? 0, 3)) | \(format(row.metric("tcpConnections")?.median ?? 0, 0)) "
             text += "| \(format(row.metric("resumedHandshakes")?.median ?? 0, 0)) |\n"
         }
-        for group in [HandshakeGroup.smallFiles, .segmented] {
+        for group in [HandshakeGroup.smallFiles, .newConnections, .segmented] {
             let mine = scenario.rows.filter { $0.client == .downloadkit && $0.variant == group.rawValue && $0.isUsable }
             guard mine.count == 2, let with = mine.first(where: { !$0.label.contains("no resumption") }),
                 let without = mine.first(where: { $0.label.contains("no resumption") }),
@@ -194,6 +214,30 @@ extension Client {
             throw BenchError("\(kind.rawValue) is not part of the https-handshakes scenario's small files")
         }
         return invocation
+    }
+
+    /// `https-handshakes`, a new connection per file: every HTTPS URL in turn with `Connection: close`,
+    /// bodies discarded (DownloadKit `fetch --mode connections`; curl `-K` with `output = /dev/null` per URL).
+    func newConnectionsInvocation(
+        urls: [String], listPath: String, configDirectory: String, caFile: String, resumes: Bool
+    ) throws -> Invocation {
+        switch kind {
+        case .downloadkit:
+            return Invocation(
+                executable: executable,
+                arguments: ["fetch", "--mode", "connections", "--list", listPath, "--cacert", caFile]
+                    + (resumes ? [] : ["--no-session-resumption"]))
+        case .curl:
+            let config = configDirectory + "/new-connections.curlrc"
+            let text = urls.map { "url = \"\($0)\"\noutput = \"/dev/null\"\n" }.joined()
+            try text.write(toFile: config, atomically: true, encoding: .utf8)
+            return Invocation(
+                executable: executable,
+                arguments: ["-s", "-f", "--cacert", caFile, "-H", "Connection: close"]
+                    + (resumes ? [] : ["--no-sessionid"]) + ["-K", config])
+        default:
+            throw BenchError("\(kind.rawValue) is not part of the https-handshakes scenario's new connections")
+        }
     }
 
     /// `https-handshakes`, one file: DownloadKit and aria2c over `connections` connections, curl over one.
