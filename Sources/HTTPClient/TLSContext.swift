@@ -105,8 +105,10 @@ public final class TLSContext: @unchecked Sendable {
         if configuration.useSystemTrustRoots {
             if let paths = systemTrustPaths {
                 // The caller's environment names the roots, as it does for OpenSSL's own tools. The bundle
-                // file it names is parsed only if a handshake needs a root from it (issue #47): with
-                // `--cacert` and a server whose chain ends there, never — 22-42 ms of start-up saved.
+                // file it names is parsed only when a verification asks for an issuer the store does not
+                // hold (issue #47): with `--cacert` and a server certificate that CA issued, never — 22-42 ms
+                // of start-up saved. An intermediate not in the store is looked up there first (OpenSSL builds
+                // chains trusted-first), which parses the bundle once, as before.
                 ERR_clear_error()
                 if dk_SSL_CTX_load_verify_paths_lazily(context, paths.file, paths.directory) == 1 {
                     loadedAnyRoots = [paths.file, paths.directory].contains { $0.map { access($0, R_OK) == 0 } ?? false }
