@@ -170,6 +170,33 @@ import Testing
         #expect(small.count(for: keys[0]) == 1 && small.count(for: keys[2]) == 1)
     }
 
+    /// Many threads connecting through one context at once: every handshake succeeds, later ones resume,
+    /// and the cache stays within its bound for the one key (run under TSan by the project's sanitizer step).
+    @Test func concurrentConnectionsShareOneCacheSafely() throws {
+        defer { cleanUp() }
+        let context = try TLSContext(configuration: configuration())
+        let cache = try #require(context.sessionCache)
+        let resumed = LockedBox(0)
+        let failures = LockedBox<[String]>([])
+        DispatchQueue.concurrentPerform(iterations: 8) { _ in
+            for _ in 0..<5 {
+                do {
+                    let connection = try directConnection(context)
+                    if connection.tlsSessionResumed { resumed.withLock { $0 += 1 } }
+                    // Take in the tickets, as a read would.
+                    _ = try connection.waitForReadable(deadline: .after(seconds: 2))
+                    _ = connection.hasPendingInputOrEOF
+                    connection.close()
+                } catch {
+                    failures.withLock { $0.append("\(error)") }
+                }
+            }
+        }
+        #expect(failures.withLock { $0 } == [])
+        #expect(resumed.withLock { $0 } > 0)
+        #expect(cache.count(for: TLSSessionCache.Key(serverName: "localhost", port: port, proxy: nil)) <= cache.sessionsPerKey)
+    }
+
     func cleanUp() {
         nginx.stop()
         try? FileManager.default.removeItem(atPath: root)
