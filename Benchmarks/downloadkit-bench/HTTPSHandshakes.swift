@@ -58,41 +58,24 @@ extension ScenarioContext {
             if group == .segmented { row.connections = Self.handshakeConnections } else { row.files = count }
             rows.append(row)
         }
-        for client in clients {
-            switch client.kind {
-            case .downloadkit:
-                add(client, .smallFiles, resumes: true, label: "downloadkit")
-                add(client, .smallFiles, resumes: false, label: "downloadkit, no resumption")
-            case .curl:
-                add(client, .smallFiles, resumes: true, label: "curl")
-                add(client, .smallFiles, resumes: false, label: "curl --no-sessionid")
-            default:
-                break
-            }
-        }
-        for client in clients {
-            switch client.kind {
-            case .downloadkit:
-                add(client, .newConnections, resumes: true, label: "downloadkit")
-                add(client, .newConnections, resumes: false, label: "downloadkit, no resumption")
-            case .curl:
-                add(client, .newConnections, resumes: true, label: "curl")
-                add(client, .newConnections, resumes: false, label: "curl --no-sessionid")
-            default:
-                break
-            }
-        }
-        for client in clients {
-            switch client.kind {
-            case .downloadkit:
-                add(client, .segmented, resumes: true, label: "downloadkit ×8")
-                add(client, .segmented, resumes: false, label: "downloadkit ×8, no resumption")
-            case .aria2c:
-                add(client, .segmented, resumes: true, label: "aria2c ×8")
-            case .curl:
-                add(client, .segmented, resumes: true, label: "curl (one connection)")
-            default:
-                break
+        // Each group's rows, in the order they alternate: (client, resumes sessions, label).
+        let lineUp: [(HandshakeGroup, [(ClientKind, Bool, String)])] = [
+            (.smallFiles, [
+                (.downloadkit, true, "downloadkit"), (.downloadkit, false, "downloadkit, no resumption"),
+                (.curl, true, "curl"), (.curl, false, "curl --no-sessionid"),
+            ]),
+            (.newConnections, [
+                (.downloadkit, true, "downloadkit"), (.downloadkit, false, "downloadkit, no resumption"),
+                (.curl, true, "curl"), (.curl, false, "curl --no-sessionid"),
+            ]),
+            (.segmented, [
+                (.downloadkit, true, "downloadkit ×8"), (.downloadkit, false, "downloadkit ×8, no resumption"),
+                (.curl, true, "curl (one connection)"), (.aria2c, true, "aria2c ×8"),
+            ]),
+        ]
+        for (group, entries) in lineUp {
+            for (kind, resumes, label) in entries {
+                if let client = clients.first(where: { $0.kind == kind }) { add(client, group, resumes: resumes, label: label) }
             }
         }
 

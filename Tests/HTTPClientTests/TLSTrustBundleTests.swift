@@ -17,12 +17,20 @@ import Testing
         try FileManager.default.createDirectory(atPath: directory + "/empty", withIntermediateDirectories: true)
     }
 
-    /// A PEM bundle of `paths` (certificate files), with the certificate count.
+    /// A PEM bundle of `paths` (certificate files) in the test directory.
     func bundle(_ name: String, of paths: [String]) throws -> String {
         let path = directory + "/" + name
         let text = try paths.map { try String(contentsOfFile: $0, encoding: .utf8) }.joined(separator: "\n")
         try text.write(toFile: path, atomically: true, encoding: .utf8)
         return path
+    }
+
+    /// A system bundle of four certificates, the test CA among them.
+    func systemBundleWithTestCA() throws -> String {
+        try bundle(
+            "system.pem",
+            of: [otherCA, certificates.expired.certificatePath, certificates.wrongHost.certificatePath,
+                certificates.caCertificatePath])
     }
 
     var otherCA: String { (certificates.caCertificatePath as NSString).deletingLastPathComponent + "/other-ca.pem" }
@@ -45,10 +53,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let server = try OpenSSLServer(certificate: certificates.valid)
         defer { server.stop() }
-        let system = try bundle(
-            "system.pem",
-            of: [otherCA, certificates.expired.certificatePath, certificates.wrongHost.certificatePath,
-                certificates.caCertificatePath])
+        let system = try systemBundleWithTestCA()
         let context = try context(bundle: system, extraRoots: [certificates.caCertificatePath])
         try handshake(context, with: server)
         #expect(context.trustedCertificateCount == 1, "only the extra root is in the store")
@@ -58,10 +63,7 @@ import Testing
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let server = try OpenSSLServer(certificate: certificates.valid)
         defer { server.stop() }
-        let system = try bundle(
-            "system.pem",
-            of: [otherCA, certificates.expired.certificatePath, certificates.wrongHost.certificatePath,
-                certificates.caCertificatePath])
+        let system = try systemBundleWithTestCA()
         let context = try context(bundle: system, extraRoots: [])
         #expect(context.trustedCertificateCount == 0, "nothing parsed before a handshake needs it")
         try handshake(context, with: server)
