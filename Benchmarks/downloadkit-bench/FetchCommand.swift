@@ -28,6 +28,9 @@ struct FetchCommand: AsyncParsableCommand {
         case queue
         /// mallocs of the response parser and the DKHTTPClient body loop (run under the malloc counter).
         case allocs
+        /// Every URL of `--list` in turn, each on a new connection (`Connection: close`), body discarded:
+        /// one handshake per file.
+        case connections
     }
 
     @Option(help: "devnull, file, many, queue or allocs.")
@@ -51,6 +54,9 @@ struct FetchCommand: AsyncParsableCommand {
     @Option(help: "Trust only the CA certificates in this PEM file, as curl --cacert does.")
     var cacert: String?
 
+    @Flag(help: "Do not resume TLS sessions (DKTLSConfiguration.resumesSessions = false), like curl --no-sessionid.")
+    var noSessionResumption = false
+
     @Option(help: "In devnull mode, the TestPattern seed of the body: spot-check bytes at 64 offsets.")
     var seed: UInt64?
 
@@ -70,6 +76,8 @@ struct FetchCommand: AsyncParsableCommand {
             if url == nil || destination == nil { throw ValidationError("file mode needs a URL and a destination") }
         case .many:
             if list == nil || dir == nil { throw ValidationError("many mode needs --list and --dir") }
+        case .connections:
+            if list == nil { throw ValidationError("connections mode needs --list") }
         }
         if mode == .queue && dir == nil { throw ValidationError("queue mode needs --dir (the state directory)") }
     }
@@ -83,6 +91,7 @@ struct FetchCommand: AsyncParsableCommand {
             clientConfiguration.tls.useSystemTrustRoots = false
             clientConfiguration.tls.additionalTrustRootFiles.append(cacert)
         }
+        clientConfiguration.tls.resumesSessions = !noSessionResumption
         switch mode {
         case .devnull:
             let bytes = try fetchToDevNull(url: url ?? "", configuration: clientConfiguration)
@@ -104,6 +113,10 @@ struct FetchCommand: AsyncParsableCommand {
             try await measureQueue(baseURL: url ?? "", stateDirectory: dir ?? "", count: count)
         case .allocs:
             try measureAllocations(url: url ?? "", configuration: clientConfiguration)
+        case .connections:
+            let (files, bytes) = try fetchEachOnNewConnection(listPath: list ?? "", configuration: clientConfiguration)
+            print("bytes=\(bytes)")
+            print("files=\(files)")
         }
         // The kernel's high-water RSS of this address space, a cross-check of the launcher's ru_maxrss.
         if let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),

@@ -45,6 +45,32 @@ extension FetchCommand {
         return (files, bytes)
     }
 
+    /// Fetches every URL in `listPath` one after the other, each with `Connection: close` so the server
+    /// closes it and the next one opens a new connection (a TLS handshake per file, resumed or not), bodies
+    /// discarded. One `DKHTTPClient`, so its TLS session cache is shared by all of them.
+    /// - Returns: The number of files and their total bytes.
+    func fetchEachOnNewConnection(listPath: String, configuration: DKHTTPClientConfiguration) throws
+        -> (files: Int, bytes: Int64)
+    {
+        let text = try String(contentsOfFile: listPath, encoding: .utf8)
+        let urls = text.split(whereSeparator: \.isNewline).map(String.init).filter { !$0.isEmpty }
+        let client = try DKHTTPClient(configuration: configuration)
+        let buffer = ReceiveBuffer(capacity: 64 << 10)
+        var bytes: Int64 = 0
+        for url in urls {
+            let request = DKHTTPRequest(url: try HTTPURL(url), headers: ["Connection": "close"])
+            let summary = try client.execute(
+                request, buffer: buffer,
+                onHead: { head in
+                    guard head.status == 200 else { throw ValidationError("HTTP status \(head.status) for \(url)") }
+                    return .stream
+                },
+                onBody: { _ in })
+            bytes += summary.bodyBytes
+        }
+        return (urls.count, bytes)
+    }
+
     /// Opens a manager on `stateDirectory` (network unreachable, so nothing starts), enqueues `count`
     /// tasks in one batch, closes it, and opens a second manager on the same directory, which restores
     /// them. Prints `open_ms`, `enqueue_ms`, `close_ms` and `restore_ms`, then `restored=N`.

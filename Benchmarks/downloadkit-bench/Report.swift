@@ -240,6 +240,16 @@ enum Report {
                 groups.append(Group(
                     title: "concurrency — peak RSS at N transfers, MiB (dashed line: 128 MiB target at 1,024)",
                     bars: bars, scale: top, target: 128))
+            case .httpsHandshakes:
+                let bars = scenario.rows.filter { $0.files != nil }.map { row in
+                    Bar(label: row.label, client: row.client, spread: usable(row, row.filesPerSecond),
+                        value: row.filesPerSecond.map { "\(grouped($0.median)) files/s" } ?? "")
+                }
+                groups.append(Group(
+                    title: "https-handshakes — "
+                        + ScenarioContext.HandshakeGroup.smallFiles.title(files: scenario.rows.compactMap(\.files).first ?? 0)
+                        + ", files per second",
+                    bars: bars, scale: bars.compactMap { $0.spread?.max }.max() ?? 1))
             case .allocations:
                 guard let row = scenario.rows.first else { continue }
                 let bars = [

@@ -64,6 +64,7 @@ enum ScenarioName: String, CaseIterable, Codable, Sendable {
     case queue
     case allocations
     case concurrency
+    case httpsHandshakes = "https-handshakes"
 
     /// Whether a run without --scenarios includes it: all of them, so that one default run judges every
     /// target of issue #18 (`concurrency` adds about 2.5 minutes; leave it out with --scenarios).
@@ -78,7 +79,7 @@ enum ScenarioName: String, CaseIterable, Codable, Sendable {
         switch self {
         case .httpDevnull, .httpsDevnull: return .devnull
         case .httpFile, .httpsFile, .rss, .segmented, .segmentedRoundTrip, .smallFiles, .resume, .queue, .allocations,
-            .concurrency:
+            .concurrency, .httpsHandshakes:
             return .file
         }
     }
@@ -128,6 +129,13 @@ enum ScenarioName: String, CaseIterable, Codable, Sendable {
             return "mallocs counted by an LD_PRELOAD interposer (built from Benchmarks/malloc-counter/malloc-counter.c at "
                 + "run time): the response parser over a head + 1 MiB body in 64 KiB pieces, and the "
                 + "HTTPClient.execute body loop of a 64 MiB body into a reused ReceiveBuffer."
+        case .httpsHandshakes:
+            return "Where TLS handshakes count (issue #47): the small-files list over HTTPS (16 at a time; DownloadKit "
+                + "`fetch --mode many`, curl `--parallel --parallel-max 16`) and one file over 8 HTTPS connections "
+                + "(DownloadKit `fetch --mode file --connections 8`, aria2c `-x8 -s8 -k1M`, curl over one). Every "
+                + "client trusts only the test CA. DownloadKit also runs with session resumption off "
+                + "(`DKTLSConfiguration.resumesSessions = false`), curl with `--no-sessionid`. nginx's log gives the "
+                + "TCP connections and how many of their handshakes resumed a session (`$ssl_session_reused`)."
         case .concurrency:
             return "N simultaneous transfers of 1 MiB files from an nginx at `limit_rate 256k` per connection "
                 + "(one file alone takes about 3 s, not 4: nginx's limit is rate × (whole seconds elapsed + 1), so "

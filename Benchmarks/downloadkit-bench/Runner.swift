@@ -54,8 +54,13 @@ struct BenchRunner {
         if settings.scenarios.contains(.resume) { sizes.append(settings.mode.resumeBytes) }
         if settings.scenarios.contains(.allocations) { sizes.append(ScenarioContext.allocationBodyBytes) }
         if settings.scenarios.contains(.concurrency) { sizes.append(ScenarioContext.concurrencyFileBytes) }
+        if settings.scenarios.contains(.httpsHandshakes) {
+            sizes.append(settings.mode.segmentedBytes(connections: ScenarioContext.handshakeConnections))
+        }
         for size in Set(sizes).sorted() { try prepareFile(bytes: size) }
-        if settings.scenarios.contains(.smallFiles) { try prepareSmallFiles(count: settings.mode.smallFileCount) }
+        if settings.scenarios.contains(.smallFiles) || settings.scenarios.contains(.httpsHandshakes) {
+            try prepareSmallFiles(count: settings.mode.smallFileCount)
+        }
 
         let certificates = try TestCertificates.generate(in: settings.output + "/certs")
         let site = TLSSite(
@@ -192,6 +197,7 @@ struct ScenarioContext {
         case .resume: return try runResume()
         case .queue: return try runQueue()
         case .allocations: return try runAllocations()
+        case .httpsHandshakes: return try runHTTPSHandshakes()
         case .concurrency: return try runConcurrency()
         case .httpDevnull, .httpsDevnull, .httpFile, .httpsFile, .rss: return try runSingleFile(name)
         }

@@ -120,6 +120,8 @@ enum ScenarioTables {
                 text += "| \(format(row.cpuSecondsPerGiB?.median ?? 0, 2)) | \(format(row.cpuMillisecondsPerFile?.median ?? 0, 2)) "
                 text += "| \(format(rss.median, 1)) (\(format(rss.max, 1))) |\n"
             }
+        case .httpsHandshakes:
+            text = ScenarioContext.httpsHandshakesMarkdown(scenario)
         case .httpDevnull, .httpsDevnull, .httpFile, .httpsFile, .rss:
             break
         }

@@ -24,6 +24,9 @@ public final class Connection {
     public private(set) var tlsVersion: String?
     /// The negotiated TLS cipher suite ("TLS_AES_128_GCM_SHA256", …), or `nil` for plain connections.
     public private(set) var tlsCipher: String?
+    /// Whether the TLS handshake resumed a session of an earlier connection (an abbreviated handshake;
+    /// see ``DKTLSConfiguration/resumesSessions``). `false` for plain connections.
+    public private(set) var tlsSessionResumed = false
     /// Every address tried while connecting and what became of it (Happy Eyeballs, RFC 8305).
     public internal(set) var connectAttempts: [ConnectAttempt] = []
     /// The IP version of the connection to the peer (`.ipv4` or `.ipv6`).
@@ -81,7 +84,7 @@ public final class Connection {
         let connection = try openTCP(host: host, port: port, deadline: deadline, options: options)
         if let tls {
             // On failure `connection` is released, which closes the socket.
-            try connection.startTLS(context: tls, serverName: serverName ?? host, deadline: deadline)
+            try connection.startTLS(context: tls, serverName: serverName ?? host, port: port, deadline: deadline)
         }
         return connection
     }
@@ -123,14 +126,17 @@ public final class Connection {
         return connection
     }
 
-    /// Runs the TLS handshake on this (plain, possibly tunnelled) connection.
-    func startTLS(context: TLSContext, serverName: String, deadline: Deadline) throws(TransportError) {
-        let session = try TLSSession(context: context, fd: fileDescriptor, control: control, serverName: serverName)
+    /// Runs the TLS handshake on this (plain, possibly tunnelled) connection, to the origin at `port`
+    /// (which, with ``proxy``, picks the sessions it may resume).
+    func startTLS(context: TLSContext, serverName: String, port: Int, deadline: Deadline) throws(TransportError) {
+        let session = try TLSSession(
+            context: context, fd: fileDescriptor, control: control, serverName: serverName, port: port, proxy: proxy)
         tls = session
         try session.handshake(deadline: deadline)
         negotiatedALPN = session.negotiatedALPN
         tlsVersion = session.protocolVersion
         tlsCipher = session.cipherName
+        tlsSessionResumed = session.resumedSession
     }
 
     // MARK: - I/O

@@ -63,6 +63,12 @@ public struct DKTLSConfiguration: Sendable, Hashable {
     /// (`SSL_CTX_set_ciphersuites`). Default `nil`: ``preferredTLS13CipherSuites``. Most servers (nginx,
     /// OpenSSL's default) follow the client's order in TLS 1.3, so this order decides the cipher.
     public var tls13CipherSuites: String? = nil
+    /// Whether connections resume TLS sessions of earlier connections to the same host, port and proxy
+    /// made with the same client (an abbreviated handshake: no certificate chain sent or verified, no
+    /// key exchange signature). Default `true`. TLS 1.3 tickets are used once; sessions are kept per
+    /// ``TLSContext``, so never across configurations or client certificates (docs/NETWORKING.md,
+    /// "TLS session resumption"). `false` is curl's `--no-sessionid`.
+    public var resumesSessions: Bool = true
 
     /// DownloadKit's TLS 1.3 order for this machine: AES-128-GCM first where the CPU has AES instructions
     /// (x86 AES-NI, ARMv8 AES), where it is the cheapest suite per byte; ChaCha20-Poly1305 first where it

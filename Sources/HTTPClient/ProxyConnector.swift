@@ -52,7 +52,7 @@ enum ProxyConnector {
         }
         if let tls {
             do {
-                try connection.startTLS(context: tls, serverName: url.host, deadline: deadline)
+                try connection.startTLS(context: tls, serverName: url.host, port: url.effectivePort, deadline: deadline)
             } catch {
                 throw annotated(error, proxy: proxy)
             }

@@ -18,13 +18,41 @@ public final class TLSContext: @unchecked Sendable {
     public let configuration: DKTLSConfiguration
     /// The immutable `SSL_CTX`, freed in `deinit`.
     let context: OpaquePointer
+    /// The sessions connections made with this context may resume (see ``TLSSessionCache``), or `nil`
+    /// when ``DKTLSConfiguration/resumesSessions`` is off.
+    let sessionCache: TLSSessionCache?
 
     /// Builds the context: protocol versions, verification mode, trust roots, ALPN and the modes
     /// non-blocking I/O needs.
     /// - Parameter configuration: The settings; see ``DKTLSConfiguration/makeClientConfiguration()``.
     /// - Throws: `.tlsFailed` when OpenSSL cannot create the context, an extra trust-root file cannot
     ///   be loaded, or full verification was asked for and no trust roots at all could be loaded.
-    public init(configuration: DKTLSConfiguration) throws(TransportError) {
+    public convenience init(configuration: DKTLSConfiguration) throws(TransportError) {
+        try self.init(configuration: configuration, systemTrustPaths: SystemTrustPaths.fromEnvironment())
+    }
+
+    /// The system trust roots a process's environment names (`SSL_CERT_FILE`, `SSL_CERT_DIR`), each
+    /// completed with OpenSSL's compiled-in default when only the other is set.
+    struct SystemTrustPaths {
+        /// A PEM bundle, parsed only when a handshake first needs a root the store does not hold.
+        var file: String?
+        /// A c_rehash'ed directory, looked up one issuer at a time.
+        var directory: String?
+
+        /// The paths named by `SSL_CERT_FILE` / `SSL_CERT_DIR`, or `nil` when neither is set.
+        static func fromEnvironment() -> SystemTrustPaths? {
+            let file = getenv("SSL_CERT_FILE").map { String(cString: $0) }
+            let directory = getenv("SSL_CERT_DIR").map { String(cString: $0) }
+            guard file != nil || directory != nil else { return nil }
+            return SystemTrustPaths(
+                file: file ?? X509_get_default_cert_file().map { String(cString: $0) },
+                directory: directory ?? X509_get_default_cert_dir().map { String(cString: $0) })
+        }
+    }
+
+    /// Builds the context with the system trust roots at `systemTrustPaths` when given (the environment's,
+    /// or a test's), else found by probing (see ``DKTLSConfiguration/useSystemTrustRoots``).
+    init(configuration: DKTLSConfiguration, systemTrustPaths: SystemTrustPaths?) throws(TransportError) {
         ERR_clear_error()
         guard let context = SSL_CTX_new(TLS_client_method()) else {
             throw TransportError(
@@ -33,6 +61,7 @@ public final class TLSContext: @unchecked Sendable {
         }
         self.configuration = configuration
         self.context = context
+        self.sessionCache = configuration.resumesSessions ? TLSSessionCache() : nil
         // From here on `deinit` frees the context if a later step throws.
 
         guard dk_SSL_CTX_set_min_proto_version(context, configuration.minimumVersion.openSSLVersion) == 1,
@@ -48,6 +77,16 @@ public final class TLSContext: @unchecked Sendable {
         SSL_CTX_set_security_level(context, 2)
         // Renegotiation is an attack surface a download client never needs (TLS 1.2 only).
         dk_SSL_CTX_disable_renegotiation(context)
+        if configuration.resumesSessions {
+            // OpenSSL keeps no client sessions itself; each new one (a TLS 1.2 session at the end of the
+            // handshake, each TLS 1.3 ticket whenever a read or peek meets it) goes to the TLSSession that
+            // received it, which decides whether and where to keep it.
+            dk_SSL_CTX_enable_external_client_session_cache(context)
+            SSL_CTX_sess_set_new_cb(context) { ssl, session in
+                guard let ssl, let session, let owner = SSL_get_ex_data(ssl, TLSSession.ownerIndex) else { return 0 }
+                return Unmanaged<TLSSession>.fromOpaque(owner).takeUnretainedValue().received(session) ? 1 : 0
+            }
+        }
         let suites = configuration.tls13CipherSuites ?? DKTLSConfiguration.preferredTLS13CipherSuites
         guard SSL_CTX_set_ciphersuites(context, suites) == 1 else {
             throw TransportError(
@@ -64,11 +103,15 @@ public final class TLSContext: @unchecked Sendable {
 
         var loadedAnyRoots = false
         if configuration.useSystemTrustRoots {
-            if getenv("SSL_CERT_FILE") != nil || getenv("SSL_CERT_DIR") != nil {
-                // The caller's environment names the roots, as it does for OpenSSL's own tools.
+            if let paths = systemTrustPaths {
+                // The caller's environment names the roots, as it does for OpenSSL's own tools. The bundle
+                // file it names is parsed only when a verification asks for an issuer the store does not
+                // hold (issue #47): with `--cacert` and a server certificate that CA issued, never — 22-42 ms
+                // of start-up saved. An intermediate not in the store is looked up there first (OpenSSL builds
+                // chains trusted-first), which parses the bundle once, as before.
                 ERR_clear_error()
-                if SSL_CTX_set_default_verify_paths(context) == 1 {
-                    loadedAnyRoots = Self.defaultCertificateDirectoryExists()
+                if dk_SSL_CTX_load_verify_paths_lazily(context, paths.file, paths.directory) == 1 {
+                    loadedAnyRoots = [paths.file, paths.directory].contains { $0.map { access($0, R_OK) == 0 } ?? false }
                 }
             } else if let directory = Self.hashedCertificateDirectory() {
                 // A c_rehash'ed directory is consulted lazily, one file per issuer lookup during a
@@ -143,6 +186,9 @@ public final class TLSContext: @unchecked Sendable {
     deinit {
         SSL_CTX_free(context)
     }
+
+    /// How many certificates the trust store holds now (tests: whether a bundle was parsed).
+    var trustedCertificateCount: Int { Int(dk_SSL_CTX_trusted_certificate_count(context)) }
 
     /// Loads a client certificate chain and its (possibly encrypted) key into `context`, checking
     /// that they belong together. OpenSSL never prompts on a terminal: the passphrase (or an empty

@@ -1,6 +1,7 @@
 internal import CDownloadKitShims
 internal import COpenSSL
 import Glibc
+import HTTPWire
 
 /// One TLS client session (`SSL`) over a connected non-blocking socket, owned by one ``Connection``.
 ///
@@ -29,6 +30,19 @@ final class TLSSession {
     private var receivedCloseNotify = false
     /// An error met after some bytes were already returned; thrown by the next read.
     private var pendingError: TransportError?
+    /// Where the sessions this connection receives are kept for later connections, and under which key;
+    /// `nil` when the context does not resume sessions.
+    private let sessionCache: TLSSessionCache?
+    private let sessionKey: TLSSessionCache.Key
+    /// The handshake completed and passed verification and the key pins: sessions may be kept from now on.
+    private var mayKeepSessions = false
+    /// Sessions OpenSSL delivered before the checks ended (a TLS 1.2 session arrives inside the handshake,
+    /// before the pins are checked): kept once they pass, dropped with this object otherwise.
+    private var sessionsHeldBack: [StoredTLSSession] = []
+
+    /// The `SSL` ex-data index holding the `TLSSession` that owns it, for the new-session callback: 0, the
+    /// application's own slot (`SSL_set_app_data`).
+    static let ownerIndex: Int32 = 0
 
     /// Creates the session and configures SNI, host-name or IP verification and the socket BIO.
     /// - Parameters:
@@ -36,7 +50,12 @@ final class TLSSession {
     ///   - fd: A connected, non-blocking TCP socket. Not closed by the session.
     ///   - control: The connection's cancellation state (to report cancellation as such).
     ///   - serverName: Host name or IP literal (brackets allowed) to send as SNI and to verify.
-    init(context: TLSContext, fd: Int32, control: ConnectionControl, serverName: String) throws(TransportError) {
+    ///   - port: The origin's port, and
+    ///   - proxy: the proxy the connection goes through: with `serverName`, which sessions may be resumed
+    ///     (``TLSSessionCache/Key``).
+    init(
+        context: TLSContext, fd: Int32, control: ConnectionControl, serverName: String, port: Int, proxy: ProxyURL?
+    ) throws(TransportError) {
         ERR_clear_error()
         guard let ssl = SSL_new(context.context) else {
             throw TransportError(
@@ -49,6 +68,8 @@ final class TLSSession {
         self.serverName = bareName
         self.verifiesPeer = context.configuration.certificateVerification == .fullVerification
         self.pinnedPublicKeys = context.configuration.pinnedPublicKeys
+        self.sessionCache = context.sessionCache
+        self.sessionKey = TLSSessionCache.Key(serverName: bareName, port: port, proxy: proxy)
 
         guard let bio = dk_BIO_new_socket_nosigpipe(fd) else {
             throw TransportError(
@@ -75,6 +96,16 @@ final class TLSSession {
                     detail: "could not set the name to verify (\(bareName)): \(OpenSSLErrors.drain())")
             }
         }
+        if let sessionCache {
+            SSL_set_ex_data(ssl, Self.ownerIndex, Unmanaged.passUnretained(self).toOpaque())
+            // SSL_set_session takes its own reference; a session the server declines costs nothing but
+            // its bytes in the ClientHello (the handshake is then a full one).
+            if let offered = sessionCache.take(for: sessionKey) {
+                ERR_clear_error()
+                _ = SSL_set_session(ssl, offered.pointer)
+                ERR_clear_error()
+            }
+        }
     }
 
     deinit {
@@ -93,6 +124,9 @@ final class TLSSession {
             case .done:
                 isEstablished = true
                 try checkPinnedPublicKey()
+                mayKeepSessions = true
+                for session in sessionsHeldBack { sessionCache?.store(session, for: sessionKey) }
+                sessionsHeldBack = []
                 return
             case .wantRead:
                 try wait(for: .readable, deadline: deadline, timeout: .connectTimeout, phase: .handshake)
@@ -105,6 +139,24 @@ final class TLSSession {
             }
         }
     }
+
+    /// Takes a new session from OpenSSL's new-session callback (on this connection's thread, inside
+    /// `SSL_connect`, `SSL_read` or `SSL_peek`): kept in the cache once the handshake has passed its checks.
+    /// - Returns: Whether the reference was taken over (the callback then returns 1 and OpenSSL does not
+    ///   free it).
+    func received(_ session: OpaquePointer) -> Bool {
+        guard let sessionCache else { return false }
+        let stored = StoredTLSSession(adopting: session)
+        if mayKeepSessions {
+            sessionCache.store(stored, for: sessionKey)
+        } else {
+            sessionsHeldBack.append(stored)
+        }
+        return true
+    }
+
+    /// Whether the handshake resumed an earlier session (`SSL_session_reused`).
+    var resumedSession: Bool { SSL_session_reused(ssl) == 1 }
 
     /// After a completed handshake (and verification), requires the server's public key to match one
     /// of the context's pins, when there are any.
