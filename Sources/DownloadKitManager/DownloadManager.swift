@@ -35,6 +35,11 @@ public actor DownloadManager {
         public var metadata: [String: String]
         public var requiresUnmeteredNetwork: Bool
         public var rateLimit: Int?
+        /// Whether an existing task of the same URL (or file id) is reused only while it is waiting,
+        /// running or paused: a completed, failed or cancelled one is then left as it is (listed with
+        /// its result) and a new task is made, as aria2's `addUri` makes a new download. Default false:
+        /// any existing task is reused.
+        public var reusesLiveTaskOnly = false
 
         public init(
             url: String, fileID: String? = nil, destination: DownloadDestination? = nil,
@@ -304,7 +309,10 @@ public actor DownloadManager {
         dirty.reserveCapacity(dirty.count + requests.count)
         var identifiers = TaskIdentifier.Generator(expected: requests.count)
         for request in requests {
-            if let existing = idByURL[request.url] ?? request.fileID.flatMap({ idByFileID[$0] }) {
+            if let existing = idByURL[request.url] ?? request.fileID.flatMap({ idByFileID[$0] }),
+                !request.reusesLiveTaskOnly
+                    || !(tasks[existing].map { [.completed, .failed, .cancelled].contains($0.state) } ?? false)
+            {
                 ids.append(existing)
                 actions += requeueIfFileGone(existing)
                 continue
@@ -560,7 +568,7 @@ public actor DownloadManager {
     private func cancel(_ selected: [ManagedTask]) throws {
         for task in selected where task.state != .completed && task.state != .cancelled {
             let actions = scheduler.withdraw(task.id)
-            stopTransfer(task.id, deleting: partialPaths(task))
+            stopTransfer(task.id, deleting: ownedPartialPaths(task))
             guard var current = tasks[task.id] else { continue }
             current.bytesReceived = 0
             current.state = .cancelled
@@ -572,7 +580,7 @@ public actor DownloadManager {
 
     private func remove(_ selected: [ManagedTask], deletingFile: Bool) throws {
         for task in selected {
-            var paths = partialPaths(task)
+            var paths = ownedPartialPaths(task)
             if deletingFile, task.state == .completed, let path = task.path { paths.append(path) }
             let actions = scheduler.withdraw(task.id)
             stopTransfer(task.id, deleting: paths)
@@ -989,6 +997,17 @@ public actor DownloadManager {
         return DownloadResult(
             path: path, bytes: size, resumedFrom: size, bytesTransferred: 0, finalURL: task.originalURL,
             checksumHex: nil, isResumable: true, entityTag: validators.entityTag, lastModified: validators.lastModified)
+    }
+
+    /// The partial data a cancel or remove of `task` may delete: none when another task of the same URL
+    /// has the same working files (a new task made by ``TaskRequest/reusesLiveTaskOnly`` after this one
+    /// stopped may be resuming from them).
+    private func ownedPartialPaths(_ task: ManagedTask) -> [String] {
+        let paths = partialPaths(task)
+        let shared = tasks.values.contains {
+            $0.id != task.id && $0.originalURL == task.originalURL && partialPaths($0) == paths
+        }
+        return shared ? [] : paths
     }
 
     nonisolated func partialPaths(_ task: ManagedTask) -> [String] {
