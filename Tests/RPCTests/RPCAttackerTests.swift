@@ -78,7 +78,7 @@ struct RPCAttackerTests {
                 port: ours.port, headers: ["Host: evil.example:\(ours.port)", "Content-Type: text/plain"], body: rpcCall(method, []))
             #expect(rebound.status == 403, "\(method): \(rebound.headers)")
             let upgrade = try await rawRequest(port: ours.port, method: "GET", headers: upgradeHeaders(origin: "http://evil.example"))
-            #expect(upgrade.status == 403)
+            #expect(upgrade.status != 101 && [400, 403].contains(upgrade.status), "\(upgrade.headers)")  // NIO's upgrader: 400
         }
         try await Task.sleep(for: .milliseconds(300))
         #expect(FreePort.acceptsConnections(port: ours.port) && !ours.server.stoppedOverRPC)
