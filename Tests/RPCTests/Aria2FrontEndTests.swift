@@ -53,6 +53,19 @@ extension Aria2CompatibilityTests {
         try await field(side, gid, "files")?.arrayValue?.first?.objectValue?["path"]?.stringValue
     }
 
+    /// Waits (bounded) until no side accepts connections any more.
+    func expectStopsListening(_ sides: [Side], after method: String) async throws {
+        for side in sides {
+            var open = true
+            for _ in 0..<200 {
+                open = FreePort.acceptsConnections(port: side.port)
+                if !open { break }
+                try await Task.sleep(nanoseconds: 25_000_000)
+            }
+            #expect(!open, "\(side.name) still listens after \(method)")
+        }
+    }
+
     // MARK: - HTTP statuses
 
     @Test func errorsGetAria2sHTTPStatuses() async throws {
@@ -249,15 +262,7 @@ extension Aria2CompatibilityTests {
             #expect(FreePort.acceptsConnections(port: sides[1].port))
             let stopped = try await both(sides, "aria2.shutdown")
             #expect(stopped.0 == stopped.1 && result(stopped.1) == .string("OK"), "\(stopped)")
-            for side in sides {
-                var open = true
-                for _ in 0..<200 {
-                    open = FreePort.acceptsConnections(port: side.port)
-                    if !open { break }
-                    try await Task.sleep(nanoseconds: 25_000_000)
-                }
-                #expect(!open, "\(side.name) still listens after aria2.shutdown")
-            }
+            try await expectStopsListening(sides, after: "aria2.shutdown")
             #expect(ours.server.stoppedOverRPC)
         }
     }
@@ -281,15 +286,7 @@ extension Aria2CompatibilityTests {
                 answers.append(run.output.split(separator: "\n").first { $0.hasPrefix("RESULT ") }.map(String.init) ?? run.output)
             }
             #expect(answers[0] == answers[1] && answers[1] == #"RESULT {"id":7,"jsonrpc":"2.0","result":"OK"}"#, "\(answers)")
-            for side in sides {
-                var open = true
-                for _ in 0..<200 {
-                    open = FreePort.acceptsConnections(port: side.port)
-                    if !open { break }
-                    try await Task.sleep(nanoseconds: 25_000_000)
-                }
-                #expect(!open, "\(side.name) still listens after aria2.forceShutdown")
-            }
+            try await expectStopsListening(sides, after: "aria2.forceShutdown")
             #expect(ours.server.stoppedOverRPC)
         }
     }
