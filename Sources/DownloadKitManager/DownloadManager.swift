@@ -868,7 +868,15 @@ public actor DownloadManager {
     }
 
     private func index(_ task: ManagedTask) {
-        idByURL[task.originalURL] = task.id
+        // The newest task of a URL is the one found by it, in whatever order tasks are restored (there
+        // are several only after ``TaskRequest/reusesLiveTaskOnly`` made a new one beside a stopped one).
+        if let current = idByURL[task.originalURL], current != task.id, let other = tasks[current],
+            (other.createdAt, other.id) > (task.createdAt, task.id)
+        {
+            // Keep the newer one.
+        } else {
+            idByURL[task.originalURL] = task.id
+        }
         if idByURL[task.currentURL] == nil { idByURL[task.currentURL] = task.id }
         if let fileID = task.fileID { idByFileID[fileID] = task.id }
         if let group = task.group { groups[group, default: []].insert(task.id) }
@@ -999,11 +1007,13 @@ public actor DownloadManager {
             checksumHex: nil, isResumable: true, entityTag: validators.entityTag, lastModified: validators.lastModified)
     }
 
-    /// The partial data a cancel or remove of `task` may delete: none when another task of the same URL
-    /// has the same working files (a new task made by ``TaskRequest/reusesLiveTaskOnly`` after this one
-    /// stopped may be resuming from them).
+    /// The partial data a cancel or remove of `task` may delete: none when it is not the newest task of
+    /// its URL and another task has the same working files (a new task made by
+    /// ``TaskRequest/reusesLiveTaskOnly`` after this one stopped may be resuming from them). The newest
+    /// task of a URL (the usual, only one) is decided without a scan.
     private func ownedPartialPaths(_ task: ManagedTask) -> [String] {
         let paths = partialPaths(task)
+        guard idByURL[task.originalURL] != task.id else { return paths }
         let shared = tasks.values.contains {
             $0.id != task.id && $0.originalURL == task.originalURL && partialPaths($0) == paths
         }

@@ -204,6 +204,27 @@ extension Aria2CompatibilityTests {
         }
     }
 
+    /// A new download of a URL beside its removed one (same `dir`, so the same working files here): removing
+    /// the old result must not delete the new download's partial data; both end right.
+    @Test func removingAnOldResultKeepsTheNewDownloadOfItsURL() async throws {
+        try await sideBySide { sides, origin, scratch, _ in
+            origin.serve("/again.bin", .resource(Resource(size: 1 << 20, seed: 8, bytesPerSecond: 400_000)))
+            let dirs = [scratch.path + "/aria2/again", scratch.path + "/dk/again"]
+            try await add(&sides, "old", origin.url("/again.bin")) { ["dir": .string(dirs[$0])] }
+            try await waitFor(sides, "old", ["active"])
+            _ = try await both(sides, "aria2.remove") { [.string($0.gids["old"]!)] }
+            try await waitFor(sides, "old", ["removed"])
+            try await add(&sides, "new", origin.url("/again.bin")) { ["dir": .string(dirs[$0])] }
+            #expect(sides[1].gids["old"] != sides[1].gids["new"])
+            try await waitFor(sides, "new", ["active"])
+            try await Task.sleep(for: .milliseconds(300))
+            let removed = try await both(sides, "aria2.removeDownloadResult") { [.string($0.gids["old"]!)] }
+            #expect(removed.0 == removed.1, "aria2 \(removed.0.serialized) vs ours \(removed.1.serialized)")
+            try await waitFor(sides, "new", ["complete"])
+            #expect(fileMatchesPattern(dirs[1] + "/again.bin", size: 1 << 20, seed: 8))
+        }
+    }
+
     // MARK: - changeUri
 
     @Test func changeUriReplacesTheSourceOfAPausedDownload() async throws {
