@@ -288,26 +288,37 @@ extension Aria2CompatibilityTests {
         }
     }
 
-    /// `forceShutdown` over a WebSocket (how AriaNg sends it), with the connection still open.
-    static let forceShutdownScript = #"""
+    /// `shutdown`/`forceShutdown` over a WebSocket (how AriaNg sends them): the answer, then the server
+    /// closes the connection the client keeps open (`CLOSED`), within 10 s.
+    static let shutdownScript = #"""
         import json, sys, websocket
         ws = websocket.create_connection(f"ws://127.0.0.1:{int(sys.argv[1])}/jsonrpc", timeout=10)
-        ws.send(json.dumps({"jsonrpc": "2.0", "id": 7, "method": "aria2.forceShutdown", "params": ["token:s3"]}))
+        ws.send(json.dumps({"jsonrpc": "2.0", "id": 7, "method": sys.argv[2], "params": ["token:s3"]}))
         print("RESULT " + ws.recv())
+        try:
+            while ws.recv():
+                pass
+        except websocket.WebSocketTimeoutException:
+            print("STILL OPEN")
+            sys.exit(0)
+        except Exception:
+            pass
+        print("CLOSED")
         """#
 
-    @Test func forceShutdownOverAWebSocketAnswersOKAndStops() async throws {
+    @Test(arguments: ["aria2.shutdown", "aria2.forceShutdown"])
+    func shutdownOverAWebSocketAnswersOKAndStops(method: String) async throws {
         try await sideBySide { sides, _, scratch, ours in
-            try Self.forceShutdownScript.write(toFile: scratch.file("force.py"), atomically: false, encoding: .utf8)
+            try Self.shutdownScript.write(toFile: scratch.file("shutdown.py"), atomically: false, encoding: .utf8)
             let python = try #require(ProcessRunner.findExecutable("python3"))
             var answers: [String] = []
             for side in sides {
                 let port = side.port
-                let run = try await offloaded { try ProcessRunner.run(python, [scratch.file("force.py"), String(port)]) }
-                answers.append(run.output.split(separator: "\n").first { $0.hasPrefix("RESULT ") }.map(String.init) ?? run.output)
+                let run = try await offloaded { try ProcessRunner.run(python, [scratch.file("shutdown.py"), String(port), method]) }
+                answers.append(run.output.split(separator: "\n").filter { $0.hasPrefix("RESULT ") || $0 == "CLOSED" || $0 == "STILL OPEN" }.joined(separator: " "))
             }
-            #expect(answers[0] == answers[1] && answers[1] == #"RESULT {"id":7,"jsonrpc":"2.0","result":"OK"}"#, "\(answers)")
-            try await expectStopsListening(sides, after: "aria2.forceShutdown")
+            #expect(answers[0] == answers[1] && answers[1] == #"RESULT {"id":7,"jsonrpc":"2.0","result":"OK"} CLOSED"#, "\(answers)")
+            try await expectStopsListening(sides, after: method)
             #expect(ours.server.stoppedOverRPC)
         }
     }
