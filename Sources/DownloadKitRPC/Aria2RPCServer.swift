@@ -154,24 +154,27 @@ public final class Aria2RPCServer: Sendable {
         let serviceGroup = ServiceGroup(
             configuration: .init(
                 services: [app], gracefulShutdownSignals: handlesSignals ? [.sigterm, .sigint] : [], logger: logger))
-        let serving = Task { try await serviceGroup.run() }
         let alreadyStopped = state.withLock { current -> Bool in
             current.group = serviceGroup
-            current.serving = serving
             return current.stopRequested
         }
-        if alreadyStopped { serving.cancel() }
-        do {
-            try await withTaskCancellationHandler {
-                try await serving.value
-            } onCancel: {
-                serving.cancel()
+        if !alreadyStopped {
+            // In its own task, so that forceShutdown can cancel it (a shutdown in between still stops it
+            // gracefully through the group).
+            let serving = Task { try await serviceGroup.run() }
+            state.withLock { $0.serving = serving }
+            do {
+                try await withTaskCancellationHandler {
+                    try await serving.value
+                } onCancel: {
+                    serving.cancel()
+                }
+            } catch where serving.isCancelled {
+                // Forced (or the caller was cancelled): the listener is closed either way.
+            } catch {
+                await service.stop()
+                throw error
             }
-        } catch where alreadyStopped || serving.isCancelled {
-            // Stopped before it ran, or forced: the listener is closed either way.
-        } catch {
-            await service.stop()
-            throw error
         }
         await service.stop()
     }
