@@ -195,16 +195,25 @@ public final class Aria2RPCServer: Sendable {
         }
     }
 
+    /// How long ``shutdown(force:)`` with `force` lets requests in flight finish before it cancels the listener.
+    public static let forceGrace: Duration = .milliseconds(500)
+
     /// Stops the listener (open connections are closed) and makes ``run(handlesSignals:)`` return.
-    /// - Parameter force: Cancel the listener at once instead of letting requests in flight finish
-    ///   (`aria2.forceShutdown`).
+    /// - Parameter force: Cancel the listener after ``forceGrace`` instead of waiting as long as
+    ///   requests in flight take (`aria2.forceShutdown`).
     public func shutdown(force: Bool = false) async {
         let (serviceGroup, serving) = state.withLock { current -> (ServiceGroup?, Task<Void, any Error>?) in
             current.stopRequested = true
             return (current.group, current.serving)
         }
         await serviceGroup?.triggerGracefulShutdown()
-        if force { serving?.cancel() }
+        if force, let serving {
+            // What is still open after a moment (a long request, a slow client) is cut off.
+            Task {
+                try? await Task.sleep(for: Self.forceGrace)
+                serving.cancel()
+            }
+        }
     }
 
     static func response(_ body: Data, status: HTTPResponse.Status) -> Response {
