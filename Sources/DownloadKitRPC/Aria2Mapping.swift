@@ -357,8 +357,11 @@ public enum Aria2Shapes {
 public enum Aria2URIList {
     /// The list after a change, and how many URIs were deleted and added.
     public struct Change: Sendable, Hashable {
+        /// The URIs after the change, in order.
         public var uris: [String]
+        /// How many of the URIs to delete were found and deleted (aria2's `numDeleted`).
         public var deletedCount: Int
+        /// How many URIs were inserted (aria2's `numAdded`).
         public var addedCount: Int
     }
 

@@ -191,10 +191,12 @@ public enum RPCDecoder {
 
 /// One message's answer: the body, and the HTTP status aria2 sends it with.
 public struct RPCReply: Sendable, Hashable {
+    /// The response text: one response object, or an array for a batch.
     public var body: Data
     /// The error of a message that was a single call and failed; nil for a success or a batch.
     public var error: RPCError?
 
+    /// A reply with this body; `error` when it is a single call's failure.
     public init(body: Data, error: RPCError?) {
         self.body = body
         self.error = error
