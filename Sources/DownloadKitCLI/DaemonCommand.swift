@@ -35,7 +35,11 @@ struct DaemonCommand: AsyncParsableCommand {
         try await options.run(frontEnd: { registry in
             let host = try await registry.host(session)
             guard let server = try rpc.makeServer(manager: host.manager) else { return nil }
-            let serving = Task { try await server.run() }
+            let serving = Task {
+                try await server.run()
+                // aria2.shutdown / forceShutdown: the daemon stops as on SIGTERM (every transfer checkpointed).
+                if server.stoppedOverRPC { kill(getpid(), SIGTERM) }
+            }
             await server.waitUntilReady()
             FileHandle.standardError.write(
                 Data("downloadkit daemon: aria2 JSON-RPC on \(server.host):\(server.port)/jsonrpc (session \(session))\n".utf8))

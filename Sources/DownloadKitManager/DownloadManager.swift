@@ -35,6 +35,11 @@ public actor DownloadManager {
         public var metadata: [String: String]
         public var requiresUnmeteredNetwork: Bool
         public var rateLimit: Int?
+        /// Whether an existing task of the same URL (or file id) is reused only while it is waiting,
+        /// running or paused: a completed, failed or cancelled one is then left as it is (listed with
+        /// its result) and a new task is made, as aria2's `addUri` makes a new download. Default false:
+        /// any existing task is reused.
+        public var reusesLiveTaskOnly = false
 
         public init(
             url: String, fileID: String? = nil, destination: DownloadDestination? = nil,
@@ -304,7 +309,10 @@ public actor DownloadManager {
         dirty.reserveCapacity(dirty.count + requests.count)
         var identifiers = TaskIdentifier.Generator(expected: requests.count)
         for request in requests {
-            if let existing = idByURL[request.url] ?? request.fileID.flatMap({ idByFileID[$0] }) {
+            if let existing = idByURL[request.url] ?? request.fileID.flatMap({ idByFileID[$0] }),
+                !request.reusesLiveTaskOnly
+                    || !(tasks[existing].map { [.completed, .failed, .cancelled].contains($0.state) } ?? false)
+            {
                 ids.append(existing)
                 actions += requeueIfFileGone(existing)
                 continue
@@ -560,7 +568,7 @@ public actor DownloadManager {
     private func cancel(_ selected: [ManagedTask]) throws {
         for task in selected where task.state != .completed && task.state != .cancelled {
             let actions = scheduler.withdraw(task.id)
-            stopTransfer(task.id, deleting: partialPaths(task))
+            stopTransfer(task.id, deleting: ownedPartialPaths(task))
             guard var current = tasks[task.id] else { continue }
             current.bytesReceived = 0
             current.state = .cancelled
@@ -572,7 +580,7 @@ public actor DownloadManager {
 
     private func remove(_ selected: [ManagedTask], deletingFile: Bool) throws {
         for task in selected {
-            var paths = partialPaths(task)
+            var paths = ownedPartialPaths(task)
             if deletingFile, task.state == .completed, let path = task.path { paths.append(path) }
             let actions = scheduler.withdraw(task.id)
             stopTransfer(task.id, deleting: paths)
@@ -860,7 +868,15 @@ public actor DownloadManager {
     }
 
     private func index(_ task: ManagedTask) {
-        idByURL[task.originalURL] = task.id
+        // The newest task of a URL is the one found by it, in whatever order tasks are restored (there
+        // are several only after ``TaskRequest/reusesLiveTaskOnly`` made a new one beside a stopped one).
+        if let current = idByURL[task.originalURL], current != task.id, let other = tasks[current],
+            (other.createdAt, other.id) > (task.createdAt, task.id)
+        {
+            // Keep the newer one.
+        } else {
+            idByURL[task.originalURL] = task.id
+        }
         if idByURL[task.currentURL] == nil { idByURL[task.currentURL] = task.id }
         if let fileID = task.fileID { idByFileID[fileID] = task.id }
         if let group = task.group { groups[group, default: []].insert(task.id) }
@@ -989,6 +1005,19 @@ public actor DownloadManager {
         return DownloadResult(
             path: path, bytes: size, resumedFrom: size, bytesTransferred: 0, finalURL: task.originalURL,
             checksumHex: nil, isResumable: true, entityTag: validators.entityTag, lastModified: validators.lastModified)
+    }
+
+    /// The partial data a cancel or remove of `task` may delete: none when it is not the newest task of
+    /// its URL and another task has the same working files (a new task made by
+    /// ``TaskRequest/reusesLiveTaskOnly`` after this one stopped may be resuming from them). The newest
+    /// task of a URL (the usual, only one) is decided without a scan.
+    private func ownedPartialPaths(_ task: ManagedTask) -> [String] {
+        let paths = partialPaths(task)
+        guard idByURL[task.originalURL] != task.id else { return paths }
+        let shared = tasks.values.contains {
+            $0.id != task.id && $0.originalURL == task.originalURL && partialPaths($0) == paths
+        }
+        return shared ? [] : paths
     }
 
     nonisolated func partialPaths(_ task: ManagedTask) -> [String] {

@@ -1,4 +1,4 @@
-import DownloadKit
+@_spi(DownloadKitInternal) import DownloadKit
 import DownloadKitManager
 import Foundation
 import HTTPClient
@@ -44,6 +44,26 @@ public enum Aria2Status {
     /// Whether aria2 lists the state under `tellStopped` (complete, error, removed).
     public static func isStopped(_ state: ManagedTaskState) -> Bool {
         state == .completed || state == .failed || state == .cancelled
+    }
+
+    /// aria2's `errorCode` of a stopped task: `31` for a removed one (aria2's "removed" result), else
+    /// ``errorCode(_:)`` of its error.
+    public static func errorCode(of task: ManagedTask) -> String {
+        task.state == .cancelled ? "31" : errorCode(task.error)
+    }
+
+    /// The notification aria2 sends when a download goes from `previous` (nil when not seen) to
+    /// `state`: `onDownloadStop` only for a download that was running (aria2 sends nothing when a
+    /// waiting or paused one is removed), none for `waiting`.
+    public static func notification(from previous: ManagedTaskState?, to state: ManagedTaskState) -> String? {
+        switch state {
+        case .running: "aria2.onDownloadStart"
+        case .paused: "aria2.onDownloadPause"
+        case .cancelled: previous == .running ? "aria2.onDownloadStop" : nil
+        case .completed: "aria2.onDownloadComplete"
+        case .failed: "aria2.onDownloadError"
+        case .waiting: nil
+        }
     }
 
     /// aria2's exit codes (its `errorCode`) for DownloadKit's error codes.
@@ -272,6 +292,20 @@ public enum Aria2Shapes {
         }
     }
 
+    /// The file a directory download writes, once its name is decided: read from the record its partial
+    /// file keeps (the `.dkresume` after a checkpoint, before that the partial's own record), which the
+    /// core validates as one safe path component. Nil before the first response names it (aria2 shows
+    /// `""` then), and for a download that has not started.
+    public static func decidedPath(of task: ManagedTask) -> String? {
+        guard case .directory(let directory, _) = task.destination, task.state == .running || task.bytesReceived > 0,
+            let url = try? HTTPURL(task.originalURL)
+        else { return nil }
+        let working = WorkingFiles(destination: task.destination, workingDirectory: nil, url: url)
+        let record = (try? ResumeInfo.read(from: working.resumeInfo)) ?? ResumeInfo.stored(onPartial: working.partial)
+        guard let name = record?.fileName else { return nil }
+        return directory + "/" + name
+    }
+
     /// `getUris`: the URI in use (`used` once it started, else `waiting`).
     public static func uris(_ task: ManagedTask) -> JSONValue {
         let status = task.state == .waiting || (task.state == .paused && task.bytesReceived == 0) ? "waiting" : "used"
@@ -311,10 +345,44 @@ public enum Aria2Shapes {
             "files": files(task),
         ]
         if Aria2Status.isStopped(task.state) {
-            object["errorCode"] = .string(Aria2Status.errorCode(task.error))
+            object["errorCode"] = .string(Aria2Status.errorCode(of: task))
             object["errorMessage"] = .string(task.error?.message ?? "")
         }
         guard let keys else { return .object(object) }
         return .object(object.filter { keys.contains($0.key) })
+    }
+}
+
+/// The URI list arithmetic of `changeUri`. Pure.
+public enum Aria2URIList {
+    /// The list after a change, and how many URIs were deleted and added.
+    public struct Change: Sendable, Hashable {
+        /// The URIs after the change, in order.
+        public var uris: [String]
+        /// How many of the URIs to delete were found and deleted (aria2's `numDeleted`).
+        public var deletedCount: Int
+        /// How many URIs were inserted (aria2's `numAdded`).
+        public var addedCount: Int
+    }
+
+    /// Whether a URI can be a source (an http or https URL DownloadKit can request).
+    public static func isUsable(_ text: String) -> Bool {
+        (try? HTTPURL(text)) != nil
+    }
+
+    /// Deletes one occurrence of each of `deleting` (absent ones count nothing), then inserts `adding` in
+    /// order at `position` (clamped to the list's end; nil appends), as aria2 counts them.
+    public static func change(_ uris: [String], deleting: [String], adding: [String], at position: Int?) -> Change {
+        var list = uris
+        var deletedCount = 0
+        for uri in deleting {
+            if let index = list.firstIndex(of: uri) {
+                list.remove(at: index)
+                deletedCount += 1
+            }
+        }
+        let insertAt = min(max(0, position ?? list.count), list.count)
+        list.insert(contentsOf: adding, at: insertAt)
+        return Change(uris: list, deletedCount: deletedCount, addedCount: adding.count)
     }
 }

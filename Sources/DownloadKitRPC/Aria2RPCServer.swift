@@ -31,8 +31,10 @@ public final class Aria2RPCServer: Sendable {
     public let port: Int
     /// Who may call (Origin and Host rules, CORS).
     public let policy: RPCAccessPolicy
-    /// The running service group, and whether shutdown was asked for (before or while running).
-    private let state = LockedValue<(group: ServiceGroup?, stopRequested: Bool)>((nil, false))
+    /// The running service group and the task running it, whether shutdown was asked for (before or
+    /// while running), and whether `aria2.shutdown`/`forceShutdown` asked for it.
+    private let state = LockedValue<(group: ServiceGroup?, serving: Task<Void, any Error>?, stopRequested: Bool, stoppedOverRPC: Bool)>(
+        (nil, nil, false, false))
     /// Callers of waitUntilReady; nil once the listener runs.
     private let ready = LockedValue<[CheckedContinuation<Void, Never>]?>([])
     private let logger: Logger
@@ -89,6 +91,15 @@ public final class Aria2RPCServer: Sendable {
     public func run(handlesSignals: Bool = false) async throws {
         await service.start()
         let service = self.service
+        await service.setShutdownHandler { [weak self] force in
+            guard let self else { return }
+            self.state.withLock { $0.stoppedOverRPC = true }
+            // After a moment, so the call's `OK` is written before the listener closes.
+            Task {
+                try? await Task.sleep(for: .milliseconds(100))
+                await self.shutdown(force: force)
+            }
+        }
         let maxBytes = service.limits.maxBytes
         let router = Router(context: BasicWebSocketRequestContext.self)
         router.add(middleware: AccessMiddleware(policy: policy))
@@ -100,8 +111,8 @@ public final class Aria2RPCServer: Sendable {
                 let failure = RPCResponse.failure(id: .null, error: .tooLarge(maxBytes))
                 return Self.response(Data(failure.serialized.utf8), status: .contentTooLarge)
             }
-            let reply = await service.handle(Data(buffer: body))
-            return Self.response(reply, status: .ok)
+            let reply = await service.reply(to: Data(buffer: body))
+            return Self.response(reply.body, status: HTTPResponse.Status(code: reply.httpStatus))
         }
         router.on("/jsonrpc", method: .options) { _, _ -> Response in
             // The middleware adds the CORS headers when the policy allows them (--rpc-allow-origin-all).
@@ -148,8 +159,18 @@ public final class Aria2RPCServer: Sendable {
             return current.stopRequested
         }
         if !alreadyStopped {
+            // In its own task, so that forceShutdown can cancel it (a shutdown in between still stops it
+            // gracefully through the group).
+            let serving = Task { try await serviceGroup.run() }
+            state.withLock { $0.serving = serving }
             do {
-                try await serviceGroup.run()
+                try await withTaskCancellationHandler {
+                    try await serving.value
+                } onCancel: {
+                    serving.cancel()
+                }
+            } catch where serving.isCancelled {
+                // Forced (or the caller was cancelled): the listener is closed either way.
             } catch {
                 await service.stop()
                 throw error
@@ -157,6 +178,10 @@ public final class Aria2RPCServer: Sendable {
         }
         await service.stop()
     }
+
+    /// Whether the listener stopped because a caller asked with `aria2.shutdown` or `aria2.forceShutdown`
+    /// (its owner then stops what it serves, as on SIGTERM).
+    public var stoppedOverRPC: Bool { state.withLock { $0.stoppedOverRPC } }
 
     /// Waits until the listener accepts connections.
     public func waitUntilReady() async {
@@ -170,13 +195,25 @@ public final class Aria2RPCServer: Sendable {
         }
     }
 
+    /// How long ``shutdown(force:)`` with `force` lets requests in flight finish before it cancels the listener.
+    public static let forceGrace: Duration = .milliseconds(500)
+
     /// Stops the listener (open connections are closed) and makes ``run(handlesSignals:)`` return.
-    public func shutdown() async {
-        let serviceGroup = state.withLock { current -> ServiceGroup? in
+    /// - Parameter force: Cancel the listener after ``forceGrace`` instead of waiting as long as
+    ///   requests in flight take (`aria2.forceShutdown`).
+    public func shutdown(force: Bool = false) async {
+        let (serviceGroup, serving) = state.withLock { current -> (ServiceGroup?, Task<Void, any Error>?) in
             current.stopRequested = true
-            return current.group
+            return (current.group, current.serving)
         }
         await serviceGroup?.triggerGracefulShutdown()
+        if force, let serving {
+            // What is still open after a moment (a long request, a slow client) is cut off.
+            Task {
+                try? await Task.sleep(for: Self.forceGrace)
+                serving.cancel()
+            }
+        }
     }
 
     static func response(_ body: Data, status: HTTPResponse.Status) -> Response {

@@ -1,4 +1,4 @@
-import DownloadKit
+@_spi(DownloadKitInternal) import DownloadKit
 import DownloadKitManager
 import Foundation
 import HTTPClient
@@ -20,7 +20,7 @@ public actor Aria2RPCService {
         "aria2.getServers", "aria2.tellActive", "aria2.tellWaiting", "aria2.tellStopped", "aria2.getOption",
         "aria2.changeOption", "aria2.getGlobalOption", "aria2.changeGlobalOption", "aria2.purgeDownloadResult",
         "aria2.removeDownloadResult", "aria2.getVersion", "aria2.getSessionInfo", "aria2.getGlobalStat",
-        "aria2.saveSession", "system.multicall", "system.listMethods", "system.listNotifications",
+        "aria2.saveSession", "aria2.changeUri", "aria2.shutdown", "aria2.forceShutdown", "system.multicall", "system.listMethods", "system.listNotifications",
     ]
     /// The notifications sent over WebSocket (what `system.listNotifications` returns).
     public static let notificationMethods = [
@@ -40,6 +40,22 @@ public actor Aria2RPCService {
     private var subscribers: [Int: AsyncStream<String>.Continuation] = [:]
     private var nextSubscriber = 0
     private var pump: Task<Void, Never>?
+    /// Each task's last state seen in the event stream: `onDownloadStop` is sent only for a download
+    /// that was running when it was removed (aria2 sends nothing for a waiting or paused one).
+    private var lastStates: [String: ManagedTaskState] = [:]
+    /// What each removed download had when `remove` stopped it (the manager's cancel deletes its
+    /// partial data and zeroes its bytes; aria2 keeps showing them). Kept while the service lives.
+    private var removedSnapshots: [String: RemovedSnapshot] = [:]
+    /// The decided file of each directory download, once its partial file's record names it.
+    private var decidedPaths: [String: String] = [:]
+    /// What `aria2.shutdown` (`force` false) and `aria2.forceShutdown` (true) ask of the listener.
+    private var shutdownHandler: (@Sendable (_ force: Bool) -> Void)?
+
+    /// The bytes and the path of a download when it was removed.
+    struct RemovedSnapshot {
+        var bytes: Int64
+        var path: String?
+    }
 
     /// - Parameters:
     ///   - secret: When set, every call (but `system.listMethods`/`listNotifications`) must carry
@@ -54,9 +70,10 @@ public actor Aria2RPCService {
     }
 
     /// Starts following the manager's events (speeds for `tellStatus`, notifications). Idempotent.
-    public func start() {
+    public func start() async {
         guard pump == nil else { return }
         let events = manager.events
+        for task in await manager.allTasks() where lastStates[task.id] == nil { lastStates[task.id] = task.state }
         pump = Task { [weak self] in
             for await event in events {
                 await self?.observe(event)
@@ -86,6 +103,12 @@ public actor Aria2RPCService {
 
     private func unsubscribe(_ id: Int) { subscribers[id] = nil }
 
+    /// Sets what `aria2.shutdown` and `aria2.forceShutdown` do once they have answered `OK` (the server
+    /// stops itself; without a handler both methods answer code 1).
+    public func setShutdownHandler(_ handler: @escaping @Sendable (_ force: Bool) -> Void) {
+        shutdownHandler = handler
+    }
+
     private func finishSubscribers() {
         for continuation in subscribers.values { continuation.finish() }
         subscribers = [:]
@@ -97,22 +120,18 @@ public actor Aria2RPCService {
             speeds[taskID] = progress
         case .stateChanged(let taskID, let state):
             if state != .running { speeds[taskID] = nil }
-            let method: String? =
-                switch state {
-                case .running: "aria2.onDownloadStart"
-                case .paused: "aria2.onDownloadPause"
-                case .cancelled: "aria2.onDownloadStop"
-                case .completed: "aria2.onDownloadComplete"
-                case .failed: "aria2.onDownloadError"
-                case .waiting: nil
-                }
-            guard let method else { return }
+            if state != .cancelled { removedSnapshots[taskID] = nil }
+            let previous = lastStates.updateValue(state, forKey: taskID)
+            guard let method = Aria2Status.notification(from: previous, to: state) else { return }
             let gid = Aria2GID.gid(forTaskID: taskID)
             gidToTask[gid] = taskID
             let frame = RPCResponse.notification(method: method, gid: gid).serialized
             for continuation in subscribers.values { continuation.yield(frame) }
         case .removed(let taskID):
             speeds[taskID] = nil
+            lastStates[taskID] = nil
+            removedSnapshots[taskID] = nil
+            decidedPaths[taskID] = nil
             gidToTask[Aria2GID.gid(forTaskID: taskID)] = nil
         default:
             break
@@ -132,55 +151,68 @@ public actor Aria2RPCService {
     /// together stay within ``RPCLimits/maxResponseBytes`` (each response is serialized as soon as it is
     /// made, and one that does not fit is replaced by ``RPCError/responseTooLarge(_:)``).
     public func handle(_ body: Data) async -> Data {
+        await reply(to: body).body
+    }
+
+    /// Answers one HTTP body or WebSocket frame as ``handle(_:)`` does, with the HTTP status aria2 sends
+    /// it with (``RPCReply/httpStatus``).
+    public func reply(to body: Data) async -> RPCReply {
         var budget = MessageBudget(remainingBytes: limits.maxResponseBytes)
         switch RPCDecoder.decode(body, limits: limits) {
         case .single(let call):
-            return Data(await answer(call, &budget).utf8)
+            let (text, error) = await answer(call, &budget)
+            return RPCReply(body: Data(text.utf8), error: error)
         case .batch(let calls):
             var pieces: [String] = []
             pieces.reserveCapacity(calls.count)
-            for call in calls { pieces.append(await answer(call, &budget)) }
-            return Data(("[" + pieces.joined(separator: ",") + "]").utf8)
+            for call in calls { pieces.append(await answer(call, &budget).text) }
+            return RPCReply(body: Data(("[" + pieces.joined(separator: ",") + "]").utf8), error: nil)
         }
     }
 
-    /// One call's response text, charged to the message's budget. Once the budget is spent, the rest of
-    /// the message is answered with the error without being run (so a message costs at most one budget
-    /// of work, however many multicalls it holds).
-    private func answer(_ call: Result<RPCRequest, RPCFailure>, _ budget: inout MessageBudget) async -> String {
+    /// One call's response text (and its error, if it is one), charged to the message's budget. Once the
+    /// budget is spent, the rest of the message is answered with the error without being run (so a
+    /// message costs at most one budget of work, however many multicalls it holds).
+    private func answer(
+        _ call: Result<RPCRequest, RPCFailure>, _ budget: inout MessageBudget
+    ) async -> (text: String, error: RPCError?) {
         let id: JSONValue
         var text: String
+        var error: RPCError?
         switch call {
         case .failure(let failure):
             id = failure.id
+            error = failure.error
             text = RPCResponse.failure(id: failure.id, error: failure.error).serialized
         case .success(let request) where budget.remainingBytes == 0:
             id = request.id
             text = ""
         case .success(let request):
             id = request.id
-            text = await respond(to: request, budget: &budget).serialized
+            let outcome = await outcome(of: request, budget: &budget)
+            if case .failure(let failure) = outcome { error = failure }
+            text = RPCResponse.object(id: request.id, outcome).serialized
         }
         if text.isEmpty || text.utf8.count > budget.remainingBytes {
+            error = .responseTooLarge(limits.maxResponseBytes)
             text = RPCResponse.failure(id: id, error: .responseTooLarge(limits.maxResponseBytes)).serialized
             budget.remainingBytes = 0
         }
         budget.remainingBytes = max(0, budget.remainingBytes - text.utf8.count)
-        return text
+        return (text, error)
     }
 
     /// Executes one decoded call and returns its response object (as the only call of a message).
     public func respond(to request: RPCRequest) async -> JSONValue {
         var budget = MessageBudget(remainingBytes: limits.maxResponseBytes)
-        return await respond(to: request, budget: &budget)
+        return RPCResponse.object(id: request.id, await outcome(of: request, budget: &budget))
     }
 
-    private func respond(to request: RPCRequest, budget: inout MessageBudget) async -> JSONValue {
+    private func outcome(of request: RPCRequest, budget: inout MessageBudget) async -> Result<JSONValue, RPCError> {
         do throws(RPCError) {
-            let result = try await call(request.method, request.params, nested: false, budget: &budget)
-            return RPCResponse.success(id: request.id, result: result)
+            return .success(try await call(request.method, request.params, nested: false, budget: &budget))
         } catch {
-            return RPCResponse.failure(id: request.id, error: error)
+            return .failure(error)
         }
     }
 
@@ -252,7 +284,12 @@ public actor Aria2RPCService {
             let task = try await task(p.gid(0))
             return status(task, keys: try p.keys(1))
         case "aria2.getUris": return Aria2Shapes.uris(try await task(p.gid(0)))
-        case "aria2.getFiles": return Aria2Shapes.files(try await task(p.gid(0)))
+        case "aria2.getFiles": return Aria2Shapes.files(shown(try await task(p.gid(0))))
+        case "aria2.changeUri": return try await changeUri(p)
+        case "aria2.shutdown", "aria2.forceShutdown":
+            guard let shutdownHandler else { throw .aria2("This server cannot be shut down over RPC.") }
+            shutdownHandler(method == "aria2.forceShutdown")
+            return .string("OK")
         case "aria2.getServers":
             let gid = try p.gid(0)
             let task = try await task(gid)
@@ -356,14 +393,14 @@ public actor Aria2RPCService {
         let options = try Aria2TaskOptions(p.object(1) ?? [:])
         let position = try p.optionalInt(2, "position", in: Params.signedRange)
         let destination = try options.destination(defaultDirectory: defaultDirectory, exists: FileProbe.exists)
-        let request = DownloadManager.TaskRequest(
+        var request = DownloadManager.TaskRequest(
             url: url, destination: destination,
             checksum: options.checksum, headers: options.headers,
             rateLimit: options.maxDownloadLimit.flatMap { $0 > 0 ? $0 : nil })
+        // A download of this URL that is still live is answered with its GID (two transfers would share
+        // one partial file); a stopped one stays in tellStopped and a new download is made, as aria2.
+        request.reusesLiveTaskOnly = true
         let id = try await perform { try await manager.enqueue([request])[0] }
-        if let existing = await manager.task(id), existing.state == .failed || existing.state == .cancelled {
-            try await perform { try await manager.resume(taskID: id) }
-        }
         if options.pause {
             try await perform { try await manager.pause(taskID: id) }
         } else if let position, await manager.task(id)?.state == .waiting {
@@ -380,8 +417,49 @@ public actor Aria2RPCService {
     private func remove(_ gid: String) async throws(RPCError) -> JSONValue {
         let task = try await task(gid)
         guard !Aria2Status.isStopped(task.state) else { throw .aria2("Active Download not found for GID#\(gid)") }
-        try await perform { try await manager.cancel(taskID: task.id) }
+        let before = shown(task)
+        removedSnapshots[task.id] = RemovedSnapshot(bytes: before.bytesReceived, path: before.path)
+        do throws(RPCError) {
+            try await perform { try await manager.cancel(taskID: task.id) }
+        } catch {
+            removedSnapshots[task.id] = nil
+            throw error
+        }
         return .string(gid)
+    }
+
+    /// `changeUri(gid, fileIndex, delUris, addUris[, position])` for a download with one source: the
+    /// URIs left after deleting (one occurrence per entry) and inserting (at `position`, else at the
+    /// end; text that is not an http(s) URL is skipped, as aria2 skips what it cannot use) must be
+    /// exactly one, which becomes the task's URL (``DownloadManager/refreshURL(taskID:newURL:)``: its
+    /// bytes are kept when the server's validator still matches). Answers aria2's
+    /// `[numDeleted, numAdded]`. Waiting or paused downloads only; nothing changes when it fails.
+    private func changeUri(_ p: Params) async throws(RPCError) -> JSONValue {
+        let gid = try p.gid(0)
+        let fileIndex = try p.int(1, "fileIndex", in: Int64.min...Int64.max)
+        guard fileIndex >= 1 else {
+            throw .aria2("The integer parameter at 1 has invalid value: the value must be greater than or equal to 1.")
+        }
+        guard fileIndex == 1 else { throw .aria2("fileIndex is out of range") }
+        let deleted = try p.array(2).compactMap(\.stringValue)
+        let added = try p.array(3).compactMap(\.stringValue).filter(Aria2URIList.isUsable)
+        let position = try p.optionalInt(4, "position", in: Int64.min...Params.numberBound)
+        if let position, position < 0 { throw .aria2("Position must be greater than or equal to 0.") }
+        let task = try await task(gid)
+        if Aria2Status.isStopped(task.state) { throw .aria2("Cannot remove URIs from GID#\(gid)") }
+        guard task.state == .waiting || task.state == .paused else {
+            throw .aria2("GID#\(gid) is active: DownloadKit changes the URI of a waiting or paused download only (pause it first).")
+        }
+        let change = Aria2URIList.change([task.currentURL], deleting: deleted, adding: added, at: position)
+        guard change.uris.count == 1, let url = change.uris.first else {
+            throw .aria2(
+                "GID#\(gid) would have \(change.uris.count) URIs: DownloadKit downloads from one URI until mirrors "
+                    + "are supported; delete the URI and add its replacement in one changeUri.")
+        }
+        if url != task.currentURL {
+            try await perform { try await manager.refreshURL(taskID: task.id, newURL: url) }
+        }
+        return .array([.int(Int64(change.deletedCount)), .int(Int64(change.addedCount))])
     }
 
     private func pause(_ gid: String) async throws(RPCError) -> JSONValue {
@@ -480,8 +558,33 @@ public actor Aria2RPCService {
     private func status(_ task: ManagedTask, keys: [String]?) -> JSONValue {
         let progress = speeds[task.id]
         return Aria2Shapes.status(
-            task, downloadSpeed: Int(progress?.bytesPerSecond ?? 0), connections: progress?.activeConnections ?? 1,
-            keys: keys)
+            shown(task), downloadSpeed: Int(progress?.bytesPerSecond ?? 0),
+            connections: progress?.activeConnections ?? 1, keys: keys)
+    }
+
+    /// The task as answers show it, with what the service knows beyond the manager's snapshot: a removed
+    /// download's bytes and path from when it was removed, a running download's latest bytes, and a
+    /// directory download's path once its name is decided (aria2 shows `dir/name` from the first
+    /// response on, `""` before).
+    private func shown(_ task: ManagedTask) -> ManagedTask {
+        var shown = task
+        if task.state == .cancelled, let snapshot = removedSnapshots[task.id] {
+            shown.bytesReceived = snapshot.bytes
+            shown.path = snapshot.path
+            return shown
+        }
+        if task.state == .running, let progress = speeds[task.id] {
+            shown.bytesReceived = max(task.bytesReceived, progress.bytesReceived)
+        }
+        if shown.path == nil, !Aria2Status.isStopped(task.state) {
+            if let known = decidedPaths[task.id] {
+                shown.path = known
+            } else if let decided = Aria2Shapes.decidedPath(of: task) {
+                decidedPaths[task.id] = decided
+                shown.path = decided
+            }
+        }
+        return shown
     }
 
     /// Settings the manager applies to all tasks, as aria2 option strings.

@@ -42,6 +42,18 @@ public struct RPCError: Error, Sendable, Hashable, CustomStringConvertible {
         .aria2("The response would exceed \(limit) bytes; ask for fewer items (smaller num, fewer calls).")
     }
 
+    /// The HTTP status aria2 answers a POST whose only response carries this error: 400 for a
+    /// method-level failure (code 1: `Unauthorized`, unknown GID or method, bad parameters) and for
+    /// `-32600`, 404 for `-32601`, 500 for anything else (`-32700 Parse error.`). A batch is 200 whatever
+    /// its responses hold; so is a success.
+    public var httpStatus: Int {
+        switch code {
+        case 1, -32600: 400
+        case -32601: 404
+        default: 500
+        }
+    }
+
     /// The error object as JSON.
     public var json: JSONValue { .object(["code": .int(Int64(code)), "message": .string(message)]) }
     public var description: String { "\(code) \(message)" }
@@ -177,6 +189,25 @@ public enum RPCDecoder {
     }
 }
 
+/// One message's answer: the body, and the HTTP status aria2 sends it with.
+public struct RPCReply: Sendable, Hashable {
+    /// The response text: one response object, or an array for a batch.
+    public var body: Data
+    /// The error of a message that was a single call and failed; nil for a success or a batch.
+    public var error: RPCError?
+
+    /// A reply with this body; `error` when it is a single call's failure.
+    public init(body: Data, error: RPCError?) {
+        self.body = body
+        self.error = error
+    }
+
+    /// aria2's status: 200 for a success or any batch, else ``RPCError/httpStatus`` of the error (400
+    /// for `Unauthorized`, an unknown GID or method, `-32600`; 500 for `-32700 Parse error.`). Over
+    /// WebSocket there is no status: the frames are the same.
+    public var httpStatus: Int { error?.httpStatus ?? 200 }
+}
+
 /// Builds response and notification objects.
 public enum RPCResponse {
     /// `{"id": id, "jsonrpc": "2.0", "result": result}`.
@@ -187,6 +218,14 @@ public enum RPCResponse {
     /// `{"id": id, "jsonrpc": "2.0", "error": {"code": …, "message": …}}`.
     public static func failure(id: JSONValue, error: RPCError) -> JSONValue {
         .object(["id": id, "jsonrpc": .string("2.0"), "error": error.json])
+    }
+
+    /// The response object of a call that ended with `outcome`.
+    public static func object(id: JSONValue, _ outcome: Result<JSONValue, RPCError>) -> JSONValue {
+        switch outcome {
+        case .success(let result): success(id: id, result: result)
+        case .failure(let error): failure(id: id, error: error)
+        }
     }
 
     /// A server-to-client notification: `{"jsonrpc": "2.0", "method": m, "params": [{"gid": g}]}`.

@@ -64,24 +64,7 @@ struct Aria2CompatibilityTests {
     }
 
     @Test func everyMethodAnswersInAria2sShapes() async throws {
-        let scratch = try ScratchDirectory()
-        let origin = try FaultOrigin()
-        defer { origin.shutdown() }
-        origin.serve("/slow-a.bin", .resource(Resource(size: 8 << 20, seed: 3, bytesPerSecond: 200_000)))
-        origin.serve("/slow-b.bin", .resource(Resource(size: 8 << 20, seed: 4, bytesPerSecond: 200_000)))
-        origin.serve("/small.bin", .resource(Resource(size: 200_000, seed: 5)))
-        let aria2 = try Aria2Process(directory: scratch.path, secret: "s3")
-        defer { aria2.stop() }
-        try await offloaded { try aria2.waitUntilListening() }
-        let ours = try await DownloadKitRPCPeer(directory: scratch.path, secret: "s3")
-        var sides = [Side(name: "aria2c", port: aria2.port), Side(name: "downloadkit", port: ours.port)]
-        do {
-            try await exercise(&sides, origin: origin)
-        } catch {
-            await ours.stop()
-            throw error
-        }
-        await ours.stop()
+        try await sideBySide { sides, origin, _, _ in try await exercise(&sides, origin: origin) }
     }
 
     private func exercise(_ sides: inout [Side], origin: FaultOrigin) async throws {

@@ -104,4 +104,67 @@ struct DaemonRPCTests {
         open.send(SIGTERM)
         #expect(try await offloaded { open.waitForExit(timeout: 30) } == 0)
     }
+
+    /// Issue #48: `aria2.shutdown` stops `downloadkit daemon` (and `aria2.forceShutdown` stops `downloadkit
+    /// rpc`) as SIGTERM does: `OK`, exit 0, the running download checkpointed; the next start resumes it
+    /// from its bytes (a Range request) and the file is right.
+    @Test(arguments: [("daemon", "aria2.shutdown"), ("rpc", "aria2.forceShutdown")])
+    func shutdownOverRPCStopsLikeSIGTERMAndTheDownloadResumes(command: String, method: String) async throws {
+        let executable = try #require(Aria2pEndToEndTests.executable, "downloadkit executable not found next to the tests")
+        let scratch = try ScratchDirectory()
+        let origin = try FaultOrigin()
+        defer { origin.shutdown() }
+        let size: Int64 = 3 << 20
+        origin.serve("/r.bin", .resource(Resource(size: size, seed: 93, bytesPerSecond: 1_000_000)))
+        let port = try FreePort.allocate()[0]
+        func start(_ run: Int) throws -> ChildProcess {
+            let common = ["--state", scratch.file("state"), "--rpc-listen", "127.0.0.1:\(port)", "--rpc-secret", "t0k"]
+            let arguments = command == "daemon" ? ["daemon", "--socket", scratch.file("d.sock")] + common : ["rpc"] + common
+            return try ChildProcess(executable, arguments, outputPath: scratch.file("\(command)-\(run).log"))
+        }
+        func log(_ run: Int) -> String { (try? String(contentsOfFile: scratch.file("\(command)-\(run).log"), encoding: .utf8)) ?? "" }
+        func status(_ gid: String) async throws -> (String?, Int64) {
+            let told = try await rpcPost(port: port, rpcCall("aria2.tellStatus", [.string("token:t0k"), .string(gid)]))
+            let object = resultOf(told)?.objectValue
+            return (object?["status"]?.stringValue, object?["completedLength"]?.stringValue.flatMap { Int64($0) } ?? 0)
+        }
+        let first = try start(1)
+        defer { first.terminate() }
+        try await offloaded { for _ in 0..<400 where !FreePort.acceptsConnections(port: port) { usleep(25_000) } }
+        let downloads = scratch.file("downloads")
+        let added = try await rpcPost(port: port, rpcCall("aria2.addUri", [
+            .string("token:t0k"), .array([.string(origin.url("/r.bin"))]), .object(["dir": .string(downloads), "out": .string("r.bin")]),
+        ]))
+        let gid = try #require(resultOf(added)?.stringValue, "\(added.serialized)")
+        var bytes: Int64 = 0
+        for _ in 0..<400 {
+            bytes = try await status(gid).1
+            if bytes >= 600_000 { break }
+            try await Task.sleep(for: .milliseconds(25))
+        }
+        #expect(bytes > 0 && bytes < size)
+        let refused = try await rawRequest(port: port, headers: [], body: rpcCall(method, [.string("token:wrong")]))
+        #expect(refused.status == 400 && errorMessage(refused.json) == "Unauthorized")
+        let stopped = try await rawRequest(port: port, headers: [], body: rpcCall(method, [.string("token:t0k")]))
+        #expect(stopped.status == 200 && resultOf(stopped.json) == .string("OK"), "\(stopped.body)")
+        #expect(try await offloaded { first.waitForExit(timeout: 30) } == 0, "\(log(1))")
+
+        let requestsBefore = origin.requests("/r.bin").count
+        let second = try start(2)
+        defer { second.terminate() }
+        try await offloaded { for _ in 0..<400 where !FreePort.acceptsConnections(port: port) { usleep(25_000) } }
+        var last: (String?, Int64) = (nil, 0)
+        for _ in 0..<600 {
+            last = try await status(gid)
+            if last.0 == "complete" || last.0 == "error" { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        #expect(last.0 == "complete", "\(last) \(log(2))")
+        #expect(fileMatchesPattern(downloads + "/r.bin", size: size, seed: 93))
+        // Every request of the second run continues from checkpointed bytes: none starts at 0.
+        let later = origin.requests("/r.bin").dropFirst(requestsBefore).map { $0.header("Range") ?? "none" }
+        #expect(!later.isEmpty && later.allSatisfy { $0.hasPrefix("bytes=") && !$0.hasPrefix("bytes=0-") }, "\(later)")
+        second.send(SIGTERM)
+        #expect(try await offloaded { second.waitForExit(timeout: 30) } == 0)
+    }
 }

@@ -65,6 +65,35 @@ struct RPCAttackerTests {
         await ours.stop()
     }
 
+    /// `aria2.shutdown`/`forceShutdown` (issue #48) pass the same gate: a page of another origin, or one
+    /// whose name was rebound to 127.0.0.1, cannot stop the listener (no secret), nor can a wrong token.
+    @Test func shutdownFromAWebPageOrWithAWrongTokenIsRefused() async throws {
+        let scratch = try ScratchDirectory()
+        let ours = try await DownloadKitRPCPeer(directory: scratch.path + "/open", secret: nil)
+        for method in ["aria2.shutdown", "aria2.forceShutdown"] {
+            let foreign = try await rawRequest(
+                port: ours.port, headers: ["Origin: http://evil.example", "Content-Type: text/plain"], body: rpcCall(method, []))
+            #expect(foreign.status == 403, "\(method): \(foreign.headers)")
+            let rebound = try await rawRequest(
+                port: ours.port, headers: ["Host: evil.example:\(ours.port)", "Content-Type: text/plain"], body: rpcCall(method, []))
+            #expect(rebound.status == 403, "\(method): \(rebound.headers)")
+            let upgrade = try await rawRequest(port: ours.port, method: "GET", headers: upgradeHeaders(origin: "http://evil.example"))
+            #expect(upgrade.status != 101 && [400, 403].contains(upgrade.status), "\(upgrade.headers)")  // NIO's upgrader: 400
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(FreePort.acceptsConnections(port: ours.port) && !ours.server.stoppedOverRPC)
+        let guarded = try await DownloadKitRPCPeer(directory: scratch.path + "/guarded", secret: "s3", limits: RPCLimits(badTokenDelay: .zero))
+        for token in ["token:wrong", "s3"] {
+            let answer = try await rawRequest(
+                port: guarded.port, headers: ["Origin: http://evil.example"], body: rpcCall("aria2.forceShutdown", [.string(token)]))
+            #expect(answer.status == 400 && errorMessage(answer.json) == "Unauthorized", "\(answer.body)")
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(FreePort.acceptsConnections(port: guarded.port) && !guarded.server.stoppedOverRPC)
+        await ours.stop()
+        await guarded.stop()
+    }
+
     @Test func aWebSocketUpgradeFromAForeignOriginIsRefusedWithoutSecret() async throws {
         let scratch = try ScratchDirectory()
         let ours = try await DownloadKitRPCPeer(directory: scratch.path, secret: nil)

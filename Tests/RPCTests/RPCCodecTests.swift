@@ -89,6 +89,32 @@ struct RPCCodecTests {
         for (state, name) in expected { #expect(Aria2Status.name(state) == name) }
     }
 
+    @Test func httpStatusesAreAria2s() {
+        #expect(RPCReply(body: Data(), error: nil).httpStatus == 200)
+        #expect(RPCReply(body: Data(), error: .unauthorized).httpStatus == 400)
+        #expect(RPCReply(body: Data(), error: .invalidRequest).httpStatus == 400)
+        #expect(RPCReply(body: Data(), error: .parseError).httpStatus == 500)
+        #expect(RPCError(code: -32601, message: "x").httpStatus == 404)
+    }
+
+    @Test func stopNotificationOnlyForARunningDownload() {
+        #expect(Aria2Status.notification(from: .running, to: .cancelled) == "aria2.onDownloadStop")
+        for previous: ManagedTaskState? in [.waiting, .paused, nil] {
+            #expect(Aria2Status.notification(from: previous, to: .cancelled) == nil)
+        }
+        #expect(Aria2Status.notification(from: .waiting, to: .running) == "aria2.onDownloadStart")
+        #expect(Aria2Status.notification(from: .running, to: .waiting) == nil)
+    }
+
+    @Test func changeUriCountsAndPlacesAsAria2() {
+        let one = Aria2URIList.change(["http://a/"], deleting: ["http://a/", "http://x/"], adding: ["http://b/"], at: nil)
+        #expect(one == Aria2URIList.Change(uris: ["http://b/"], deletedCount: 1, addedCount: 1))
+        let placed = Aria2URIList.change(["http://a/", "http://a/"], deleting: ["http://a/"], adding: ["http://b/", "http://c/"], at: 0)
+        #expect(placed.uris == ["http://b/", "http://c/", "http://a/"] && placed.deletedCount == 1)
+        #expect(Aria2URIList.change(["http://a/"], deleting: [], adding: ["http://b/"], at: Int(Int32.max)).uris == ["http://a/", "http://b/"])
+        #expect(Aria2URIList.isUsable("https://example.com/f") && !Aria2URIList.isUsable("notauri") && !Aria2URIList.isUsable("ftp://h/f"))
+    }
+
     @Test func optionsMapToManagerSettings() throws {
         let options = try Aria2TaskOptions([
             "dir": .string("/d"), "out": .string("f.iso"), "header": .array([.string("X-A: 1"), .string("Cookie: a=b")]),
