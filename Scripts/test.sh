@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (README "The two commands"; .ci/run calls exactly this).
 #
-# 1. installs what the tests need when missing (nginx, openssl CLI, libssl-dev, curl, aria2c, aria2p, postgresql);
+# 1. installs what the tests need when missing (nginx, openssl CLI, libssl-dev, curl, apache2, squid, aria2c, aria2p,
+#    postgresql);
 # 2. builds (with the package trait Tools: Scripts/sanitizer-flags.sh) and runs the whole suite (unit, nginx conformance, fault origin, CLI end to end; a descriptor
 #    closed twice in the test process fails it, Tests/Support/closecheck; the attacker suite of issue #44 is part
 #    of it: tests that play another local user through `setpriv --reuid=65534` with planted files and links in
