@@ -24,6 +24,9 @@ source Scripts/sanitizer-flags.sh
 which="${1:-all}"
 export SWIFT_BACKTRACE=enable=no
 status=0
+# Each test run under Scripts/watchdog.sh: a hang fails its run after this many seconds, saying which tests
+# were still running (in the log) and with the test process's backtraces in LOG.hang.
+step_seconds=${SANITIZER_TEST_SECONDS:-1200}
 
 run_asan() {
     mkdir -p .build
@@ -53,11 +56,13 @@ run_asan() {
     local result=0
     for filter in "${filters[@]}"; do
         echo "== ASan+UBSan: test $filter${skip:+ (except $skip)}"
-        env "${asan_env[@]}" ASAN_OPTIONS="detect_leaks=0:abort_on_error=0:${ASAN_OPTIONS:-}" \
+        # verify_asan_link_order=0: the watchdog's stdbuf preloads libstdbuf ahead of ASan's runtime.
+        env "${asan_env[@]}" ASAN_OPTIONS="detect_leaks=0:abort_on_error=0:verify_asan_link_order=0:${ASAN_OPTIONS:-}" \
             UBSAN_OPTIONS="print_stacktrace=1:${UBSAN_OPTIONS:-}" \
-            swift test --skip-build "${tools_flags[@]}" --filter "$filter" "${skipping[@]}" >>"$log" 2>&1 || result=1
+            bash Scripts/watchdog.sh "$step_seconds" "$log" -- \
+            swift test --skip-build "${tools_flags[@]}" --filter "$filter" "${skipping[@]}" 2>&1 || result=1
     done
-    grep -E "Test run with|ERROR: AddressSanitizer|SUMMARY: AddressSanitizer|runtime error:|✘" "$log" | tail -20
+    grep -E "Test run with|ERROR: AddressSanitizer|SUMMARY: AddressSanitizer|runtime error:|✘|watchdog:" "$log" | tail -20
     if grep -q "ERROR: AddressSanitizer" "$log"; then result=1; fi
     if grep -q "runtime error:" "$log"; then echo "UndefinedBehaviorSanitizer reports (above)"; result=1; fi
     echo "ASan result: $result (log: $log)"
@@ -82,10 +87,10 @@ run_tsan() {
     for suite in "${suites[@]}"; do
         echo "== TSan: test $suite"
         env "${build_env[@]}" TSAN_OPTIONS="halt_on_error=0:second_deadlock_stack=1:${TSAN_OPTIONS:-}" \
-            swift test --skip-build "${tools_flags[@]}" --filter "$suite" "${skipping[@]}" >>"$log" 2>&1 \
-            || result=1
+            bash Scripts/watchdog.sh "$step_seconds" "$log" -- \
+            swift test --skip-build "${tools_flags[@]}" --filter "$suite" "${skipping[@]}" 2>&1 || result=1
     done
-    grep -E "Test run with|SUMMARY: ThreadSanitizer|✘" "$log" | tail -20
+    grep -E "Test run with|SUMMARY: ThreadSanitizer|✘|watchdog:" "$log" | tail -20
     if grep -q "WARNING: ThreadSanitizer" "$log"; then
         echo "ThreadSanitizer reports (first 60 lines):"
         grep -A40 -m3 "WARNING: ThreadSanitizer" "$log" | head -60

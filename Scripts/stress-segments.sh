@@ -27,7 +27,8 @@ source Scripts/sanitizer-flags.sh  # the same builds as Scripts/test.sh and Scri
 if [ "$asan" = 1 ]; then
     build=(env "${asan_env[@]}" swift build --build-tests "${tools_flags[@]}")
     test=(env "${asan_env[@]}" swift test --skip-build "${tools_flags[@]}")
-    export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
+    # verify_asan_link_order=0: Scripts/watchdog.sh's stdbuf preloads libstdbuf ahead of ASan's runtime.
+    export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}:verify_asan_link_order=0"
 else
     build=(swift build --build-tests "${tools_flags[@]}")
     test=(swift test --skip-build "${tools_flags[@]}")
@@ -62,7 +63,8 @@ failures=0
 leaks=0
 for run in $(seq 1 "$runs"); do
     start=$(date +%s)
-    taskset -c 0 "${test[@]}" --filter "$filter" > "$logs/run-$run.log" 2>&1
+    : >"$logs/run-$run.log"
+    taskset -c 0 bash Scripts/watchdog.sh "${STRESS_RUN_SECONDS:-900}" "$logs/run-$run.log" -- "${test[@]}" --filter "$filter" 2>/dev/null
     status=$?
     if [ "$asan" = 1 ] && grep -q "ERROR: LeakSanitizer" "$logs/run-$run.log"; then
         leaks=$((leaks + 1))
@@ -74,7 +76,7 @@ for run in $(seq 1 "$runs"); do
     else
         failures=$((failures + 1))
         echo "run $run/$runs: FAILED ($(( $(date +%s) - start )) s), log: $logs/run-$run.log"
-        grep -E "✘|error:" "$logs/run-$run.log" | grep -v "↳" | head -10
+        grep -E "✘|error:|watchdog:" "$logs/run-$run.log" | grep -v "↳" | head -10
     fi
 done
 mode=debug

@@ -37,8 +37,8 @@ env "${asan_env[@]}" LD_PRELOAD="$scratch/closecheck.so" CLOSECHECK_LOG="$scratc
     CLOSECHECK_PROCESS=DownloadKitFleetPackageTests.xctest SWIFT_BACKTRACE=enable=no \
     ASAN_OPTIONS="detect_leaks=0:abort_on_error=0:verify_asan_link_order=0:${ASAN_OPTIONS:-}" \
     UBSAN_OPTIONS="print_stacktrace=1:${UBSAN_OPTIONS:-}" \
-    swift test --skip-build "${flags[@]}" >>"$log" 2>&1 || status=1
-grep -E "Test run with|ERROR: AddressSanitizer|SUMMARY: AddressSanitizer|runtime error:|✘" "$log" | tail -20
+    bash "$root/Scripts/watchdog.sh" "${FLEET_TEST_SECONDS:-1200}" "$log" -- swift test --skip-build "${flags[@]}" 2>&1 || status=1
+grep -E "Test run with|ERROR: AddressSanitizer|SUMMARY: AddressSanitizer|runtime error:|✘|watchdog:" "$log" | tail -20
 if grep -q "ERROR: AddressSanitizer" "$log"; then status=1; fi
 if grep -q "runtime error:" "$log"; then echo "test-fleet: UndefinedBehaviorSanitizer reports (above)"; status=1; fi
 closecheck_report "$scratch" || status=1

@@ -53,8 +53,14 @@ timed swift build --build-tests "${tools_flags[@]}"
 # someone else's socket or file — and fails the run even when every test passed.
 source Scripts/closecheck.sh
 closecheck_build .build || exit 1
+# Under Scripts/watchdog.sh: a test that hangs fails the step after SUITE_SECONDS (the suite takes about two minutes)
+# naming the tests still running, with the test process's backtraces in .build/suite.log.hang, instead of
+# leaving the run to CI's own limit with nothing said (a run once stopped there mid-suite, its log cut at the
+# test process's unflushed stdout buffer). The watchdog line-buffers the test process's output (stdbuf).
+: >.build/suite.log
 timed env LD_PRELOAD="$PWD/.build/closecheck.so${LD_PRELOAD:+:$LD_PRELOAD}" CLOSECHECK_LOG="$PWD/.build/closecheck.log" \
-    CLOSECHECK_PROCESS=DownloadKitPackageTests.xctest swift test --skip-build "${tools_flags[@]}"
+    CLOSECHECK_PROCESS=DownloadKitPackageTests.xctest \
+    bash Scripts/watchdog.sh --tee "${SUITE_SECONDS:-1200}" .build/suite.log -- swift test --skip-build "${tools_flags[@]}"
 closecheck_report .build || exit 1
 timed bash Scripts/check-products.sh
 timed bash Scripts/check-security-citations.sh
