@@ -17,36 +17,45 @@ public enum ProcessRunner {
 
     /// Runs `executable` with `arguments` to completion and captures its combined output.
     ///
+    /// Started with ``spawnProcess(_:_:standardOutput:standardError:environment:currentDirectory:)`` (every other
+    /// descriptor closed, signals at their defaults), its output going to a private file rather than a pipe, and
+    /// waited for at most `timeout` seconds. With `Foundation.Process` and a pipe, a reader waited for the pipe's
+    /// end, which came only when every process holding its write end had gone — a descendant the program left
+    /// behind, or a child another test started at that instant (Foundation's pipe ends are inherited) — and
+    /// with no bound a test stuck there held the whole run until CI's own limit ended it without a word.
+    ///
     /// - Parameters:
     ///   - executable: An absolute path, or a bare name looked up with ``findExecutable(_:)``.
     ///   - arguments: The arguments, without the program name.
     ///   - currentDirectory: The working directory, or `nil` to inherit.
-    /// - Throws: ``OriginError`` when the program cannot be found or launched. A non-zero exit status is
-    ///   not an error; inspect ``Result/succeeded``.
+    ///   - timeout: How long the program may run; past it, it is killed (SIGKILL) and the call throws.
+    /// - Throws: ``OriginError`` when the program cannot be found or launched, or ran past `timeout`. A non-zero
+    ///   exit status is not an error; inspect ``Result/succeeded``.
     @discardableResult
-    public static func run(_ executable: String, _ arguments: [String], currentDirectory: String? = nil) throws -> Result {
+    public static func run(
+        _ executable: String, _ arguments: [String], currentDirectory: String? = nil, timeout: Double = 300
+    ) throws -> Result {
         guard let path = executable.hasPrefix("/") ? executable : findExecutable(executable) else {
             throw OriginError("finding \(executable)", detail: "not found in PATH, /usr/sbin, /usr/local/sbin or /sbin")
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        if let currentDirectory { process.currentDirectoryURL = URL(fileURLWithPath: currentDirectory) }
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        process.standardInput = FileHandle.nullDevice
-        do {
-            try process.run()
-        } catch {
-            throw OriginError("launching \(path)", detail: "\(error)")
+        let outputPath = FileManager.default.temporaryDirectory
+            .appendingPathComponent("processrunner-\(getpid())-\(UUID().uuidString).out").path
+        defer { unlink(outputPath) }
+        let child = try ChildProcess(path, arguments, outputPath: outputPath, currentDirectory: currentDirectory)
+        guard let status = child.waitForExit(timeout: timeout) else {
+            child.send(SIGKILL)
+            _ = child.waitForExit(timeout: 30)
+            let output = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+            throw OriginError(
+                "running \(path) \(arguments.prefix(3).joined(separator: " "))",
+                detail: "still running after \(Int(timeout)) s, killed; its output: \(output.suffix(500))")
         }
-        // Read before waiting: a child whose output exceeds the pipe buffer would otherwise block forever.
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        let data = FileManager.default.contents(atPath: outputPath) ?? Data()
+        // The raw waitpid status: low 7 bits the terminating signal (0 for an exit), the exit code above them.
+        let signal = status & 0x7f
         return Result(
-            status: process.terminationStatus,
-            terminatedBySignal: process.terminationReason == .uncaughtSignal,
+            status: signal == 0 ? (status >> 8) & 0xff : signal,
+            terminatedBySignal: signal != 0,
             output: String(decoding: data, as: UTF8.self)
         )
     }
@@ -83,8 +92,9 @@ public final class ChildProcess: @unchecked Sendable {
     /// (created or truncated), standard input is `/dev/null`.
     ///
     /// - Throws: ``OriginError`` when `posix_spawn` fails (for example, a missing executable).
-    public init(_ executable: String, _ arguments: [String], outputPath: String) throws {
-        let child = try spawnProcess(executable, arguments, standardOutput: outputPath, standardError: nil)
+    public init(_ executable: String, _ arguments: [String], outputPath: String, currentDirectory: String? = nil) throws {
+        let child = try spawnProcess(
+            executable, arguments, standardOutput: outputPath, standardError: nil, currentDirectory: currentDirectory)
         guard child.result == 0 else {
             throw OriginError(
                 "posix_spawn \(executable)", errno: child.result, detail: String(cString: strerror(child.result)))
@@ -150,11 +160,13 @@ public final class ChildProcess: @unchecked Sendable {
 /// `Foundation.Process`, whose children inherit the blocked SIGTERM of test and Dispatch threads and
 /// then ignore it. Standard input is `/dev/null`; standard output goes to `standardOutput` (created or
 /// truncated) and standard error to `standardError`, or to standard output when nil.
-/// - Parameter environment: Variables set on top of this process's environment.
+/// - Parameters:
+///   - environment: Variables set on top of this process's environment.
+///   - currentDirectory: The child's working directory, or `nil` to inherit this process's.
 /// - Returns: The child's pid and `posix_spawn`'s result (0 on success, else an errno value).
 public func spawnProcess(
     _ executable: String, _ arguments: [String], standardOutput: String, standardError: String?,
-    environment extra: [String: String] = [:]
+    environment extra: [String: String] = [:], currentDirectory: String? = nil
 ) throws -> (pid: pid_t, result: Int32) {
     var attributes = posix_spawnattr_t()
     posix_spawnattr_init(&attributes)
@@ -183,6 +195,12 @@ public func spawnProcess(
     } else {
         posix_spawn_file_actions_adddup2(&actions, 1, 2)
     }
+    if let currentDirectory {
+        guard let changeDirectory else {
+            throw OriginError("posix_spawn \(executable)", detail: "this C library has no posix_spawn_file_actions_addchdir_np")
+        }
+        _ = changeDirectory(&actions, currentDirectory)
+    }
 
     var environment = ProcessInfo.processInfo.environment
     for (key, value) in extra { environment[key] = value }
@@ -204,4 +222,12 @@ private let closeFrom: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_ac
     else { return nil }
     return unsafeBitCast(
         symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32).self)
+}()
+
+/// glibc's `posix_spawn_file_actions_addchdir_np` (2.29+), looked up at run time for the same reason.
+private let changeDirectory: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) -> Int32)? = {
+    guard let handle = dlopen(nil, RTLD_NOW), let symbol = dlsym(handle, "posix_spawn_file_actions_addchdir_np")
+    else { return nil }
+    return unsafeBitCast(
+        symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) -> Int32).self)
 }()

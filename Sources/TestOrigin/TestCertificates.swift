@@ -189,25 +189,15 @@ private struct OpenSSLRunner {
     let directory: String
 
     func run(_ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["openssl"] + arguments
-        process.currentDirectoryURL = URL(fileURLWithPath: directory)
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        process.standardInput = FileHandle.nullDevice
         let command = (["openssl"] + arguments).joined(separator: " ")
+        let result: ProcessRunner.Result
         do {
-            try process.run()
+            result = try ProcessRunner.run("openssl", arguments, currentDirectory: directory)
         } catch {
             throw TestCertificates.GenerationError(command: command, status: -1, output: "\(error)")
         }
-        // Read before waiting so a chatty command cannot fill the pipe and block.
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else {
-            throw TestCertificates.GenerationError(command: command, status: process.terminationStatus, output: text)
+        guard result.succeeded else {
+            throw TestCertificates.GenerationError(command: command, status: result.status, output: result.output)
         }
     }
 }

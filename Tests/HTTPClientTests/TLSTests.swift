@@ -14,24 +14,20 @@ let sharedTestCertificates: Result<TestCertificates, any Error> = Result {
 /// An `openssl s_server` on 127.0.0.1 at a free port, terminated by `stop()` or `deinit`.
 final class OpenSSLServer {
     let port: Int
-    private let process: Process
+    private let process: ChildProcess
 
     /// Starts the server and waits until it accepts connections.
     /// - Parameter extraArguments: For example `["-tls1_2"]` to allow only TLS 1.2.
     init(certificate: CertificateFiles, extraArguments: [String] = []) throws {
         // Take a free port from the kernel, release it, and hand it to s_server.
         let port = try #require(LoopbackListener()).port
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments =
+        let process = try ChildProcess(
+            "/usr/bin/env",
             [
                 "openssl", "s_server", "-accept", "127.0.0.1:\(port)", "-cert", certificate.certificatePath,
                 "-key", certificate.privateKeyPath, "-www", "-alpn", "http/1.1", "-quiet",
-            ] + extraArguments
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+            ] + extraArguments,
+            outputPath: "/dev/null")
         self.port = port
         self.process = process
         // Wait for the listening socket: probe with a plain TCP connect (s_server logs the failed
@@ -54,13 +50,9 @@ final class OpenSSLServer {
     }
 
     /// Stops the server and reaps it. Idempotent.
-    ///
-    /// SIGKILL, not `terminate()` (SIGTERM): a child spawned from a Swift concurrency or Dispatch
-    /// worker thread inherits that thread's signal mask, in which SIGTERM is blocked, so s_server
-    /// would never see it. SIGKILL cannot be blocked.
     func stop() {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
+        process.send(SIGKILL)
+        _ = process.waitForExit(timeout: 30)
     }
 
     deinit { stop() }
