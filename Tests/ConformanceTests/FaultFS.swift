@@ -38,6 +38,8 @@ enum FaultFS {
         var exitCode: Int32
         var signalled: Bool
         var output: String
+        /// The run did not finish within its timeout and was killed.
+        var timedOut = false
         /// Operations the shim counted; whether the fault was injected.
         var operations: Int
         var injected: Bool
@@ -67,7 +69,7 @@ enum FaultFS {
         guard let status = child.waitForExit(timeout: timeout) else {
             child.terminate(grace: 1)
             Issue.record("downloadkit \(arguments) under faultfs (N=\(failAt) \(mode)) did not finish within \(timeout) s")
-            return Run(exitCode: -1, signalled: true, output: "", operations: 0, injected: false)
+            return Run(exitCode: -1, signalled: true, output: "", timedOut: true, operations: 0, injected: false)
         }
         let output = (try? String(contentsOfFile: outFile, encoding: .utf8)) ?? ""
         let counted = ((try? String(contentsOfFile: countFile, encoding: .utf8)) ?? "").split(separator: "\n")
@@ -85,10 +87,27 @@ enum FaultFS {
         guard let status = child.waitForExit(timeout: timeout) else {
             child.terminate(grace: 1)
             Issue.record("downloadkit \(arguments) did not finish within \(timeout) s")
-            return Run(exitCode: -1, signalled: true, output: "", operations: 0, injected: false)
+            return Run(exitCode: -1, signalled: true, output: "", timedOut: true, operations: 0, injected: false)
         }
         let output = (try? String(contentsOfFile: outFile, encoding: .utf8)) ?? ""
         return Run(exitCode: (status >> 8) & 0xff, signalled: status & 0x7f != 0, output: output, operations: 0, injected: false)
+    }
+
+    /// Ends a sweep of runs early: when the test's time limit has cancelled it (Swift Testing cancels the test's
+    /// task; a loop that does not look goes on through every remaining run), or once runs have hung
+    /// `maxHangs` times (each costs its whole timeout, and one is already a failure to read). Without it a
+    /// sweep whose runs all hung would hold the suite for hours: 157 power-cut states at 60 s each.
+    struct SweepGuard {
+        var hangs = 0
+        var maxHangs = 2
+
+        /// Why the sweep should stop after `runs`, or nil to go on.
+        mutating func stopReason(after runs: Run?...) -> String? {
+            hangs += runs.compactMap { $0 }.filter(\.timedOut).count
+            if hangs >= maxHangs { return "stopped after \(hangs) runs that did not finish in time" }
+            if Task.isCancelled { return "stopped: the test's time limit cancelled it" }
+            return nil
+        }
     }
 
     /// The failure points to try out of `count` operations: every one up to `all`, then every

@@ -48,7 +48,8 @@ struct IOFailureTests {
         var problems: [Outcome] = []
         var injectedRuns = 0
         var checkpointedReruns = 0
-        for mode in modes {
+        var guardrail = FaultFS.SweepGuard()
+        sweep: for mode in modes {
             for point in points {
                 let dir = try ScratchDirectory()
                 let arguments = ["get", url, "-o", dir.file("f.bin"), "--progress", "none"] + extra
@@ -96,6 +97,10 @@ struct IOFailureTests {
                 }
                 if !outcome.problem.isEmpty { problems.append(outcome) }
                 try? FileManager.default.removeItem(atPath: dir.path)
+                if let reason = guardrail.stopReason(after: first, outcome.rerun) {
+                    Issue.record("connections \(connections): the sweep \(reason) (at \(mode.rawValue) N=\(point))")
+                    break sweep
+                }
             }
         }
         print("IOFailureTests: connections \(connections): \(points.count * modes.count) faulted runs, \(injectedRuns) with the fault injected, \(problems.count) problems; \(checkpointedReruns) reruns started from a checkpoint with durable bytes")

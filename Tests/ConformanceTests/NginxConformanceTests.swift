@@ -167,8 +167,8 @@ private final class Shared<Value>: @unchecked Sendable {
 
 @Suite(
     "nginx conformance",
-    .enabled(if: NginxServer.locate() != nil, "nginx not installed: run Scripts/install-deps.sh"),
-    .enabled(if: ProcessRunner.findExecutable("openssl") != nil, "openssl CLI not installed: run Scripts/install-deps.sh"),
+    .enabled(if: peerRequired(NginxServer.locate() != nil), "nginx not installed: run Scripts/install-deps.sh"),
+    .enabled(if: peerRequired(ProcessRunner.findExecutable("openssl") != nil), "openssl CLI not installed: run Scripts/install-deps.sh"),
     .timeLimit(.minutes(2))
 )
 struct NginxConformanceTests {

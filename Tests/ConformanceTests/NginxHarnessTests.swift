@@ -20,7 +20,7 @@ final class TemporaryDirectory {
 
 @Suite(
     "nginx harness",
-    .enabled(if: NginxServer.locate() != nil, "nginx not installed: run Scripts/install-deps.sh"),
+    .enabled(if: peerRequired(NginxServer.locate() != nil), "nginx not installed: run Scripts/install-deps.sh"),
     .timeLimit(.minutes(1))
 )
 struct NginxHarnessTests {
@@ -99,7 +99,7 @@ struct NginxHarnessTests {
         #expect(try connection.request("GET", "/missing").status == 404)
     }
 
-    @Test(.enabled(if: ProcessRunner.findExecutable("openssl") != nil, "openssl CLI not installed"))
+    @Test(.enabled(if: peerRequired(ProcessRunner.findExecutable("openssl") != nil), "openssl CLI not installed"))
     func tlsSiteListensOnItsOwnPortAndCompletesAHandshake() throws {
         let root = try makeDocumentRoot()
         let keys = try TemporaryDirectory()
@@ -141,4 +141,15 @@ struct NginxHarnessTests {
         }
         #expect(error?.description.contains("bogus_directive") == true)
     }
+}
+
+/// Under CI=true a missing peer runs (and fails) the tests that need it instead of disabling them.
+@Test(arguments: [
+    (installed: true, environment: [String: String](), runs: true),
+    (installed: false, environment: [:], runs: false),
+    (installed: false, environment: ["CI": "true"], runs: true),
+    (installed: false, environment: ["CI": "false"], runs: false),
+])
+func aMissingPeerFailsUnderCIInsteadOfDisablingTests(installed: Bool, environment: [String: String], runs: Bool) {
+    #expect(peerRequired(installed, environment: environment) == runs)
 }

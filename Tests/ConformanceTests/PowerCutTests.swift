@@ -46,6 +46,7 @@ struct PowerCutTests {
         let states = model.crashStates(everyOp: ProcessInfo.processInfo.environment["DOWNLOADKIT_FAULTFS_ALL"] == "1", writeStride: 5)
         print("PowerCutTests: connections \(connections): \(model.operations.count) logged operations, \(states.count) distinct crash states")
         var failures: [String] = []
+        var guardrail = FaultFS.SweepGuard()
         for state in states {
             let dir = try ScratchDirectory()
             for (name, bytes) in state.files {
@@ -60,6 +61,10 @@ struct PowerCutTests {
                 failures.append("cut \(state.description): rerun exit \(rerun.exitCode): \(rerun.output.suffix(300))")
             }
             try? FileManager.default.removeItem(atPath: dir.path)
+            if let reason = guardrail.stopReason(after: rerun) {
+                failures.append("the sweep \(reason) (at cut \(state.description))")
+                break
+            }
         }
         print("PowerCutTests: connections \(connections): \(states.count) states rerun, \(failures.count) failed")
         for failure in failures.prefix(15) { Issue.record("connections \(connections): \(failure)") }
@@ -132,6 +137,7 @@ struct PowerCutTests {
         let states = model.crashStates(everyOp: ProcessInfo.processInfo.environment["DOWNLOADKIT_FAULTFS_ALL"] == "1", writeStride: 5)
         print("PowerCutTests: manager: \(model.operations.count) logged operations, \(states.count) distinct crash states")
         var failures: [String] = []
+        var guardrail = FaultFS.SweepGuard()
         for crash in states {
             for dir in [state, out] {
                 try? FileManager.default.removeItem(atPath: dir)
@@ -150,6 +156,10 @@ struct PowerCutTests {
                 failures.append("cut \(crash.description): rerun exit \(rerun.exitCode): \(rerun.output.suffix(300))")
             } else if tasks.count != 1 || tasks.first?["state"] as? String != "completed" {
                 failures.append("cut \(crash.description): the store disagrees with the file: \(listed.output.suffix(300))")
+            }
+            if let reason = guardrail.stopReason(after: rerun, listed) {
+                failures.append("the sweep \(reason) (at cut \(crash.description))")
+                break
             }
         }
         print("PowerCutTests: manager: \(states.count) states rerun, \(failures.count) failed")

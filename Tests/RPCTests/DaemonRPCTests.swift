@@ -114,11 +114,12 @@ struct DaemonRPCTests {
         let scratch = try ScratchDirectory()
         let origin = try FaultOrigin()
         defer { origin.shutdown() }
-        // Slow enough that the download is still running when the manager's progress first shows 600 KB,
-        // however many connections the manager opens and however seldom its progress is published under the
-        // whole suite's load (at 1 MB/s a connection, 3 MiB was once complete at the first reading).
+        // Every response stalls after 256 KiB (for longer than the test), so the download is running — not
+        // finished — when the shutdown arrives, whatever the machine's load: a rate alone was not enough (at
+        // 400 kB/s a connection the whole 4 MiB was once complete before the shutdown call, and the second run
+        // had nothing to fetch). The second run is served without the stall.
         let size: Int64 = 4 << 20
-        origin.serve("/r.bin", .resource(Resource(size: size, seed: 93, bytesPerSecond: 400_000)))
+        origin.serve("/r.bin", .resource(Resource(size: size, seed: 93, faults: [.stallAfter(bytes: 256 << 10, seconds: 300, times: 1000)])))
         let port = try FreePort.allocate()[0]
         func start(_ run: Int) throws -> ChildProcess {
             let common = ["--state", scratch.file("state"), "--rpc-listen", "127.0.0.1:\(port)", "--rpc-secret", "t0k"]
@@ -142,7 +143,7 @@ struct DaemonRPCTests {
         var bytes: Int64 = 0
         for _ in 0..<400 {
             bytes = try await status(gid).1
-            if bytes >= 600_000 { break }
+            if bytes >= 200_000 { break }
             try await Task.sleep(for: .milliseconds(25))
         }
         #expect(bytes > 0 && bytes < size)
@@ -152,6 +153,7 @@ struct DaemonRPCTests {
         #expect(stopped.status == 200 && resultOf(stopped.json) == .string("OK"), "\(stopped.body)")
         #expect(try await offloaded { first.waitForExit(timeout: 30) } == 0, "\(log(1))")
 
+        origin.serve("/r.bin", .resource(Resource(size: size, seed: 93)))
         let requestsBefore = origin.requests("/r.bin").count
         let second = try start(2)
         defer { second.terminate() }

@@ -3,6 +3,7 @@ import DownloadKitManager
 import DownloadKitRPC
 import Foundation
 import TestOrigin
+import Testing
 
 /// One JSON-RPC POST through curl (a real client process), off the cooperative pool.
 func rpcPost(port: Int, _ body: String) async throws -> JSONValue {
@@ -75,9 +76,27 @@ final class DownloadKitRPCPeer: Sendable {
         await server.waitUntilReady()
     }
 
+    /// Shuts the server down gracefully and waits for it; a server still running 30 s later is a failure
+    /// (recorded, naming it) and is then cancelled, so that a listener that never stops fails its test
+    /// instead of holding the whole run.
     func stop() async {
         await server.shutdown()
-        _ = try? await runner.value
+        let runner = self.runner
+        let stopped = await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                _ = try? await runner.value
+                return true
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(30))
+                return false
+            }
+            let first = await group.next() ?? false
+            if !first { runner.cancel() }
+            group.cancelAll()
+            return first
+        }
+        if !stopped { Issue.record("the RPC server on port \(port) still ran 30 s after shutdown(); cancelled") }
         await manager.close()
     }
 }
