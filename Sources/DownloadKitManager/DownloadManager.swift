@@ -40,6 +40,11 @@ public actor DownloadManager {
         /// its result) and a new task is made, as aria2's `addUri` makes a new download. Default false:
         /// any existing task is reused.
         public var reusesLiveTaskOnly = false
+        /// Whether a new task is made paused — never started until resumed — rather than waiting (aria2's
+        /// `pause` option). Enqueuing and then pausing is not the same: the scheduler may start the transfer in
+        /// between, and the paused task then holds bytes (and a partial file) nobody asked for. An existing
+        /// task that is reused is left in its state. Default false.
+        public var startsPaused = false
 
         public init(
             url: String, fileID: String? = nil, destination: DownloadDestination? = nil,
@@ -331,15 +336,20 @@ public actor DownloadManager {
                 headers: request.headers, metadata: request.metadata,
                 requiresUnmeteredNetwork: request.requiresUnmeteredNetwork, rateLimit: request.rateLimit, error: nil,
                 createdAt: now, updatedAt: now, finishedAt: nil)
-            let (order, newActions) = scheduler.resume(
-                id, priority: request.priority.rawValue, requiresUnmeteredNetwork: request.requiresUnmeteredNetwork)
-            task.queueOrder = order
+            if request.startsPaused {
+                // Never handed to the scheduler: `resume` puts it at the end of the line, as for any paused task.
+                task.state = .paused
+            } else {
+                let (order, newActions) = scheduler.resume(
+                    id, priority: request.priority.rawValue, requiresUnmeteredNetwork: request.requiresUnmeteredNetwork)
+                task.queueOrder = order
+                actions += newActions
+            }
             index(task)
             tasks[id] = task
             dirty.insert(id)
             ids.append(id)
-            actions += newActions
-            emit(.stateChanged(taskID: id, state: .waiting))
+            emit(.stateChanged(taskID: id, state: task.state))
         }
         apply(actions)
         try await commit()

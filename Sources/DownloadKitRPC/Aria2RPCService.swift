@@ -400,8 +400,11 @@ public actor Aria2RPCService {
         // A download of this URL that is still live is answered with its GID (two transfers would share
         // one partial file); a stopped one stays in tellStopped and a new download is made, as aria2.
         request.reusesLiveTaskOnly = true
+        // Made paused, never started (enqueue-then-pause let the scheduler start it in between).
+        request.startsPaused = options.pause
         let id = try await perform { try await manager.enqueue([request])[0] }
-        if options.pause {
+        if options.pause, await manager.task(id)?.state != .paused {
+            // A live download of this URL was reused: pausing it is what aria2's option asks of the GID answered.
             try await perform { try await manager.pause(taskID: id) }
         } else if let position, await manager.task(id)?.state == .waiting {
             let line = await manager.waitingTaskIDs()

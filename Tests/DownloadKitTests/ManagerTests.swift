@@ -107,6 +107,33 @@ struct ManagerTests {
         await manager.close()
     }
 
+    @Test("a task enqueued with startsPaused is never started until resumed, and survives a restart paused")
+    func aTaskEnqueuedPausedIsNeverStarted() async throws {
+        let origin = try FaultOrigin()
+        defer { origin.shutdown() }
+        let scratch = try ScratchDirectory()
+        origin.serve("/p", .resource(Resource(size: 300_000, seed: 9)))
+        let manager = try await DownloadManager(stateDirectory: scratch.file("state"), configuration: managerConfiguration())
+        let log = ManagerEventLog()
+        await manager.setEventHandler { log.record($0) }
+        var request = DownloadManager.TaskRequest(url: origin.url("/p"), destination: .file(scratch.file("p")))
+        request.startsPaused = true
+        let id = try await manager.enqueue([request])[0]
+        // Enqueue-then-pause (what the RPC's `pause` option did) let the scheduler start the transfer in
+        // between: the task was waiting or running here, and a front end once saw its bytes.
+        #expect(await manager.task(id)?.state == .paused)
+        #expect(await manager.task(id)?.bytesReceived == 0)
+        #expect(origin.requests("/p").isEmpty)
+        await manager.close()
+        let reopened = try await DownloadManager(stateDirectory: scratch.file("state"), configuration: managerConfiguration())
+        #expect(await reopened.task(id)?.state == .paused)
+        #expect(origin.requests("/p").isEmpty)
+        try await reopened.resume(taskID: id)
+        #expect(await eventually { await reopened.task(id)?.state == .completed })
+        #expect(fileMatchesPattern(scratch.file("p"), size: 300_000, seed: 9))
+        await reopened.close()
+    }
+
     @Test("remove deletes the partial file, the resume info and the row; cancel keeps the row")
     func removeLeavesNoFiles() async throws {
         let origin = try FaultOrigin()
