@@ -31,6 +31,7 @@ command -v dpkg-shlibdeps >/dev/null || need+=(dpkg-dev)
 command -v debootstrap >/dev/null || [ -x /usr/sbin/debootstrap ] || need+=(debootstrap)
 command -v man >/dev/null || need+=(man-db)
 command -v systemd-analyze >/dev/null || need+=(systemd)
+command -v gdb >/dev/null || need+=(gdb)                  # Scripts/watchdog.sh: backtraces of a test process that hangs
 if [ "${1:-}" = "--bench" ]; then
     command -v wget >/dev/null || need+=(wget)
     command -v aria2c >/dev/null || need+=(aria2)

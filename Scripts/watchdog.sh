@@ -8,7 +8,7 @@
 # suite, with the test process's last 4 KiB still in its stdout buffer), it says what hung and fails:
 #   - the Swift Testing tests that started and never ended (from LOG: "◇ Test X started." with no "✔/✘ Test X"),
 #   - every process of the command's group with its command line,
-#   - the threads' backtraces of each test process (lldb from the Swift toolchain, or gdb), in LOG.hang,
+#   - the threads' backtraces of each test process (gdb), in LOG.hang,
 # then kills the group and returns 124, like timeout(1).
 set -uo pipefail
 tee=0
@@ -25,6 +25,9 @@ else
     setsid stdbuf -oL -eL "$@" >>"$log" 2>&1 &
 fi
 leader=$!
+# The command's processes: its session (setsid), not its process group — SwiftPM starts the test binary in a
+# process group of its own.
+session_pids() { ps -e -o pid=,sid= | awk -v s="$leader" '$2 == s { print $1 }'; }
 deadline=$((SECONDS + limit))
 while kill -0 "$leader" 2>/dev/null; do
     if [ "$SECONDS" -ge "$deadline" ]; then
@@ -38,7 +41,7 @@ for line in open(sys.argv[1], errors="replace"):
     if "Test case passing" in line:  # a parameterised test's cases end with the test, not one by one
         continue
     m = re.match(r'\S+ Test (.+?) started\.', line)
-    if m:
+    if m and m.group(1) != "run":
         started.setdefault(m.group(1), line.strip())
         continue
     m = re.match(r'\S+ Test (.+?) (passed|failed|skipped|recorded)', line)
@@ -49,20 +52,25 @@ for name, line in started.items():
         print("  " + line)
 EOF
             echo "watchdog: processes:"
-            ps -o pid=,etimes=,args= -g "$leader" 2>/dev/null | cut -c1-300
+            for pid in $(session_pids); do ps -o pid=,etimes=,args= -p "$pid" 2>/dev/null | cut -c1-300; done
         } | tee -a "$log" >&2
-        for pid in $(pgrep -g "$leader" -f 'xctest|PackageTests' 2>/dev/null); do
+        for pid in $(session_pids); do
+            grep -qE 'xctest|PackageTests' /proc/"$pid"/cmdline 2>/dev/null || continue
             echo "=== backtraces of $pid: $(tr '\0' ' ' </proc/"$pid"/cmdline 2>/dev/null | cut -c1-200)" >>"$log.hang"
-            if command -v lldb >/dev/null; then
-                timeout 180 lldb --batch -p "$pid" -o "thread backtrace all" -o detach >>"$log.hang" 2>&1
-            elif command -v gdb >/dev/null; then
-                timeout 180 gdb -p "$pid" -batch -ex "thread apply all bt" >>"$log.hang" 2>&1
+            # gdb (Scripts/install-deps.sh installs it; the toolchain's lldb needs a libpython Debian 12 lacks),
+            # with Swift's names demangled.
+            if command -v gdb >/dev/null; then
+                timeout 180 gdb -p "$pid" -batch -ex "thread apply all bt" 2>&1 |
+                    { if command -v swift-demangle >/dev/null; then swift-demangle --simplified; else cat; fi; } >>"$log.hang"
+            else
+                echo "(gdb is not installed: no backtraces)" >>"$log.hang"
             fi
         done
-        [ -s "$log.hang" ] && echo "watchdog: backtraces in $log.hang ($(grep -c '^  thread #\|^Thread ' "$log.hang") threads)" >&2
-        kill -TERM -- "-$leader" 2>/dev/null
+        [ -s "$log.hang" ] && echo "watchdog: backtraces in $log.hang ($(grep -c '^Thread ' "$log.hang") threads)" | tee -a "$log" >&2
+        pids=$(session_pids)
+        kill -TERM $pids 2>/dev/null
         sleep 5
-        kill -KILL -- "-$leader" 2>/dev/null
+        kill -KILL $pids 2>/dev/null
         wait "$leader" 2>/dev/null
         return_code=124
         break
