@@ -78,12 +78,14 @@ enum FaultFS {
             operations: counted.first.flatMap { Int($0) } ?? 0, injected: counted.contains("injected"))
     }
 
-    /// Runs `downloadkit arguments` without the shim.
-    static func plainRun(_ arguments: [String], timeout: Double = 60) throws -> Run {
+    /// Runs `downloadkit arguments` without the shim (or with `environment`, `NAME=value` items, through env(1)).
+    static func plainRun(_ arguments: [String], environment: [String] = [], timeout: Double = 60) throws -> Run {
         let executable = try #require(CLITests.executable, "downloadkit executable not found next to the tests")
         let outFile = NSTemporaryDirectory() + "plain-run-\(UUID().uuidString).out"
         defer { try? FileManager.default.removeItem(atPath: outFile) }
-        let child = try ChildProcess(executable, arguments, outputPath: outFile)
+        let child = environment.isEmpty
+            ? try ChildProcess(executable, arguments, outputPath: outFile)
+            : try ChildProcess("/usr/bin/env", environment + [executable] + arguments, outputPath: outFile)
         guard let status = child.waitForExit(timeout: timeout) else {
             child.terminate(grace: 1)
             Issue.record("downloadkit \(arguments) did not finish within \(timeout) s")
@@ -91,6 +93,19 @@ enum FaultFS {
         }
         let output = (try? String(contentsOfFile: outFile, encoding: .utf8)) ?? ""
         return Run(exitCode: (status >> 8) & 0xff, signalled: status & 0x7f != 0, output: output, operations: 0, injected: false)
+    }
+
+    /// Runs `downloadkit arguments` as the first run after a power cut: on a new boot. The shim serves a
+    /// fresh `/proc/sys/kernel/random/boot_id` (FAULTFS_BOOT_ID) and watches nothing else. A power cut always
+    /// comes with a reboot, and the engine trusts the unsynced journal of a segmented download (and a temp
+    /// file's length) only on the boot that wrote them: rerun on the recording's boot, a state where the cut
+    /// kept journal records but lost the data they describe was resumed from the records, and the tests
+    /// reported the engine as completing a wrong file.
+    static func rebootedRun(_ arguments: [String], timeout: Double = 60) throws -> Run {
+        let library = try Self.library.get()
+        return try plainRun(
+            arguments, environment: ["LD_PRELOAD=\(library)", "FAULTFS_BOOT_ID=\(UUID().uuidString.lowercased())"],
+            timeout: timeout)
     }
 
     /// Ends a sweep of runs early: when the test's time limit has cancelled it (Swift Testing cancels the test's

@@ -8,8 +8,8 @@ import TestOrigin
 /// replays that log and, at a set of cut points, builds the states a power cut could leave: all synced
 /// data kept; each file's writes since its last fsync dropped, kept, or kept as a prefix (the first
 /// half); names created, renamed or unlinked since the last directory fsync either all undone or all
-/// kept. Each distinct state is written into a fresh directory and `downloadkit get` is rerun on it
-/// (no shim): it must end with exit status 0 and the right bytes, and in no case report success with
+/// kept. Each distinct state is written into a fresh directory and `downloadkit get` is rerun on it, as
+/// on the next boot (``FaultFS/rebootedRun(_:timeout:)``): it must end with exit status 0 and the right bytes, and in no case report success with
 /// a wrong file. The cut points are every op boundary around an fsync, rename, unlink or open, and every
 /// 5th write (`DOWNLOADKIT_FAULTFS_ALL=1`: every op).
 @Suite(.timeLimit(.minutes(10)), .serialized)
@@ -53,7 +53,7 @@ struct PowerCutTests {
                 try Data(bytes).write(to: URL(fileURLWithPath: dir.file(name)))
             }
             let arguments = ["get", url, "-o", dir.file("p.bin"), "--progress", "none"] + extra
-            let rerun = try await offloaded { try FaultFS.plainRun(arguments) }
+            let rerun = try await offloaded { try FaultFS.rebootedRun(arguments) }
             let right = fileMatchesPattern(dir.file("p.bin"), size: Int64(Self.size), seed: seed)
             if rerun.exitCode == 0 && !right {
                 failures.append("WRONG FILE REPORTED COMPLETE after cut \(state.description): \(rerun.output.suffix(300))")
@@ -95,6 +95,21 @@ struct PowerCutTests {
         #expect(written == "abcdef")
         let model = try CrashModel(log: log, directory: directory.path)
         #expect(model.replayedFiles()["f"].map { String(decoding: $0, as: UTF8.self) } == written)
+    }
+
+    /// The reruns run as after a reboot: the shim serves them a boot id of their own.
+    @Test func aRerunAfterACutReadsANewBootID() throws {
+        let library = try FaultFS.library.get()
+        let python = try #require(ProcessRunner.findExecutable("python3"), "python3 (Scripts/install-deps.sh) is not on PATH")
+        let directory = try ScratchDirectory()
+        let read = "import sys; sys.stdout.write(open('/proc/sys/kernel/random/boot_id').read())"
+        let child = try ChildProcess(
+            "/usr/bin/env", ["LD_PRELOAD=\(library)", "FAULTFS_BOOT_ID=after-the-cut", python, "-c", read],
+            outputPath: directory.file("out"))
+        #expect(child.waitForExit(timeout: 30) == 0)
+        #expect(try String(contentsOfFile: directory.file("out"), encoding: .utf8) == "after-the-cut\n")
+        let real = try String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8)
+        #expect(real != "after-the-cut\n" && !real.isEmpty)
     }
 
     @Test func singleConnectionPowerCuts() async throws {
@@ -146,7 +161,7 @@ struct PowerCutTests {
             for (name, bytes) in crash.files where !name.hasSuffix("-shm") && name.contains("/") {
                 try Data(bytes).write(to: URL(fileURLWithPath: root.file(name)))
             }
-            let rerun = try await offloaded { try FaultFS.plainRun(run) }
+            let rerun = try await offloaded { try FaultFS.rebootedRun(run) }
             let right = fileMatchesPattern(out + "/m.bin", size: Int64(Self.size), seed: seed)
             let listed = try await offloaded { try FaultFS.plainRun(["queue", "--state", state, "list", "--json"]) }
             let tasks = (try? JSONSerialization.jsonObject(with: Data(listed.output.utf8))) as? [[String: Any]] ?? []

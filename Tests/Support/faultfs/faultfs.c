@@ -15,6 +15,10 @@
 //                      operations so far and, on a second line, "injected" once the fault was injected.
 //   FAULTFS_LOG        file: every counted operation is appended as one text line (see below); the
 //                      data of every write is appended to FAULTFS_LOG.data, which the line points into.
+//   FAULTFS_BOOT_ID    text: what the process reads from /proc/sys/kernel/random/boot_id (works without
+//                      FAULTFS_DIR). A power cut is always followed by a new boot, and the engine trusts
+//                      its unsynced journal and temp-file length only on the boot that wrote them; a rerun
+//                      of a power-cut state on the recording's boot would trust what the cut lost.
 //
 // Counted operations: open/openat/creat (of a path under the directory, including the directory itself),
 // write/pwrite/writev/pwritev, fsync/fdatasync/sync_file_range, ftruncate, fallocate, rename/renameat
@@ -40,6 +44,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -89,9 +94,13 @@ static void save_count(void) {
     errno = saved;
 }
 
+static char boot_id[128];
+
 __attribute__((constructor)) static void faultfs_init(void) {
     raw_open = (int (*)(const char *, int, ...))dlsym(RTLD_NEXT, "open");
     raw_write = (ssize_t (*)(int, const void *, size_t))dlsym(RTLD_NEXT, "write");
+    const char *b = getenv("FAULTFS_BOOT_ID");
+    if (b && *b) snprintf(boot_id, sizeof boot_id, "%s\n", b);
     const char *d = getenv("FAULTFS_DIR");
     if (!d || !*d) return;
     snprintf(dir_prefix, sizeof dir_prefix, "%s", d);
@@ -191,8 +200,23 @@ static void track(int fd, const char *full, int flags, int existed) {
     logf_line("open %llu %d %d %s\n", tracked_ino[fd], !existed, (flags & O_TRUNC) ? 1 : 0, full);
 }
 
+// FAULTFS_BOOT_ID: the boot id file, served from memory.
+static int open_boot_id(int flags) {
+    int fd = memfd_create("faultfs-boot-id", (flags & O_CLOEXEC) ? MFD_CLOEXEC : 0);
+    if (fd < 0) return -1;
+    size_t len = strlen(boot_id);
+    if (raw_write(fd, boot_id, len) != (ssize_t)len || lseek(fd, 0, SEEK_SET) != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
+
 static int do_openat(int dirfd, const char *path, int flags, mode_t mode, int use_at) {
     REAL(openat);
+    if (boot_id[0] && path && !strcmp(path, "/proc/sys/kernel/random/boot_id")) return open_boot_id(flags);
     char full[PATH_MAX * 2];
     if (!path_in_dir(dirfd, path, full, sizeof full)) return real_openat(use_at ? dirfd : AT_FDCWD, path, flags, mode);
     pthread_mutex_lock(&lock);
