@@ -3,8 +3,9 @@
 //
 // Compiled by Scripts/fuzz.sh into the one fuzz binary with Sources/HTTPWire/*.swift, Sources/Metalink/*.swift
 // and Sources/DownloadKit/FileNaming.swift (one module: the Metalink sources' `import HTTPWire` is compiled out).
-// Input: "L\n…", "D\n…" or "R\n…" feed the rest to the Link, Digest or Repr-Digest parser; anything else is a
-// Metalink document, whole. Properties, for every input:
+// Input: "L\n…", "D\n…" or "R\n…" feed the rest to the Link, Digest or Repr-Digest parser; "N\n…" makes the rest a
+// file name for MetalinkFileName alone (a name mutated byte by byte finds a rule gap far sooner than one inside a
+// document); anything else is a Metalink document, whole. Properties, for every input:
 // - never traps; parsing twice gives the same value or the same error (deterministic); an error other than
 //   the size limit carries a line and column of at least 1;
 // - an accepted document's names are safe: relative, no `..`, and every component is one that
@@ -13,6 +14,8 @@
 // - piece hashes cover the file (⌈size ÷ length⌉ of them); URLs are sorted best first;
 // - the model written as Metalink 4 parses back to the same model (version v4), and writing that again gives
 //   the same text;
+// - a name MetalinkFileName accepts is one FileNaming keeps, component by component (up to NFC), and a single
+//   component FileNaming keeps is one MetalinkFileName accepts: the two rules agree;
 // - an accepted header, written back (`headerValue`), parses to the same value.
 import Foundation
 
@@ -30,18 +33,10 @@ func fuzzMetalinkDocument(_ bytes: [UInt8]) {
     case .success(let value):
         metalink = value
     }
-    check(MetalinkFileName.reservedSuffixes == FileNaming.reservedSuffixes, "working-file suffixes differ from FileNaming's")
     check(!metalink.files.isEmpty, "no files accepted")
     for file in metalink.files {
         check(MetalinkFileName.problem(in: file.name) == nil, "unsafe name accepted: \(file.name.debugDescription)")
-        check(!file.name.hasPrefix("/"), "absolute name \(file.name.debugDescription)")
-        for component in file.name.utf8.split(separator: 0x2F, omittingEmptySubsequences: false) {
-            let text = String(decoding: component, as: UTF8.self)
-            check(!component.elementsEqual("..".utf8) && !component.isEmpty, "traversal in \(file.name.debugDescription)")
-            check(
-                FileNaming.sanitizedFileName(text) == text.precomposedStringWithCanonicalMapping,
-                "FileNaming would change \(text.debugDescription)")
-        }
+        checkAcceptedName(file.name)
         if let size = file.size {
             check(size >= 0, "negative size")
             for pieces in file.pieces {
@@ -67,6 +62,29 @@ func fuzzMetalinkDocument(_ bytes: [UInt8]) {
     check(reread.metalink4Document == written, "writing is not a fixed point")
 }
 
+/// A name MetalinkFileName accepted: relative, no traversal, every component kept by FileNaming (up to NFC).
+func checkAcceptedName(_ name: String) {
+    check(MetalinkFileName.reservedSuffixes == FileNaming.reservedSuffixes, "working-file suffixes differ from FileNaming's")
+    check(!name.hasPrefix("/"), "absolute name \(name.debugDescription)")
+    for component in name.utf8.split(separator: 0x2F, omittingEmptySubsequences: false) {
+        let text = String(decoding: component, as: UTF8.self)
+        check(!component.elementsEqual("..".utf8) && !component.isEmpty, "traversal in \(name.debugDescription)")
+        check(
+            FileNaming.sanitizedFileName(text) == text.precomposedStringWithCanonicalMapping,
+            "FileNaming would change \(text.debugDescription)")
+    }
+}
+
+func fuzzMetalinkFileName(_ name: String) {
+    if MetalinkFileName.problem(in: name) == nil {
+        checkAcceptedName(name)
+    } else if !name.utf8.contains(0x2F), !name.utf8.contains(0x5C), name.utf8.count <= MetalinkFileName.maxComponentBytes,
+        FileNaming.sanitizedFileName(name) == name.precomposedStringWithCanonicalMapping
+    {
+        check(false, "FileNaming keeps \(name.debugDescription) but MetalinkFileName refuses it: \(MetalinkFileName.problem(in: name) ?? "")")
+    }
+}
+
 func fuzzMetalinkHeader(_ mode: UInt8, _ text: String) {
     switch mode {
     case UInt8(ascii: "L"):
@@ -90,7 +108,9 @@ func fuzzMetalinkHeader(_ mode: UInt8, _ text: String) {
 /// One input (Fuzz/FuzzMain.swift calls it when the binary runs as `fuzz-metalink`).
 func fuzzMetalink(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
-    if bytes.count >= 2, bytes[1] == 0x0A, [UInt8(ascii: "L"), UInt8(ascii: "D"), UInt8(ascii: "R")].contains(bytes[0]) {
+    if bytes.count >= 2, bytes[1] == 0x0A, bytes[0] == UInt8(ascii: "N") {
+        fuzzMetalinkFileName(String(decoding: bytes[2...], as: UTF8.self))
+    } else if bytes.count >= 2, bytes[1] == 0x0A, [UInt8(ascii: "L"), UInt8(ascii: "D"), UInt8(ascii: "R")].contains(bytes[0]) {
         fuzzMetalinkHeader(bytes[0], String(decoding: bytes[2...], as: UTF8.self))
     } else {
         fuzzMetalinkDocument(bytes)

@@ -157,9 +157,7 @@ enum MetalinkReader {
         return value
     }
 
-    private static func shown(_ text: String) -> String {
-        text.unicodeScalars.count <= 40 ? text : String(String.UnicodeScalarView(text.unicodeScalars.prefix(40))) + "…"
-    }
+    private static func shown(_ text: String) -> String { XMLReader.shown(text) }
 
     private static func fileName(_ element: XMLElement) throws(MetalinkError) -> String {
         guard let name = element.attribute("name") else {

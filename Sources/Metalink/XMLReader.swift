@@ -110,7 +110,7 @@ struct XMLReader {
     }
 
     /// A name or other input quoted in an error detail, cut to 40 scalars.
-    private static func shown(_ text: some StringProtocol) -> String {
+    static func shown(_ text: some StringProtocol) -> String {
         let scalars = text.unicodeScalars
         if scalars.count <= 40 { return String(text) }
         var view = String.UnicodeScalarView()
