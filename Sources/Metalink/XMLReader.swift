@@ -1,7 +1,7 @@
 /// An element of a parsed document: its expanded name, attributes, child elements and text.
 ///
-/// Only what Metalink needs is kept: character data (text and CDATA) directly inside an element is
-/// concatenated into ``text``; comments and processing instructions are dropped.
+/// Only what Metalink needs is kept: character data (text and CDATA) directly inside an element without child
+/// elements is concatenated into ``text`` (a container's is dropped); comments and processing instructions are dropped.
 struct XMLElement: Sendable, Hashable {
     /// The namespace URI the element's prefix (or the default namespace) is bound to, `nil` for none.
     var namespace: String?
@@ -11,7 +11,8 @@ struct XMLElement: Sendable, Hashable {
     var attributes: [XMLAttribute]
     /// The child elements in document order.
     var children: [XMLElement]
-    /// The character data directly inside the element, references decoded, line ends normalised to LF.
+    /// The character data directly inside the element, references decoded, line ends normalised to LF; empty
+    /// when the element has child elements.
     var text: String
     /// Where the start tag begins (1-based line, column in Unicode scalars).
     var line: Int
@@ -331,9 +332,11 @@ struct XMLReader {
                     let start = index
                     guard !stack.isEmpty else { throw malformed("CDATA section outside the root element") }
                     guard let end = find("]]>", from: index + 9) else { throw malformed(at: start, "unterminated CDATA section") }
-                    appendText(bytes[(index + 9)..<end], to: &stack[stack.count - 1].text)
+                    if stack[stack.count - 1].children.isEmpty {
+                        appendText(bytes[(index + 9)..<end], to: &stack[stack.count - 1].text)
+                        try checkValueLength(stack[stack.count - 1].text, "text of <\(stack[stack.count - 1].qualifiedName)>", at: start)
+                    }
                     index = end + 3
-                    try checkValueLength(stack[stack.count - 1].text, "text of <\(stack[stack.count - 1].qualifiedName)>", at: start)
                 } else if startsWith("<!DOCTYPE") {
                     throw error(.doctypeRefused, "a DOCTYPE is refused: no DTD is read, so no entity can be expanded or fetched")
                 } else if startsWith("<!") {
@@ -352,7 +355,7 @@ struct XMLReader {
                         throw malformed(at: start, "end tag </\(Self.shown(name))> does not match <\(Self.shown(open.qualifiedName))> (line \(open.line))")
                     }
                     let element = try close(open, scope: scopes.removeLast())
-                    if stack.isEmpty { root = element } else { stack[stack.count - 1].children.append(element) }
+                    if stack.isEmpty { root = element } else { Self.append(element, to: &stack[stack.count - 1]) }
                 } else {
                     let start = index
                     guard root == nil else { throw malformed("a second root element; a document has exactly one") }
@@ -368,7 +371,7 @@ struct XMLReader {
                     open.start = start
                     if selfClosing {
                         let element = try close(open, scope: scope)
-                        if stack.isEmpty { root = element } else { stack[stack.count - 1].children.append(element) }
+                        if stack.isEmpty { root = element } else { Self.append(element, to: &stack[stack.count - 1]) }
                     } else {
                         stack.append(open)
                         scopes.append(scope)
@@ -381,18 +384,33 @@ struct XMLReader {
                 index += 1
             } else if byte == 0x26 {  // '&'
                 let start = index
-                try reference(into: &stack[stack.count - 1].text)
-                try checkValueLength(stack[stack.count - 1].text, "text of <\(stack[stack.count - 1].qualifiedName)>", at: start)
+                if stack[stack.count - 1].children.isEmpty {
+                    try reference(into: &stack[stack.count - 1].text)
+                    try checkValueLength(stack[stack.count - 1].text, "text of <\(stack[stack.count - 1].qualifiedName)>", at: start)
+                } else {
+                    var dropped: [UInt8] = []
+                    try reference(into: &dropped)  // still checked
+                }
             } else {
                 let start = index
                 while index < bytes.count, bytes[index] != 0x3C, bytes[index] != 0x26 { index += 1 }
-                appendText(bytes[start..<index], to: &stack[stack.count - 1].text)
-                try checkValueLength(stack[stack.count - 1].text, "text of <\(stack[stack.count - 1].qualifiedName)>", at: start)
+                if stack[stack.count - 1].children.isEmpty {
+                    appendText(bytes[start..<index], to: &stack[stack.count - 1].text)
+                    try checkValueLength(stack[stack.count - 1].text, "text of <\(stack[stack.count - 1].qualifiedName)>", at: start)
+                }
             }
         }
         if let open = stack.last { throw malformed(at: open.start, "<\(Self.shown(open.qualifiedName))> is never closed") }
         guard let root else { throw malformed("no root element") }
         return root
+    }
+
+    /// Adds a finished child to its parent. An element with children keeps no text: in Metalink that is the white
+    /// space between a container's children, which would otherwise add up (102,400 piece hashes, one line each,
+    /// make 100 KiB of it) against ``MetalinkLimits/maxValueBytes`` and memory for nothing.
+    private static func append(_ child: XMLElement, to parent: inout OpenElement) {
+        if parent.children.isEmpty { parent.text = [] }
+        parent.children.append(child)
     }
 
     /// Appends character data with line ends normalised (XML 1.0 §2.11: CR LF and lone CR become LF).

@@ -168,3 +168,20 @@ import Testing
         }
     }
 }
+
+@Suite struct MetalinkSizeTests {
+    /// The limits' stated reason holds: a 100 GiB file in 1 MiB pieces (102,400 SHA-256 piece hashes, ~7.5 MB of
+    /// document) is inside every default limit.
+    @Test func aHundredGiBFileInMiBPiecesFitsTheDefaults() throws {
+        let size: Int64 = 100 << 30
+        let hash = "<hash>\(MetalinkSamples.sha256Empty)</hash>\n"
+        let document = """
+            <metalink xmlns="urn:ietf:params:xml:ns:metalink"><file name="big.img"><size>\(size)</size>\
+            <pieces length="1048576" type="sha-256">
+            \(String(repeating: hash, count: 102_400))</pieces><url>http://a/big.img</url></file></metalink>
+            """
+        #expect(document.utf8.count < MetalinkLimits.default.maxBytes)
+        let file = try #require(Metalink(parsing: document).files.first)
+        #expect(file.pieces.first?.hashes.count == 102_400)
+    }
+}
