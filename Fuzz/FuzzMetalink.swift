@@ -2,7 +2,8 @@
 // and the Metalink/HTTP header grammars (RFC 6249: Link, Digest, Repr-Digest in HTTPWire).
 //
 // Compiled by Scripts/fuzz.sh into the one fuzz binary with Sources/HTTPWire/*.swift, Sources/Metalink/*.swift
-// and Sources/DownloadKit/FileNaming.swift (one module: the Metalink sources' `import HTTPWire` is compiled out).
+// and Sources/DownloadKit/FileNaming.swift (one module: the Metalink sources' `import HTTPWire` is compiled
+// out).
 // Input: "L\n…", "D\n…" or "R\n…" feed the rest to the Link, Digest or Repr-Digest parser; "N\n…" makes the rest a
 // file name for MetalinkFileName alone (a name mutated byte by byte finds a rule gap far sooner than one inside a
 // document); anything else is a Metalink document, whole. Properties, for every input:
@@ -40,7 +41,8 @@ func fuzzMetalinkDocument(_ bytes: [UInt8]) {
         if let size = file.size {
             check(size >= 0, "negative size")
             for pieces in file.pieces {
-                check(Int64(pieces.hashes.count) == pieces.pieceCount(forSize: size), "pieces do not cover \(size) bytes")
+                check(
+                    Int64(pieces.hashes.count) == pieces.pieceCount(forSize: size), "pieces do not cover \(size) bytes")
             }
         }
         for pieces in file.pieces {
@@ -64,7 +66,9 @@ func fuzzMetalinkDocument(_ bytes: [UInt8]) {
 
 /// A name MetalinkFileName accepted: relative, no traversal, every component kept by FileNaming (up to NFC).
 func checkAcceptedName(_ name: String) {
-    check(MetalinkFileName.reservedSuffixes == FileNaming.reservedSuffixes, "working-file suffixes differ from FileNaming's")
+    check(
+        MetalinkFileName.reservedSuffixes == FileNaming.reservedSuffixes,
+        "working-file suffixes differ from FileNaming's")
     check(!name.hasPrefix("/"), "absolute name \(name.debugDescription)")
     for component in name.utf8.split(separator: 0x2F, omittingEmptySubsequences: false) {
         let text = String(decoding: component, as: UTF8.self)
@@ -78,10 +82,14 @@ func checkAcceptedName(_ name: String) {
 func fuzzMetalinkFileName(_ name: String) {
     if MetalinkFileName.problem(in: name) == nil {
         checkAcceptedName(name)
-    } else if !name.utf8.contains(0x2F), !name.utf8.contains(0x5C), name.utf8.count <= MetalinkFileName.maxComponentBytes,
+    } else if !name.utf8.contains(0x2F), !name.utf8.contains(0x5C),
+        name.utf8.count <= MetalinkFileName.maxComponentBytes,
         FileNaming.sanitizedFileName(name) == name.precomposedStringWithCanonicalMapping
     {
-        check(false, "FileNaming keeps \(name.debugDescription) but MetalinkFileName refuses it: \(MetalinkFileName.problem(in: name) ?? "")")
+        check(
+            false,
+            "FileNaming keeps \(name.debugDescription) but MetalinkFileName refuses it: \(MetalinkFileName.problem(in: name) ?? "")"
+        )
     }
 }
 
@@ -101,7 +109,9 @@ func fuzzMetalinkHeader(_ mode: UInt8, _ text: String) {
         check((try? DigestHeader(parsing: header.headerValue)) == header, "Digest round trip: \(header.headerValue)")
     default:
         guard let header = try? IntegrityDigestHeader(parsing: text) else { return }
-        check((try? IntegrityDigestHeader(parsing: header.headerValue)) == header, "Repr-Digest round trip: \(header.headerValue)")
+        check(
+            (try? IntegrityDigestHeader(parsing: header.headerValue)) == header,
+            "Repr-Digest round trip: \(header.headerValue)")
     }
 }
 
@@ -110,7 +120,9 @@ func fuzzMetalink(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
     if bytes.count >= 2, bytes[1] == 0x0A, bytes[0] == UInt8(ascii: "N") {
         fuzzMetalinkFileName(String(decoding: bytes[2...], as: UTF8.self))
-    } else if bytes.count >= 2, bytes[1] == 0x0A, [UInt8(ascii: "L"), UInt8(ascii: "D"), UInt8(ascii: "R")].contains(bytes[0]) {
+    } else if bytes.count >= 2, bytes[1] == 0x0A,
+        [UInt8(ascii: "L"), UInt8(ascii: "D"), UInt8(ascii: "R")].contains(bytes[0])
+    {
         fuzzMetalinkHeader(bytes[0], String(decoding: bytes[2...], as: UTF8.self))
     } else {
         fuzzMetalinkDocument(bytes)

@@ -8,9 +8,9 @@ extension WireError.Code {
 /// Function Textual Names" registry), `Digest` (RFC 3230) and the integrity fields (RFC 9530) share.
 ///
 /// The raw value is the IANA textual name. HTTPClient's `DigestAlgorithm` (OpenSSL's digests) names the same
-/// functions by ``compactName``; this enum lives here because parsing needs no OpenSSL. Other algorithms (UNIXsum, CRC32c, ADLER32, ed2k, tiger, …)
-/// have no case: every parser in this package ignores a digest it cannot name, as RFC 3230 §4.3.2 and
-/// RFC 9530 §2 ask.
+/// functions by ``compactName``; this enum lives here because parsing needs no OpenSSL. Other algorithms
+/// (UNIXsum, CRC32c, ADLER32, ed2k, tiger, …) have no case: every parser in this package ignores a digest it
+/// cannot name, as RFC 3230 §4.3.2 and RFC 9530 §2 ask.
 public enum HashAlgorithm: String, Sendable, Hashable, CaseIterable, Comparable {
     case md5 = "md5"
     case sha1 = "sha-1"
@@ -90,10 +90,12 @@ public struct HashDigest: Sendable, Hashable, CustomStringConvertible {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(algorithm.byteCount)
         for index in stride(from: 0, to: digits.count, by: 2) {
-            guard let high = PercentEncoding.hexValue(digits[index]), let low = PercentEncoding.hexValue(digits[index + 1])
+            guard let high = PercentEncoding.hexValue(digits[index]),
+                let low = PercentEncoding.hexValue(digits[index + 1])
             else {
                 let bad = PercentEncoding.hexValue(digits[index]) == nil ? index : index + 1
-                throw WireError(.malformedDigest, offset: bad, "\(algorithm.rawValue) digest: byte \(bad) is not a hex digit")
+                throw WireError(
+                    .malformedDigest, offset: bad, "\(algorithm.rawValue) digest: byte \(bad) is not a hex digit")
             }
             bytes.append(high << 4 | low)
         }
@@ -153,7 +155,9 @@ public struct DigestHeader: Sendable, Hashable {
         self.digests = digests
     }
 
-    private static func decode(_ text: String, as algorithm: HashAlgorithm, at offset: Int) throws(WireError) -> HashDigest {
+    private static func decode(_ text: String, as algorithm: HashAlgorithm, at offset: Int) throws(WireError)
+        -> HashDigest
+    {
         if text.utf8.count == algorithm.byteCount * 2, let digest = try? HashDigest(algorithm: algorithm, hex: text) {
             return digest
         }
@@ -161,7 +165,8 @@ public struct DigestHeader: Sendable, Hashable {
         do {
             bytes = try Base64.decode(text)
         } catch {
-            throw WireError(.malformedDigest, offset: offset, "\(algorithm.rawValue) value is not base64: \(error.detail)")
+            throw WireError(
+                .malformedDigest, offset: offset, "\(algorithm.rawValue) value is not base64: \(error.detail)")
         }
         do {
             return try HashDigest(algorithm: algorithm, bytes: bytes)
@@ -275,7 +280,9 @@ struct StructuredFieldScanner {
                 if base.consume(0x29) { break }
                 _ = try bareItem()
                 try parameters()
-                guard base.current == 0x20 || base.current == 0x29 else { throw fail("inner list item not followed by ' ' or ')'") }
+                guard base.current == 0x20 || base.current == 0x29 else {
+                    throw fail("inner list item not followed by ' ' or ')'")
+                }
             }
             return nil
         }

@@ -36,7 +36,9 @@ public struct LinkHeader: Sendable, Hashable {
         /// (`rel="duplicate describedby"` is two relations).
         public var relations: [String] {
             guard let rel = parameter("rel") else { return [] }
-            return rel.utf8.split { $0 == 0x20 || $0 == 0x09 }.map { String(decoding: $0.map(asciiLower), as: UTF8.self) }
+            return rel.utf8.split { $0 == 0x20 || $0 == 0x09 }.map {
+                String(decoding: $0.map(asciiLower), as: UTF8.self)
+            }
         }
     }
 
@@ -78,7 +80,9 @@ public struct LinkHeader: Sendable, Hashable {
             let targetStart = scanner.index
             let target = scanner.consume { $0 != 0x3E && $0 > 0x20 && $0 != 0x7F }
             guard scanner.consume(0x3E) else {
-                throw WireError(.malformedLink, offset: scanner.index, "link target starting at byte \(targetStart) has no '>' (or holds white space or a control byte)")
+                throw WireError(
+                    .malformedLink, offset: scanner.index,
+                    "link target starting at byte \(targetStart) has no '>' (or holds white space or a control byte)")
             }
             var parameters: [Parameter] = []
             while true {
@@ -97,10 +101,13 @@ public struct LinkHeader: Sendable, Hashable {
                     } else if let token = scanner.token() {
                         parameterValue = token
                     } else {
-                        throw WireError(.malformedLink, offset: scanner.index, "value of link parameter '\(name)' is neither a token nor a quoted-string")
+                        throw WireError(
+                            .malformedLink, offset: scanner.index,
+                            "value of link parameter '\(name)' is neither a token nor a quoted-string")
                     }
                 }
-                parameters.append(Parameter(name: String(decoding: name.utf8.map(asciiLower), as: UTF8.self), value: parameterValue))
+                parameters.append(
+                    Parameter(name: String(decoding: name.utf8.map(asciiLower), as: UTF8.self), value: parameterValue))
             }
             links.append(Link(target: target, parameters: parameters))
             guard scanner.isAtEnd || scanner.consume(0x2C) else {
@@ -133,10 +140,11 @@ public struct LinkHeader: Sendable, Hashable {
     /// The field value: each link as `<target>` and its parameters, values quoted, joined by `", "`.
     public var headerValue: String {
         links.map { link in
-            "<\(link.target)>" + link.parameters.map { parameter in
-                guard let value = parameter.value else { return "; \(parameter.name)" }
-                return "; \(parameter.name)=" + Self.quoted(value)
-            }.joined()
+            "<\(link.target)>"
+                + link.parameters.map { parameter in
+                    guard let value = parameter.value else { return "; \(parameter.name)" }
+                    return "; \(parameter.name)=" + Self.quoted(value)
+                }.joined()
         }.joined(separator: ", ")
     }
 }

@@ -1,5 +1,5 @@
 #if canImport(HTTPWire)
-import HTTPWire
+    import HTTPWire
 #endif
 
 /// A Metalink document (Metalink 4, RFC 5854, or the older Metalink 3.0 format) as values: the files it
@@ -68,7 +68,8 @@ public struct MetalinkFile: Sendable, Hashable {
 
     /// Creates a file.
     public init(
-        name: String, size: Int64? = nil, hashes: [HashDigest] = [], pieces: [MetalinkPieces] = [], urls: [MetalinkURL] = [],
+        name: String, size: Int64? = nil, hashes: [HashDigest] = [], pieces: [MetalinkPieces] = [],
+        urls: [MetalinkURL] = [],
         metaURLs: [MetalinkMetaURL] = []
     ) {
         self.name = name

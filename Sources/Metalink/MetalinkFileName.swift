@@ -46,10 +46,13 @@ public enum MetalinkFileName {
         }
         let scalars = Array(component.unicodeScalars)
         if let bad = scalars.first(where: isRefused) {
-            return "the name holds U+\(String(bad.value, radix: 16, uppercase: true)), a control or bidirectional formatting character"
+            return
+                "the name holds U+\(String(bad.value, radix: 16, uppercase: true)), a control or bidirectional formatting character"
         }
         if bytes[0] == 0x2E { return "a path component starts with '.' (a hidden file)" }
-        if let first = scalars.first, first.properties.isWhitespace { return "a path component starts with white space" }
+        if let first = scalars.first, first.properties.isWhitespace {
+            return "a path component starts with white space"
+        }
         if let last = scalars.last, last.properties.isWhitespace || last == "." {
             return "a path component ends with white space or '.'"
         }

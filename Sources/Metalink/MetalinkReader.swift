@@ -1,5 +1,5 @@
 #if canImport(HTTPWire)
-import HTTPWire
+    import HTTPWire
 #endif
 
 /// Turns a parsed XML tree into a ``Metalink``: the Metalink 4 and Metalink 3 vocabularies, one model.
@@ -12,7 +12,8 @@ enum MetalinkReader {
             let shown = root.namespace.map { "{\($0)}" } ?? "(no namespace)"
             throw MetalinkError(
                 .notMetalink, line: root.line, column: root.column,
-                "root element is \(shown)\(root.localName), not metalink in \(Metalink.namespaceV4) or \(Metalink.namespaceV3)")
+                "root element is \(shown)\(root.localName), not metalink in \(Metalink.namespaceV4) or \(Metalink.namespaceV3)"
+            )
         }
         let version: Metalink.Version = namespace == Metalink.namespaceV4 ? .v4 : .v3
         let fileElements =
@@ -42,17 +43,21 @@ enum MetalinkReader {
         file.size = try size(element, ns)
         for hash in element.children("hash", in: ns) { try add(hash, to: &file.hashes, in: file.name) }
         for pieces in element.children("pieces", in: ns) {
-            guard let algorithm = try pieceAlgorithm(pieces), !file.pieces.contains(where: { $0.algorithm == algorithm })
+            guard let algorithm = try pieceAlgorithm(pieces),
+                !file.pieces.contains(where: { $0.algorithm == algorithm })
             else { continue }
             let length = try pieceLength(pieces)
             let hashes = try pieces.children("hash", in: ns).map { (hash) throws(MetalinkError) in
                 try digest(hash, algorithm, "piece hash of '\(file.name)'")
             }
-            file.pieces.append(try checked(MetalinkPieces(algorithm: algorithm, length: length, hashes: hashes), pieces, file))
+            file.pieces.append(
+                try checked(MetalinkPieces(algorithm: algorithm, length: length, hashes: hashes), pieces, file))
         }
         for url in element.children("url", in: ns) {
             file.urls.append(
-                MetalinkURL(url: try urlText(url), priority: try priorityV4(url), location: location(url.attribute("location"))))
+                MetalinkURL(
+                    url: try urlText(url), priority: try priorityV4(url), location: location(url.attribute("location")))
+            )
         }
         for meta in element.children("metaurl", in: ns) {
             guard let mediaType = meta.attribute("mediatype").map(trimmed), !mediaType.isEmpty else {
@@ -83,7 +88,8 @@ enum MetalinkReader {
         for verification in element.children("verification", in: ns) {
             for hash in verification.children("hash", in: ns) { try add(hash, to: &file.hashes, in: file.name) }
             for pieces in verification.children("pieces", in: ns) {
-                guard let algorithm = try pieceAlgorithm(pieces), !file.pieces.contains(where: { $0.algorithm == algorithm })
+                guard let algorithm = try pieceAlgorithm(pieces),
+                    !file.pieces.contains(where: { $0.algorithm == algorithm })
                 else { continue }
                 let length = try pieceLength(pieces)
                 // <hash piece="N">: put in index order; every index 0..<count exactly once.
@@ -101,7 +107,8 @@ enum MetalinkReader {
                     slots[Int(index)] = try digest(hash, algorithm, "piece hash of '\(file.name)'")
                 }
                 let hashes = slots.compactMap { $0 }
-                file.pieces.append(try checked(MetalinkPieces(algorithm: algorithm, length: length, hashes: hashes), pieces, file))
+                file.pieces.append(
+                    try checked(MetalinkPieces(algorithm: algorithm, length: length, hashes: hashes), pieces, file))
             }
         }
         for resources in element.children("resources", in: ns) {
@@ -112,7 +119,8 @@ enum MetalinkReader {
                 if type == "bittorrent" {
                     file.metaURLs.append(MetalinkMetaURL(url: text, mediaType: "torrent", priority: priority))
                 } else {
-                    file.urls.append(MetalinkURL(url: text, priority: priority, location: location(url.attribute("location"))))
+                    file.urls.append(
+                        MetalinkURL(url: text, priority: priority, location: location(url.attribute("location"))))
                 }
             }
         }
@@ -172,13 +180,16 @@ enum MetalinkReader {
     private static func size(_ file: XMLElement, _ ns: String) throws(MetalinkError) -> Int64? {
         guard let element = file.children("size", in: ns).first else { return nil }
         guard let value = decimal(element.text) else {
-            throw error(.invalidSize, element, "size '\(shown(trimmed(element.text)))' is not a non-negative integer that fits in 64 bits")
+            throw error(
+                .invalidSize, element,
+                "size '\(shown(trimmed(element.text)))' is not a non-negative integer that fits in 64 bits")
         }
         return value
     }
 
     /// A whole-file `<hash type=…>`; unknown algorithms are ignored, a second equal hash of one algorithm too.
-    private static func add(_ element: XMLElement, to hashes: inout [HashDigest], in name: String) throws(MetalinkError) {
+    private static func add(_ element: XMLElement, to hashes: inout [HashDigest], in name: String) throws(MetalinkError)
+    {
         guard let algorithm = element.attribute("type").flatMap({ HashAlgorithm(name: trimmed($0)) }) else { return }
         let hash = try digest(element, algorithm, "hash of '\(name)'")
         if let existing = hashes.first(where: { $0.algorithm == algorithm }) {
@@ -190,7 +201,9 @@ enum MetalinkReader {
         hashes.append(hash)
     }
 
-    private static func digest(_ element: XMLElement, _ algorithm: HashAlgorithm, _ what: String) throws(MetalinkError) -> HashDigest {
+    private static func digest(_ element: XMLElement, _ algorithm: HashAlgorithm, _ what: String) throws(MetalinkError)
+        -> HashDigest
+    {
         do {
             return try HashDigest(algorithm: algorithm, hex: trimmed(element.text))
         } catch {
@@ -211,13 +224,17 @@ enum MetalinkReader {
             throw error(.missingField, pieces, "<pieces> has no length attribute")
         }
         guard let length = decimal(text), length > 0 else {
-            throw error(.invalidPieceLength, pieces, "piece length '\(shown(text))' is not a positive integer that fits in 64 bits")
+            throw error(
+                .invalidPieceLength, pieces,
+                "piece length '\(shown(text))' is not a positive integer that fits in 64 bits")
         }
         return length
     }
 
     /// Piece hashes must cover the file exactly: ⌈size ÷ length⌉ of them when the size is known, at least one otherwise.
-    private static func checked(_ pieces: MetalinkPieces, _ element: XMLElement, _ file: MetalinkFile) throws(MetalinkError) -> MetalinkPieces {
+    private static func checked(_ pieces: MetalinkPieces, _ element: XMLElement, _ file: MetalinkFile)
+        throws(MetalinkError) -> MetalinkPieces
+    {
         if let size = file.size {
             let expected = pieces.pieceCount(forSize: size)
             guard expected == pieces.hashes.count else {
@@ -227,7 +244,9 @@ enum MetalinkReader {
                 )
             }
         } else if pieces.hashes.isEmpty {
-            throw error(.pieceCountMismatch, element, "'\(file.name)' has a \(pieces.algorithm.rawValue) piece list without hashes")
+            throw error(
+                .pieceCountMismatch, element,
+                "'\(file.name)' has a \(pieces.algorithm.rawValue) piece list without hashes")
         }
         return pieces
     }
@@ -249,9 +268,13 @@ enum MetalinkReader {
     /// URLs and metadata URLs sorted best first; equal priorities keep document order.
     private static func ranked(_ file: MetalinkFile) -> MetalinkFile {
         var file = file
-        file.urls = file.urls.enumerated().sorted { ($0.element.priority, $0.offset) < ($1.element.priority, $1.offset) }.map(\.element)
-        file.metaURLs = file.metaURLs.enumerated().sorted { ($0.element.priority, $0.offset) < ($1.element.priority, $1.offset) }
-            .map(\.element)
+        file.urls = file.urls.enumerated().sorted {
+            ($0.element.priority, $0.offset) < ($1.element.priority, $1.offset)
+        }.map(\.element)
+        file.metaURLs = file.metaURLs.enumerated().sorted {
+            ($0.element.priority, $0.offset) < ($1.element.priority, $1.offset)
+        }
+        .map(\.element)
         return file
     }
 }

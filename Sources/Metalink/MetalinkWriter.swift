@@ -1,5 +1,5 @@
 #if canImport(HTTPWire)
-import HTTPWire
+    import HTTPWire
 #endif
 
 extension Metalink {
@@ -19,11 +19,13 @@ extension Metalink {
             }
             for url in file.urls {
                 let location = url.location.map { " location=\"\(Self.escaped($0, attribute: true))\"" } ?? ""
-                out += "    <url\(location) priority=\"\(url.priority)\">\(Self.escaped(url.url, attribute: false))</url>\n"
+                out +=
+                    "    <url\(location) priority=\"\(url.priority)\">\(Self.escaped(url.url, attribute: false))</url>\n"
             }
             for meta in file.metaURLs {
                 let name = meta.name.map { " name=\"\(Self.escaped($0, attribute: true))\"" } ?? ""
-                out += "    <metaurl mediatype=\"\(Self.escaped(meta.mediaType, attribute: true))\" priority=\"\(meta.priority)\"\(name)>"
+                out +=
+                    "    <metaurl mediatype=\"\(Self.escaped(meta.mediaType, attribute: true))\" priority=\"\(meta.priority)\"\(name)>"
                 out += "\(Self.escaped(meta.url, attribute: false))</metaurl>\n"
             }
             out += "  </file>\n"

@@ -71,7 +71,8 @@ struct XMLReader {
     static func parse(_ bytes: [UInt8], limits: MetalinkLimits = .default) throws(MetalinkError) -> XMLElement {
         guard bytes.count <= limits.maxBytes else {
             throw MetalinkError(
-                .sizeLimitExceeded, "document has \(bytes.count) bytes, more than the limit of \(limits.maxBytes) (maxBytes)")
+                .sizeLimitExceeded,
+                "document has \(bytes.count) bytes, more than the limit of \(limits.maxBytes) (maxBytes)")
         }
         var reader = XMLReader(bytes: bytes, limits: limits)
         try reader.validateCharacters()
@@ -132,7 +133,9 @@ struct XMLReader {
             case .valid(let encoded):
                 let scalar = Unicode.UTF8.decode(encoded)
                 if !Self.isXMLCharacter(scalar.value) {
-                    throw malformed(at: offset, "character U+\(String(scalar.value, radix: 16, uppercase: true)) is not allowed in XML")
+                    throw malformed(
+                        at: offset,
+                        "character U+\(String(scalar.value, radix: 16, uppercase: true)) is not allowed in XML")
                 }
                 offset += encoded.count
             case .error(let length):
@@ -195,7 +198,9 @@ struct XMLReader {
 
     /// A Name (XML 1.0 §2.3, with every non-ASCII character accepted), split at its one `:` into prefix and
     /// local name (Namespaces in XML §4: a QName has at most one colon, and neither side is empty).
-    private mutating func qualifiedName(_ what: String) throws(MetalinkError) -> (qualified: String, prefix: String?, local: String) {
+    private mutating func qualifiedName(_ what: String) throws(MetalinkError) -> (
+        qualified: String, prefix: String?, local: String
+    ) {
         let start = index
         guard let first = current, Self.isNameStart(first) else {
             throw malformed("expected \(what)")
@@ -236,7 +241,8 @@ struct XMLReader {
                 digits = digits.dropFirst()
             }
             guard !digits.isEmpty, digits.count <= 8 else {
-                throw malformed(at: start, "character reference '&\(String(decoding: body, as: UTF8.self));' is malformed")
+                throw malformed(
+                    at: start, "character reference '&\(String(decoding: body, as: UTF8.self));' is malformed")
             }
             var value: UInt32 = 0
             for digit in digits {
@@ -246,12 +252,16 @@ struct XMLReader {
                 case 0x61...0x66 where radix == 16: d = UInt32(digit - 0x61 + 10)
                 case 0x41...0x46 where radix == 16: d = UInt32(digit - 0x41 + 10)
                 default:
-                    throw malformed(at: start, "character reference '&\(String(decoding: body, as: UTF8.self));' has a non-digit")
+                    throw malformed(
+                        at: start, "character reference '&\(String(decoding: body, as: UTF8.self));' has a non-digit")
                 }
                 value = value * radix + d  // at most 8 hex digits: fits in UInt32
             }
             guard Self.isXMLCharacter(value), let scalar = Unicode.Scalar(value) else {
-                throw malformed(at: start, "character reference '&\(String(decoding: body, as: UTF8.self));' names a character XML does not allow")
+                throw malformed(
+                    at: start,
+                    "character reference '&\(String(decoding: body, as: UTF8.self));' names a character XML does not allow"
+                )
             }
             output.append(contentsOf: String(Character(scalar)).utf8)
             return
@@ -270,7 +280,9 @@ struct XMLReader {
     }
 
     /// Appends `byte` to a value, enforcing ``MetalinkLimits/maxValueBytes``.
-    private mutating func checkValueLength(_ value: [UInt8], _ what: @autoclosure () -> String, at start: Int) throws(MetalinkError) {
+    private mutating func checkValueLength(_ value: [UInt8], _ what: @autoclosure () -> String, at start: Int)
+        throws(MetalinkError)
+    {
         if value.count > limits.maxValueBytes {
             throw error(
                 .valueLimitExceeded, at: start,
@@ -285,7 +297,9 @@ struct XMLReader {
         let start = index
         index += 2
         let (target, _, _) = try qualifiedName("processing instruction target")
-        guard let end = find("?>", from: index) else { throw malformed(at: start, "unterminated processing instruction") }
+        guard let end = find("?>", from: index) else {
+            throw malformed(at: start, "unterminated processing instruction")
+        }
         index = end + 2
         return target
     }
@@ -304,7 +318,9 @@ struct XMLReader {
         rest = rest.dropFirst()
         let name = rest.prefix { $0 != quote }.lowercased()
         guard ["utf-8", "utf8", "us-ascii", "ascii"].contains(name) else {
-            throw error(.unsupportedEncoding, at: start, "encoding '\(Self.shown(name))' is not supported; Metalink documents are read as UTF-8")
+            throw error(
+                .unsupportedEncoding, at: start,
+                "encoding '\(Self.shown(name))' is not supported; Metalink documents are read as UTF-8")
         }
     }
 
@@ -324,21 +340,28 @@ struct XMLReader {
                 if startsWith("<?") {
                     let start = index
                     let target = try processingInstruction()
-                    if target.lowercased() == "xml" { throw malformed(at: start, "an XML declaration is allowed only at the very start") }
+                    if target.lowercased() == "xml" {
+                        throw malformed(at: start, "an XML declaration is allowed only at the very start")
+                    }
                 } else if startsWith("<!--") {
                     guard let end = find("-->", from: index + 4) else { throw malformed("unterminated comment") }
                     index = end + 3
                 } else if startsWith("<![CDATA[") {
                     let start = index
                     guard !stack.isEmpty else { throw malformed("CDATA section outside the root element") }
-                    guard let end = find("]]>", from: index + 9) else { throw malformed(at: start, "unterminated CDATA section") }
+                    guard let end = find("]]>", from: index + 9) else {
+                        throw malformed(at: start, "unterminated CDATA section")
+                    }
                     if stack[stack.count - 1].children.isEmpty {
                         appendText(bytes[(index + 9)..<end], to: &stack[stack.count - 1].text)
-                        try checkValueLength(stack[stack.count - 1].text, "text of <\(stack[stack.count - 1].qualifiedName)>", at: start)
+                        try checkValueLength(
+                            stack[stack.count - 1].text, "text of <\(stack[stack.count - 1].qualifiedName)>", at: start)
                     }
                     index = end + 3
                 } else if startsWith("<!DOCTYPE") {
-                    throw error(.doctypeRefused, "a DOCTYPE is refused: no DTD is read, so no entity can be expanded or fetched")
+                    throw error(
+                        .doctypeRefused, "a DOCTYPE is refused: no DTD is read, so no entity can be expanded or fetched"
+                    )
                 } else if startsWith("<!") {
                     throw malformed("'<!' starts no comment or CDATA section")
                 } else if startsWith("</") {
@@ -352,7 +375,10 @@ struct XMLReader {
                         throw malformed(at: start, "end tag </\(Self.shown(name))> with no element open")
                     }
                     guard open.qualifiedName == name else {
-                        throw malformed(at: start, "end tag </\(Self.shown(name))> does not match <\(Self.shown(open.qualifiedName))> (line \(open.line))")
+                        throw malformed(
+                            at: start,
+                            "end tag </\(Self.shown(name))> does not match <\(Self.shown(open.qualifiedName))> (line \(open.line))"
+                        )
                     }
                     let element = try close(open, scope: scopes.removeLast())
                     if stack.isEmpty { root = element } else { Self.append(element, to: &stack[stack.count - 1]) }
@@ -386,7 +412,8 @@ struct XMLReader {
                 let start = index
                 if stack[stack.count - 1].children.isEmpty {
                     try reference(into: &stack[stack.count - 1].text)
-                    try checkValueLength(stack[stack.count - 1].text, "text of <\(stack[stack.count - 1].qualifiedName)>", at: start)
+                    try checkValueLength(
+                        stack[stack.count - 1].text, "text of <\(stack[stack.count - 1].qualifiedName)>", at: start)
                 } else {
                     var dropped: [UInt8] = []
                     try reference(into: &dropped)  // still checked
@@ -396,11 +423,14 @@ struct XMLReader {
                 while index < bytes.count, bytes[index] != 0x3C, bytes[index] != 0x26 { index += 1 }
                 if stack[stack.count - 1].children.isEmpty {
                     appendText(bytes[start..<index], to: &stack[stack.count - 1].text)
-                    try checkValueLength(stack[stack.count - 1].text, "text of <\(stack[stack.count - 1].qualifiedName)>", at: start)
+                    try checkValueLength(
+                        stack[stack.count - 1].text, "text of <\(stack[stack.count - 1].qualifiedName)>", at: start)
                 }
             }
         }
-        if let open = stack.last { throw malformed(at: open.start, "<\(Self.shown(open.qualifiedName))> is never closed") }
+        if let open = stack.last {
+            throw malformed(at: open.start, "<\(Self.shown(open.qualifiedName))> is never closed")
+        }
         guard let root else { throw malformed("no root element") }
         return root
     }
@@ -428,7 +458,9 @@ struct XMLReader {
     }
 
     /// Reads a start tag at `index` (its `<`), declaring its namespaces in a new scope.
-    private mutating func startTag(parentScope: [String: String]) throws(MetalinkError) -> (OpenElement, [String: String], Bool) {
+    private mutating func startTag(parentScope: [String: String]) throws(MetalinkError) -> (
+        OpenElement, [String: String], Bool
+    ) {
         index += 1
         let (qualified, prefix, local) = try qualifiedName("element name")
         var scope = parentScope
@@ -451,7 +483,8 @@ struct XMLReader {
             let attributeStart = index
             let (name, attributePrefix, attributeLocal) = try qualifiedName("attribute name")
             guard seen.insert(name).inserted else {
-                throw malformed(at: attributeStart, "attribute '\(Self.shown(name))' appears twice on <\(Self.shown(qualified))>")
+                throw malformed(
+                    at: attributeStart, "attribute '\(Self.shown(name))' appears twice on <\(Self.shown(qualified))>")
             }
             if seen.count > limits.maxAttributes {
                 throw error(
@@ -467,7 +500,9 @@ struct XMLReader {
                 scope[""] = value
             } else if attributePrefix == "xmlns" {
                 guard !value.isEmpty else {
-                    throw malformed(at: attributeStart, "namespace prefix '\(Self.shown(attributeLocal))' cannot be bound to an empty URI")
+                    throw malformed(
+                        at: attributeStart,
+                        "namespace prefix '\(Self.shown(attributeLocal))' cannot be bound to an empty URI")
                 }
                 scope[attributeLocal] = value
             } else {
@@ -477,10 +512,12 @@ struct XMLReader {
     }
 
     private static func open(
-        _ qualified: String, _ prefix: String?, _ local: String, _ attributes: [(prefix: String?, localName: String, value: String)]
+        _ qualified: String, _ prefix: String?, _ local: String,
+        _ attributes: [(prefix: String?, localName: String, value: String)]
     ) -> OpenElement {
         OpenElement(
-            qualifiedName: qualified, prefix: prefix, localName: local, rawAttributes: attributes, line: 0, column: 0, start: 0)
+            qualifiedName: qualified, prefix: prefix, localName: local, rawAttributes: attributes, line: 0, column: 0,
+            start: 0)
     }
 
     /// Reads a quoted attribute value at `index`, decoding references and normalising white space to spaces
@@ -493,7 +530,9 @@ struct XMLReader {
         index += 1
         var value: [UInt8] = []
         while true {
-            guard let byte = current else { throw malformed(at: start, "value of attribute '\(Self.shown(name))' is not closed") }
+            guard let byte = current else {
+                throw malformed(at: start, "value of attribute '\(Self.shown(name))' is not closed")
+            }
             switch byte {
             case quote:
                 index += 1
@@ -525,16 +564,24 @@ struct XMLReader {
             return .some(uri)
         }
         guard let namespace = resolve(open.prefix, element: true) else {
-            throw error(.unboundNamespacePrefix, at: open.start, "prefix '\(Self.shown(open.prefix ?? ""))' of <\(Self.shown(open.qualifiedName))> is not declared")
+            throw error(
+                .unboundNamespacePrefix, at: open.start,
+                "prefix '\(Self.shown(open.prefix ?? ""))' of <\(Self.shown(open.qualifiedName))> is not declared")
         }
         var attributes: [XMLAttribute] = []
         var expanded: Set<[String]> = []
         for raw in open.rawAttributes {
             guard let attributeNamespace = resolve(raw.prefix, element: false) else {
-                throw error(.unboundNamespacePrefix, at: open.start, "prefix '\(Self.shown(raw.prefix ?? ""))' of attribute '\(Self.shown(raw.localName))' is not declared")
+                throw error(
+                    .unboundNamespacePrefix, at: open.start,
+                    "prefix '\(Self.shown(raw.prefix ?? ""))' of attribute '\(Self.shown(raw.localName))' is not declared"
+                )
             }
             guard expanded.insert([attributeNamespace ?? "", raw.localName]).inserted else {
-                throw malformed(at: open.start, "attribute '\(Self.shown(raw.localName))' appears twice in one namespace on <\(Self.shown(open.qualifiedName))>")
+                throw malformed(
+                    at: open.start,
+                    "attribute '\(Self.shown(raw.localName))' appears twice in one namespace on <\(Self.shown(open.qualifiedName))>"
+                )
             }
             attributes.append(XMLAttribute(namespace: attributeNamespace, localName: raw.localName, value: raw.value))
         }

@@ -20,28 +20,37 @@ import Testing
         #expect(header.metalinkDescriptions == ["http://example.com/example.ext.meta4"])
         #expect(
             header.duplicates == [
-                DuplicateLink(url: "https://mirror.example.net/example.ext", priority: nil, location: nil, isPreferred: true, depth: nil),
-                DuplicateLink(url: "http://www2.example.com/example.ext", priority: 2, location: "gb", isPreferred: false, depth: nil),
-                DuplicateLink(url: "ftp://ftp.example.com/example.ext", priority: 3, location: "us", isPreferred: false, depth: nil),
+                DuplicateLink(
+                    url: "https://mirror.example.net/example.ext", priority: nil, location: nil, isPreferred: true,
+                    depth: nil),
+                DuplicateLink(
+                    url: "http://www2.example.com/example.ext", priority: 2, location: "gb", isPreferred: false,
+                    depth: nil),
+                DuplicateLink(
+                    url: "ftp://ftp.example.com/example.ext", priority: 3, location: "us", isPreferred: false,
+                    depth: nil),
             ])
         #expect(try LinkHeader(parsing: header.headerValue) == header)
     }
 
-    @Test(arguments: [
-        // (value, mirrors' URLs best first)
-        ("<a>; rel=duplicate; pri=999999, <b>; rel=duplicate; pri=1", ["b", "a"]),
-        ("<a>; rel=duplicate; pri=0, <b>; rel=duplicate; pri=1000000, <c>; rel=duplicate; pri=5", ["c", "a", "b"]),
-        ("<a>; rel=duplicate; pri=x, <b>; rel=duplicate; pri=\"7\"", ["b", "a"]),
-        ("<a>; REL=\"describedby DUPLICATE\", <b>; rel=duplicated, <c>; rel=next", ["a"]),
-        ("<a>; rel=duplicate; rel=next, <b>; rel=next; rel=duplicate", ["a"]),
-        (", ,<a>;rel=duplicate,,", ["a"]),
-        ("", []),
-    ] as [(String, [String])])
+    @Test(
+        arguments: [
+            // (value, mirrors' URLs best first)
+            ("<a>; rel=duplicate; pri=999999, <b>; rel=duplicate; pri=1", ["b", "a"]),
+            ("<a>; rel=duplicate; pri=0, <b>; rel=duplicate; pri=1000000, <c>; rel=duplicate; pri=5", ["c", "a", "b"]),
+            ("<a>; rel=duplicate; pri=x, <b>; rel=duplicate; pri=\"7\"", ["b", "a"]),
+            ("<a>; REL=\"describedby DUPLICATE\", <b>; rel=duplicated, <c>; rel=next", ["a"]),
+            ("<a>; rel=duplicate; rel=next, <b>; rel=next; rel=duplicate", ["a"]),
+            (", ,<a>;rel=duplicate,,", ["a"]),
+            ("", []),
+        ] as [(String, [String])])
     func ranksDuplicates(_ value: String, _ urls: [String]) throws {
         #expect(try LinkHeader(parsing: value).duplicates.map(\.url) == urls)
     }
 
-    @Test(arguments: [("geo=de", "de"), ("geo=\"DE\"", "de"), ("geo=deu", nil), ("geo=d1", nil), ("pri=1", nil)] as [(String, String?)])
+    @Test(
+        arguments: [("geo=de", "de"), ("geo=\"DE\"", "de"), ("geo=deu", nil), ("geo=d1", nil), ("pri=1", nil)]
+            as [(String, String?)])
     func readsGeo(_ parameter: String, _ location: String?) throws {
         let link = try #require(LinkHeader(parsing: "<u>; rel=duplicate; \(parameter)").duplicates.first)
         #expect(link.location == location)
@@ -60,7 +69,8 @@ import Testing
     }
 
     @Test func quotingIsByteWiseSoACombiningMarkCannotHideAQuote() throws {
-        let link = LinkHeader.Link(target: "u", parameters: [.init(name: "title", value: "a\"\u{301}b\\"), .init(name: "pref", value: nil)])
+        let link = LinkHeader.Link(
+            target: "u", parameters: [.init(name: "title", value: "a\"\u{301}b\\"), .init(name: "pref", value: nil)])
         let header = LinkHeader(links: [link])
         #expect(try LinkHeader(parsing: header.headerValue) == header)
     }
