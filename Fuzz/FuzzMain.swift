@@ -8,7 +8,7 @@ import Glibc
 #endif
 
 enum FuzzTarget: String, CaseIterable {
-    case parser, grammars, filenames, resumeinfo, netrc, cookies, challenges, sessionprotocol, proxy, rpcrequest
+    case parser, grammars, filenames, resumeinfo, netrc, cookies, challenges, sessionprotocol, proxy, rpcrequest, metalink
 
     /// The target of a binary started as `…/fuzz-<target>`, nil for any other name.
     static let selected: FuzzTarget? = {
@@ -30,6 +30,7 @@ enum FuzzTarget: String, CaseIterable {
         case .sessionprotocol: fuzzSessionProtocol(data, size)
         case .proxy: fuzzProxy(data, size)
         case .rpcrequest: fuzzRPCRequest(data, size)
+        case .metalink: fuzzMetalink(data, size)
         }
     }
 }

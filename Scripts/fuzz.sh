@@ -15,6 +15,8 @@
 #   sessionprotocol  downloadkitd's socket framing and message decoding (split invariance, round trips)
 #   proxy       CONNECT answers split anywhere, SOCKS5 replies, NO_PROXY lists, IP text, proxy URLs
 #   rpcrequest  aria2 JSON-RPC request decoding (size/depth/batch bounds, typed errors, JSON round trips)
+#   metalink    Metalink 4/3 documents and the RFC 6249 headers (Link, Digest, Repr-Digest): determinism,
+#               typed errors with positions, safe names (checked against FileNaming), Metalink 4 round trips
 #
 # Seeds: Fuzz/corpus/<target>/ (committed golden inputs). New inputs go to Fuzz/corpus-work/<target>/
 # and crashing inputs to Fuzz/corpus-work/<target>-crash-… (both gitignored). Reproduce a crash with
@@ -51,22 +53,24 @@ shift || true
 targets=("$@")
 targets_arg="$*"
 
-all_targets=(parser grammars filenames resumeinfo netrc cookies challenges sessionprotocol proxy rpcrequest)
+all_targets=(parser grammars filenames resumeinfo netrc cookies challenges sessionprotocol proxy rpcrequest metalink)
 [ ${#targets[@]} -gt 0 ] || targets=("${all_targets[@]}")
 dk=Sources/DownloadKit
 # Every harness and every library source any of them exercises, compiled into one module and one binary
 # (Fuzz/FuzzMain.swift): HTTPWire for parser, grammars, proxy, filenames, netrc, cookies and challenges;
-# FileNaming for filenames and resumeinfo; the resume-info decoders; the session framing; the RPC decoder.
+# FileNaming for filenames, resumeinfo and metalink; the resume-info decoders; the session framing; the RPC decoder;
+# the Metalink reader.
 sources=(Sources/HTTPWire/*.swift "$dk/FileNaming.swift" "$dk/ResumeInfo/ResumeInfo.swift" "$dk/ResumeInfo/ResumeInfoError.swift"
     "$dk/ResumeInfo/AppleResumeData.swift" "$dk/ResumeInfo/KeyedArchive.swift" "$dk/ResumeInfo/BinaryPropertyList.swift"
     Sources/DownloadKitSession/Framing.swift Sources/DownloadKitSession/SessionProtocol.swift
-    Sources/DownloadKitRPC/JSONValue.swift Sources/DownloadKitRPC/JSONRPC.swift Fuzz/Fuzz*.swift)
+    Sources/DownloadKitRPC/JSONValue.swift Sources/DownloadKitRPC/JSONRPC.swift Sources/Metalink/*.swift Fuzz/Fuzz*.swift)
 max_len_for() {
     case "$1" in
         parser) echo 4096 ;;
         resumeinfo) echo 16384 ;;
         sessionprotocol) echo 8192 ;;
         rpcrequest) echo 4096 ;;
+        metalink) echo 4096 ;;
         *) echo 512 ;;
     esac
 }
