@@ -35,6 +35,8 @@ public actor DownloadManager {
         public var metadata: [String: String]
         public var requiresUnmeteredNetwork: Bool
         public var rateLimit: Int?
+        /// This task's range connections (1…64); nil for the configuration's `download.connections`.
+        public var connections: Int?
         /// Whether an existing task of the same URL (or file id) is reused only while it is waiting,
         /// running or paused: a completed, failed or cancelled one is then left as it is (listed with
         /// its result) and a new task is made, as aria2's `addUri` makes a new download. Default false:
@@ -45,7 +47,7 @@ public actor DownloadManager {
             url: String, fileID: String? = nil, destination: DownloadDestination? = nil,
             priority: DownloadPriority = .normal, checksum: Checksum? = nil, headers: [String: String] = [:],
             group: String? = nil, metadata: [String: String] = [:], requiresUnmeteredNetwork: Bool = false,
-            rateLimit: Int? = nil
+            rateLimit: Int? = nil, connections: Int? = nil
         ) {
             self.url = url
             self.fileID = fileID
@@ -57,6 +59,7 @@ public actor DownloadManager {
             self.metadata = metadata
             self.requiresUnmeteredNetwork = requiresUnmeteredNetwork
             self.rateLimit = rateLimit
+            self.connections = connections
         }
     }
 
@@ -66,10 +69,6 @@ public actor DownloadManager {
         var download: Download
         var limiter: TokenBucket
     }
-
-    /// A task metadata key whose value (a decimal count) sets that task's range connections, overriding
-    /// the configuration's `download.connections` (the daemon stores per-task connections this way).
-    public static let connectionsMetadataKey = "downloadkit.connections"
 
     /// The state directory.
     public nonisolated let stateDirectory: String
@@ -330,7 +329,7 @@ public actor DownloadManager {
                 priority: request.priority, queueOrder: 0, group: request.group, checksum: request.checksum,
                 headers: request.headers, metadata: request.metadata,
                 requiresUnmeteredNetwork: request.requiresUnmeteredNetwork, rateLimit: request.rateLimit, error: nil,
-                createdAt: now, updatedAt: now, finishedAt: nil)
+                createdAt: now, updatedAt: now, finishedAt: nil, connections: request.connections)
             let (order, newActions) = scheduler.resume(
                 id, priority: request.priority.rawValue, requiresUnmeteredNetwork: request.requiresUnmeteredNetwork)
             task.queueOrder = order
@@ -618,18 +617,10 @@ public actor DownloadManager {
         let run = nextRun
         nextRun += 1
         let limiter = TokenBucket(bytesPerSecond: task.rateLimit ?? TokenBucket.unlimitedRate)
-        var downloadConfiguration = configuration.download
-        downloadConfiguration.rateLimit = nil
-        downloadConfiguration.sharedRateLimiters += [globalLimiter, limiter]
-        if let connections = task.metadata[Self.connectionsMetadataKey].flatMap(Int.init), connections > 0 {
-            downloadConfiguration.connections = connections
-        }
+        var (request, downloadConfiguration) = task.download(
+            base: configuration.download, limiters: [globalLimiter, limiter])
         downloadConfiguration.progressInterval = min(
             downloadConfiguration.progressInterval, max(.milliseconds(50), configuration.progressEventInterval))
-        let request = DownloadRequest(
-            url: task.originalURL, destination: task.destination,
-            headers: DKHTTPHeaders(task.headers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }),
-            checksum: task.checksum, replacementURL: task.currentURL == task.originalURL ? nil : task.currentURL)
         let download = Download(request, configuration: downloadConfiguration, client: client)
         active[id] = ActiveTransfer(run: run, download: download, limiter: limiter)
         allFinishedHeldBack = false
@@ -754,7 +745,7 @@ public actor DownloadManager {
             task.bytesReceived = progress.bytesReceived
             if let total = progress.totalBytes { task.totalBytes = total }
             task.state = .failed
-            task.error = ManagedTaskError(code: error.code.name, message: error.detail)
+            task.error = ManagedTaskError(error)
             task.finishedAt = Date()
             store(task)
             emit(.stateChanged(taskID: id, state: .failed))
