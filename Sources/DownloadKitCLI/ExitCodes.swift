@@ -1,5 +1,6 @@
 import ArgumentParser
 import DownloadKit
+import DownloadKitManager
 
 /// Exit statuses, grouped by cause (documented in `--help`).
 public enum Exit {
@@ -19,7 +20,18 @@ public enum Exit {
 
     /// The exit status for a download error: one per ``DownloadError/Category`` (the library classifies).
     public static func status(for error: DownloadError) -> Int32 {
-        switch error.category {
+        status(for: error.category)
+    }
+
+    /// The exit status for a managed task's error (`queue list --json` shows it): the same table, from the
+    /// stored ``ManagedTaskError/category``.
+    public static func status(for error: ManagedTaskError) -> Int32 {
+        status(for: error.category)
+    }
+
+    /// The one table: a status per ``DownloadError/Category``.
+    public static func status(for category: DownloadError.Category) -> Int32 {
+        switch category {
         case .httpStatus: httpStatus
         case .network: network
         case .tls: tls

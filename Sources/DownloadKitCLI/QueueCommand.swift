@@ -196,7 +196,7 @@ struct QueueListCommand: AsyncParsableCommand {
             }
             text += line + "\n"
             if index > 0, let error = tasks[index - 1].error {
-                text += "    (\(error.code)) \(error.message)\n"
+                text += "    (\(QueueListing.errorLabel(error))) \(error.message)\n"
             }
         }
         FileHandle.standardOutput.write(Data(text.utf8))
@@ -222,6 +222,30 @@ public enum QueueListing {
         }
     }
 
+    /// The label `list` prints before a failed task's message: the code, with the HTTP status when there is one
+    /// (`httpStatus 404`).
+    public static func errorLabel(_ error: ManagedTaskError) -> String {
+        error.httpStatus.map { "\(error.code.name) \($0)" } ?? error.code.name
+    }
+
+    /// A task's error as `list --json` prints it: the typed fields, the exit status `run` gives that error
+    /// (docs: EXIT STATUS), and the message.
+    public static func errorObject(_ error: ManagedTaskError) -> [String: Any] {
+        var object: [String: Any] = [
+            "code": error.code.name, "category": error.category.rawValue, "transient": error.isTransient,
+            "exitStatus": Int(Exit.status(for: error)), "message": error.message,
+        ]
+        if let status = error.httpStatus { object["httpStatus"] = status }
+        if let cause = error.cause {
+            var fields: [String: Any] = ["layer": cause.layer.rawValue]
+            if let code = cause.code { fields["code"] = code }
+            if let errno = cause.errno { fields["errno"] = Int(errno) }
+            if let operation = cause.operation { fields["operation"] = operation }
+            object["cause"] = fields
+        }
+        return object
+    }
+
     /// The task as `list --json` prints it.
     public static func jsonObject(_ task: ManagedTask) -> [String: Any] {
         var object: [String: Any] = [
@@ -235,7 +259,7 @@ public enum QueueListing {
         if let fileID = task.fileID { object["fileID"] = fileID }
         if let path = task.path { object["path"] = path }
         if let checksum = task.checksum { object["checksum"] = checksum.description }
-        if let error = task.error { object["error"] = ["code": error.code, "message": error.message] }
+        if let error = task.error { object["error"] = errorObject(error) }
         if let finished = task.finishedAt { object["finishedAt"] = finished.timeIntervalSince1970 }
         return object
     }

@@ -39,6 +39,11 @@ final class EventLog {
                     CREATE TABLE IF NOT EXISTS session_task (id TEXT PRIMARY KEY NOT NULL, lastKind TEXT NOT NULL);
                     INSERT OR IGNORE INTO session_meta (key, value) VALUES ('schemaVersion', 1), ('lastSeq', 0), ('acknowledged', 0);
                     """)
+            // The typed error (a SessionTaskError as JSON), added after schemaVersion 1's first release: a log
+            // created before has no such column until now, and its rows read with no typed error.
+            if try !db.columns(in: "session_event").contains(where: { $0.name == "error" }) {
+                try db.execute(sql: "ALTER TABLE session_event ADD COLUMN error TEXT")
+            }
             let meta = try [String: Int64](
                 uniqueKeysWithValues: Row.fetchAll(db, sql: "SELECT key, value FROM session_meta").map { ($0["key"], $0["value"]) })
             var kinds: [String: SessionEventKind] = [:]
@@ -66,12 +71,12 @@ final class EventLog {
             for event in numbered {
                 try db.execute(
                     sql: """
-                        INSERT INTO session_event (seq, kind, task, time, url, path, bytes, checksum, errorCode, errorDetail)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        INSERT INTO session_event (seq, kind, task, time, url, path, bytes, checksum, errorCode, errorDetail, error)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                         """,
                     arguments: [
                         event.seq, event.kind.rawValue, event.task, event.time, event.url, event.path, event.bytes,
-                        event.checksum, event.errorCode, event.errorDetail,
+                        event.checksum, event.errorCode, event.errorDetail, event.error.flatMap(Self.json),
                     ])
                 if event.kind == .removed {
                     try db.execute(sql: "DELETE FROM session_task WHERE id = ?", arguments: [event.task])
@@ -109,11 +114,24 @@ final class EventLog {
             events.append(
                 SessionEvent(
                     seq: row["seq"], kind: kind, task: row["task"], time: row["time"], url: row["url"], path: row["path"],
-                    bytes: row["bytes"], checksum: row["checksum"], errorCode: row["errorCode"], errorDetail: row["errorDetail"]))
+                    bytes: row["bytes"], checksum: row["checksum"], errorCode: row["errorCode"], errorDetail: row["errorDetail"],
+                    error: Self.typedError(row["error"])))
         }
         let lastRow: Int64? = rows.last?["seq"]
         let through = rows.count < limit ? max(lastSeq, after) : (lastRow ?? after)
         return (events, skipped, through)
+    }
+
+    /// A typed error as the `error` column keeps it.
+    private static func json(_ error: SessionTaskError) -> String? {
+        (try? JSONEncoder().encode(error)).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// The `error` column read back; nil for NULL or text that does not decode (a damaged row loses only
+    /// the typed fields, never the event).
+    private static func typedError(_ value: DatabaseValue) -> SessionTaskError? {
+        guard case .string(let text) = value.storage else { return nil }
+        return try? JSONDecoder().decode(SessionTaskError.self, from: Data(text.utf8))
     }
 
     /// Marks events up to `seq` (at most the last written) handled and deletes them.

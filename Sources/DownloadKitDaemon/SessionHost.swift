@@ -143,8 +143,9 @@ public final class SessionHost: @unchecked Sendable {
         case .failed(let task):
             event.url = task.originalURL
             event.path = task.path
-            event.errorCode = task.error?.code ?? "unknown"
+            event.errorCode = task.error?.code.name ?? "unknown"
             event.errorDetail = task.error?.message ?? ""
+            event.error = task.error.map(SessionService.wireError)
         case .state, .removed:
             break
         }

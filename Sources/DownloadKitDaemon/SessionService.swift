@@ -78,18 +78,16 @@ public enum SessionService {
             }
             checksum = parsed
         }
-        var metadata: [String: String] = [:]
         if let connections = request.connections {
             guard connections >= 1, connections <= 64 else {
                 throw SessionError(.malformedMessage, "`connections` must be 1…64")
             }
-            metadata[DownloadManager.connectionsMetadataKey] = String(connections)
         }
         if let rate = request.rateLimit, rate < 1 { throw SessionError(.malformedMessage, "`rateLimit` must be positive") }
         return DownloadManager.TaskRequest(
             url: request.url, fileID: request.fileID, destination: destination,
             priority: DownloadPriority(rawValue: request.priority ?? 0), checksum: checksum, headers: request.headers ?? [:],
-            group: request.group, metadata: metadata, rateLimit: request.rateLimit)
+            group: request.group, rateLimit: request.rateLimit, connections: request.connections)
     }
 
     /// The wire snapshot of a task.
@@ -97,7 +95,19 @@ public enum SessionService {
         SessionTaskInfo(
             id: task.id, state: task.state.rawValue, url: task.listingURL, currentURL: task.listingCurrentURL, path: task.path,
             bytesReceived: task.bytesReceived, totalBytes: task.totalBytes, priority: task.priority.rawValue,
-            group: task.group, errorCode: task.error?.code, errorDetail: task.error?.message)
+            group: task.group, errorCode: task.error?.code.name, errorDetail: task.error?.message,
+            error: task.error.map(wireError))
+    }
+
+    /// A task's error as the session protocol carries it: every typed field of ``ManagedTaskError``.
+    static func wireError(_ error: ManagedTaskError) -> SessionTaskError {
+        SessionTaskError(
+            code: error.code.name, category: error.category.rawValue, httpStatus: error.httpStatus,
+            transient: error.isTransient,
+            cause: error.cause.map {
+                SessionTaskError.Cause(layer: $0.layer.rawValue, code: $0.code, errno: $0.errno, operation: $0.operation)
+            },
+            message: error.message)
     }
 
     static func sessionError(_ error: DownloadManagerError) -> SessionError {

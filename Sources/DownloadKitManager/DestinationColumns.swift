@@ -36,7 +36,7 @@ import Foundation
     @_spi(DownloadKitInternal) public var refusal: ManagedTaskError? {
         guard !path.hasPrefix("/") else { return nil }
         return ManagedTaskError(
-            code: "invalidDestination", message: "the stored destination path \"\(path.prefix(200))\" is not absolute")
+            code: .invalidDestination, message: "the stored destination path \"\(path.prefix(200))\" is not absolute")
     }
 
     /// `destination` with a relative path resolved against the current directory: what the caller meant when
@@ -89,7 +89,7 @@ import Foundation
         if let refusal = destination.refusal { return refusal }
         if let checksum, parsedChecksum == nil {
             return ManagedTaskError(
-                code: "invalidChecksum",
+                code: .invalidChecksum,
                 message: "the stored checksum \"\(checksum.prefix(200))\" is not ALGO=HEX with a known algorithm")
         }
         return nil

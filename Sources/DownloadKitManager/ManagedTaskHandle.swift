@@ -67,10 +67,7 @@ public struct ManagedTaskHandle: Sendable, Hashable {
         case .completed:
             return task
         case .failed:
-            let error = task.error
-            throw DownloadError(
-                DownloadError.Code(error?.code ?? DownloadError.Code.transport.name),
-                error?.message ?? "task \(id) failed")
+            throw task.error?.downloadError ?? DownloadError(.transport, "task \(id) failed")
         case .cancelled:
             throw DownloadError(.cancelled, "task \(id) was cancelled")
         case .waiting, .running, .paused:

@@ -29,20 +29,6 @@ public struct DownloadPriority: RawRepresentable, Sendable, Hashable, Comparable
     public static func < (lhs: DownloadPriority, rhs: DownloadPriority) -> Bool { lhs.rawValue < rhs.rawValue }
 }
 
-/// The error a task stopped with, as stored.
-public struct ManagedTaskError: Sendable, Hashable {
-    /// ``DownloadError/Code/name`` (for example `httpStatus`, `insufficientSpace`).
-    public var code: String
-    /// The sentence describing it.
-    public var message: String
-
-    /// An error as a store reads it back.
-    public init(code: String, message: String) {
-        self.code = code
-        self.message = message
-    }
-}
-
 /// How a task's URL may appear outside the task store: the one rule of ``HTTPWire/HTTPURL/redacting(_:_:)``,
 /// for modules that hold URLs as strings and do not import HTTPWire (the daemon, the session protocol).
 public enum TaskURLRedaction {
@@ -92,6 +78,10 @@ public struct ManagedTask: Sendable, Hashable, Identifiable {
     public var requiresUnmeteredNetwork: Bool
     /// This task's own limit in bytes per second, if any.
     public var rateLimit: Int?
+    /// This task's range connections (1…64), overriding the configuration's `download.connections`; nil
+    /// for the configuration's count.
+    public var connections: Int?
+    /// The error the task stopped with (``ManagedTaskState/failed``).
     public var error: ManagedTaskError?
     public var createdAt: Date
     public var updatedAt: Date
@@ -109,7 +99,7 @@ public struct ManagedTask: Sendable, Hashable, Identifiable {
         path: String?, state: ManagedTaskState, bytesReceived: Int64, totalBytes: Int64?, priority: DownloadPriority,
         queueOrder: Int64, group: String?, checksum: Checksum?, headers: [String: String], metadata: [String: String],
         requiresUnmeteredNetwork: Bool, rateLimit: Int?, error: ManagedTaskError?, createdAt: Date, updatedAt: Date,
-        finishedAt: Date?
+        finishedAt: Date?, connections: Int? = nil
     ) {
         self.id = id
         self.originalURL = originalURL
@@ -132,6 +122,7 @@ public struct ManagedTask: Sendable, Hashable, Identifiable {
         self.createdAt = createdAt
         self.updatedAt = updatedAt
         self.finishedAt = finishedAt
+        self.connections = connections
     }
 }
 

@@ -81,6 +81,17 @@ public final class TaskStore: TaskStoring {
             try db.create(index: "task_fileID", on: "task", columns: ["fileID"])
             try db.create(index: "task_groupName", on: "task", columns: ["groupName"])
         }
+        // The error's typed fields (ManagedTaskError) and the task's connection count, which v1 rows kept
+        // only as `errorCode` + `errorMessage` and a metadata key: all nullable, so v1 rows read as before.
+        migrator.registerMigration("v2: typed errors, connections") { db in
+            try db.alter(table: TaskRecord.databaseTableName) { table in
+                table.add(column: "errorCategory", .text)
+                table.add(column: "errorHTTPStatus", .integer)
+                table.add(column: "errorTransient", .boolean)
+                table.add(column: "errorCause", .text)
+                table.add(column: "connections", .integer)
+            }
+        }
         return migrator
     }
 
@@ -217,6 +228,14 @@ struct TaskRecord: FetchableRecord, TableRecord, Sendable {
     var rateLimit: Int?
     var errorCode: String?
     var errorMessage: String?
+    /// ``ManagedTaskError/category``'s raw value.
+    var errorCategory: String?
+    var errorHTTPStatus: Int64?
+    var errorTransient: Bool?
+    /// ``ManagedTaskError/Cause/storageText``.
+    var errorCause: String?
+    /// ``ManagedTask/connections``.
+    var connections: Int64?
     /// Seconds since 1970.
     var createdAt: Double
     var updatedAt: Double
@@ -253,6 +272,25 @@ struct TaskRecord: FetchableRecord, TableRecord, Sendable {
         createdAt = try row.decode(atIndex: 22)
         updatedAt = try row.decode(atIndex: 23)
         finishedAt = try row.decode(atIndex: 24)
+        // The v2 columns are read leniently: a value of the wrong type reads as NULL (never a throw for
+        // one optional field, never a trap).
+        errorCategory = Self.text(row, 25)
+        errorHTTPStatus = Self.integer(row, 26)
+        errorTransient = Self.integer(row, 27).map { $0 != 0 }
+        errorCause = Self.text(row, 28)
+        connections = Self.integer(row, 29)
+    }
+
+    private static func text(_ row: Row, _ index: Int) -> String? {
+        let value: DatabaseValue = row[index]
+        if case .string(let text) = value.storage { return text }
+        return nil
+    }
+
+    private static func integer(_ row: Row, _ index: Int) -> Int64? {
+        let value: DatabaseValue = row[index]
+        if case .int64(let number) = value.storage { return number }
+        return nil
     }
 
     /// The columns in the order of ``init(row:)``'s indexes and of the write statements' parameters.
@@ -260,7 +298,7 @@ struct TaskRecord: FetchableRecord, TableRecord, Sendable {
         "id", "originalURL", "currentURL", "fileID", "destinationKind", "destinationPath", "namingRule", "namingFileID",
         "finalPath", "state", "bytesReceived", "totalBytes", "priority", "queueOrder", "groupName", "checksum", "headers",
         "metadata", "requiresUnmeteredNetwork", "rateLimit", "errorCode", "errorMessage", "createdAt", "updatedAt",
-        "finishedAt",
+        "finishedAt", "errorCategory", "errorHTTPStatus", "errorTransient", "errorCause", "connections",
     ]
 
     /// Every column of the table, in ``columnNames``' order.
@@ -304,7 +342,7 @@ struct TaskRecord: FetchableRecord, TableRecord, Sendable {
         try run(replace, sql: Self.replaceSQL, json: json, in: db)
     }
 
-    /// Binds the row's columns as parameters 1…25 of `prepared` and steps it once.
+    /// Binds the row's columns as parameters 1…30 of `prepared` and steps it once.
     private func run(_ prepared: Statement, sql: String, json: (headers: String, metadata: String), in db: Database) throws {
         let statement = prepared.sqliteStatement
         var binder = ColumnBinder(statement: statement)
@@ -333,6 +371,11 @@ struct TaskRecord: FetchableRecord, TableRecord, Sendable {
         binder.bind(createdAt)
         binder.bind(updatedAt)
         binder.bind(finishedAt)
+        binder.bind(errorCategory)
+        binder.bind(errorHTTPStatus)
+        binder.bind(errorTransient.map { Int64($0 ? 1 : 0) })
+        binder.bind(errorCause)
+        binder.bind(connections)
         assert(binder.next == Int32(Self.columnNames.count) + 1, "every column bound once")
         defer {
             sqlite3_reset(statement)
@@ -370,8 +413,13 @@ struct TaskRecord: FetchableRecord, TableRecord, Sendable {
         metadata = task.metadata
         requiresUnmeteredNetwork = task.requiresUnmeteredNetwork
         rateLimit = task.rateLimit
-        errorCode = task.error?.code
+        errorCode = task.error?.code.name
         errorMessage = task.error?.message
+        errorCategory = task.error?.category.rawValue
+        errorHTTPStatus = task.error?.httpStatus.map(Int64.init)
+        errorTransient = task.error?.isTransient
+        errorCause = task.error?.cause?.storageText
+        connections = task.connections.map(Int64.init)
         createdAt = task.createdAt.timeIntervalSince1970
         updatedAt = task.updatedAt.timeIntervalSince1970
         finishedAt = task.finishedAt?.timeIntervalSince1970
@@ -386,16 +434,22 @@ struct TaskRecord: FetchableRecord, TableRecord, Sendable {
             checksum: checksum)
         let destination = columns.destination.destination(fileID: fileID, taskID: id)
         let refusal = columns.refusal
+        let stored = ManagedTask.connections(stored: self.connections, metadata: self.metadata)
         return ManagedTask(
             id: id, originalURL: originalURL, currentURL: currentURL, fileID: fileID, destination: destination,
             path: finalPath, state: refusal == nil ? ManagedTaskState(rawValue: state) ?? .paused : .failed,
             bytesReceived: bytesReceived,
             totalBytes: totalBytes, priority: DownloadPriority(rawValue: priority), queueOrder: queueOrder,
             group: groupName, checksum: columns.parsedChecksum, headers: headers,
-            metadata: metadata, requiresUnmeteredNetwork: requiresUnmeteredNetwork, rateLimit: rateLimit,
-            error: refusal ?? errorCode.map { ManagedTaskError(code: $0, message: errorMessage ?? "") },
+            metadata: stored.metadata, requiresUnmeteredNetwork: requiresUnmeteredNetwork, rateLimit: rateLimit,
+            error: refusal
+                ?? errorCode.map {
+                    ManagedTaskError(
+                        storedCode: $0, message: errorMessage, category: errorCategory, httpStatus: errorHTTPStatus,
+                        isTransient: errorTransient, cause: errorCause)
+                },
             createdAt: Date(timeIntervalSince1970: createdAt), updatedAt: Date(timeIntervalSince1970: updatedAt),
-            finishedAt: finishedAt.map(Date.init(timeIntervalSince1970:)))
+            finishedAt: finishedAt.map(Date.init(timeIntervalSince1970:)), connections: stored.connections)
     }
 }
 

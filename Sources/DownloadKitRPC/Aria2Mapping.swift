@@ -66,19 +66,73 @@ public enum Aria2Status {
         }
     }
 
-    /// aria2's exit codes (its `errorCode`) for DownloadKit's error codes.
+    /// aria2's exit code (its `errorCode`) for a task's error, decided from its typed fields alone (the
+    /// category first, then the HTTP status, the code or the cause; never the message): docs/RPC.md has
+    /// the table. `0` for no error.
     public static func errorCode(_ error: ManagedTaskError?) -> String {
         guard let error else { return "0" }
-        switch error.code {
-        case "httpStatus": return error.message.contains("404") ? "3" : "22"
-        case "tooManyRedirects", "redirectLoop", "insecureRedirect", "invalidRedirect": return "1"
-        case "checksumMismatch", "contentMD5Mismatch": return "32"
-        case "insufficientSpace", "diskFull": return "9"
-        case "fileSystem": return "15"
-        case "transport": return "6"
-        case "tooSlow": return "5"
-        case "truncated", "contentRangeMismatch", "serverIgnoredRange", "protocolViolation": return "8"
-        default: return "1"
+        return String(aria2Code(error).rawValue)
+    }
+
+    /// aria2's exit codes that DownloadKit's errors map to (aria2's `error_code::Value`).
+    public enum Aria2ErrorCode: Int, Sendable, CaseIterable {
+        case unknown = 1
+        case timeout = 2
+        case resourceNotFound = 3
+        case tooSlow = 5
+        case network = 6
+        case resumeNotSupported = 8
+        case notEnoughDiskSpace = 9
+        case duplicateDownload = 11
+        case fileAlreadyExists = 13
+        case fileOpen = 15
+        case fileCreate = 16
+        case fileIO = 17
+        case directoryCreate = 18
+        case nameResolution = 19
+        case httpProtocol = 22
+        case tooManyRedirects = 23
+        case httpAuthorization = 24
+        case serviceUnavailable = 29
+        case checksum = 32
+    }
+
+    /// The one mapping from a task's error to aria2's code.
+    public static func aria2Code(_ error: ManagedTaskError) -> Aria2ErrorCode {
+        switch error.category {
+        case .httpStatus:
+            switch error.httpStatus {
+            case 404, 410: return .resourceNotFound
+            case 401, 407: return .httpAuthorization
+            case 503: return .serviceUnavailable
+            default: return .httpProtocol
+            }
+        case .network, .tls:
+            if error.code == .tooSlow { return .tooSlow }
+            if error.cause?.isTimeout == true { return .timeout }
+            if error.cause?.isNameResolution == true { return .nameResolution }
+            return .network
+        case .redirect:
+            return error.code == .tooManyRedirects ? .tooManyRedirects : .unknown
+        case .integrity:
+            return .checksum
+        case .protocolViolation:
+            return error.code == .protocolViolation ? .httpProtocol : .resumeNotSupported
+        case .space:
+            return .notEnoughDiskSpace
+        case .fileSystem:
+            guard let cause = error.cause, cause.layer == .fileSystem || cause.layer == .bodyWrite else { return .fileOpen }
+            if cause.errno == EEXIST { return .fileAlreadyExists }
+            switch cause.operation {
+            case "mkdir": return .directoryCreate
+            case "open", "openat": return .fileCreate
+            case "pwrite", "write", "splice", "fsync", "fdatasync", "read", "pread": return .fileIO
+            default: return .fileOpen
+            }
+        case .inUse:
+            return .duplicateDownload
+        case .stopped, .other:
+            return .unknown
         }
     }
 }

@@ -100,6 +100,50 @@ public enum SessionEventKind: String, Sendable, Hashable, Codable, CaseIterable 
     public var isTerminal: Bool { self == .failed || self == .finished || self == .cancelled || self == .removed }
 }
 
+/// A task's error as the protocol carries it: the manager's `ManagedTaskError` field by field, each a raw
+/// value of a closed set (`code` a `DownloadError.Code` name, `category` a `DownloadError.Category`), so a
+/// client decides from fields, never from the message. Added within version 1 beside `errorCode` and
+/// `errorDetail` (which still carry the code and the message for older clients).
+public struct SessionTaskError: Sendable, Hashable, Codable {
+    /// The lower-level error (`ManagedTaskError.Cause`): its layer (`transport`, `wire`, `fileSystem`,
+    /// `bodyWrite`, `resumeInfo`, `other`), the lower error's code name, `errno` and system call.
+    public struct Cause: Sendable, Hashable, Codable {
+        public var layer: String
+        public var code: String?
+        public var errno: Int32?
+        public var operation: String?
+        public init(layer: String, code: String? = nil, errno: Int32? = nil, operation: String? = nil) {
+            self.layer = layer
+            self.code = code
+            self.errno = errno
+            self.operation = operation
+        }
+    }
+
+    /// The code's name (`httpStatus`, `diskFull`, `invalidDestination`, …).
+    public var code: String
+    /// The category (`httpStatus`, `network`, `tls`, `redirect`, `integrity`, `protocolViolation`, `space`,
+    /// `fileSystem`, `inUse`, `stopped`, `other`).
+    public var category: String
+    /// The HTTP status, when the server answered with one.
+    public var httpStatus: Int?
+    /// Whether retrying later may succeed.
+    public var transient: Bool
+    /// The lower-level error, when there was one.
+    public var cause: Cause?
+    /// The sentence describing it (for people).
+    public var message: String
+
+    public init(code: String, category: String, httpStatus: Int?, transient: Bool, cause: Cause?, message: String) {
+        self.code = code
+        self.category = category
+        self.httpStatus = httpStatus
+        self.transient = transient
+        self.cause = cause
+        self.message = message
+    }
+}
+
 /// One durable event of a session, numbered by `seq` (1, 2, 3, … per session, never reused).
 public struct SessionEvent: Sendable, Hashable, Codable {
     /// The session's sequence number: strictly increasing, in the order the events happened.
@@ -121,10 +165,13 @@ public struct SessionEvent: Sendable, Hashable, Codable {
     public var errorCode: String?
     /// `failed`: the sentence describing it.
     public var errorDetail: String?
+    /// `failed`: the error's typed fields (nil from a daemon or a log row older than them).
+    public var error: SessionTaskError?
 
     public init(
         seq: Int64, kind: SessionEventKind, task: String, time: Double, url: String? = nil, path: String? = nil,
-        bytes: Int64? = nil, checksum: String? = nil, errorCode: String? = nil, errorDetail: String? = nil
+        bytes: Int64? = nil, checksum: String? = nil, errorCode: String? = nil, errorDetail: String? = nil,
+        error: SessionTaskError? = nil
     ) {
         self.seq = seq
         self.kind = kind
@@ -136,6 +183,7 @@ public struct SessionEvent: Sendable, Hashable, Codable {
         self.checksum = checksum
         self.errorCode = errorCode
         self.errorDetail = errorDetail
+        self.error = error
     }
 }
 
@@ -193,12 +241,17 @@ public struct SessionTaskInfo: Sendable, Hashable, Codable {
     public var totalBytes: Int64?
     public var priority: Int
     public var group: String?
+    /// The error's code name (kept for older clients; ``error`` has every field).
     public var errorCode: String?
+    /// The error's message (kept for older clients).
     public var errorDetail: String?
+    /// The error's typed fields (nil from a daemon older than them).
+    public var error: SessionTaskError?
 
     public init(
         id: String, state: String, url: String, currentURL: String, path: String?, bytesReceived: Int64,
-        totalBytes: Int64?, priority: Int, group: String?, errorCode: String?, errorDetail: String?
+        totalBytes: Int64?, priority: Int, group: String?, errorCode: String?, errorDetail: String?,
+        error: SessionTaskError? = nil
     ) {
         self.id = id
         self.state = state
@@ -211,6 +264,7 @@ public struct SessionTaskInfo: Sendable, Hashable, Codable {
         self.group = group
         self.errorCode = errorCode
         self.errorDetail = errorDetail
+        self.error = error
     }
 
     /// Whether the task will not run again by itself (completed, failed or cancelled).

@@ -332,7 +332,11 @@ struct QueueCLITests {
 
         let failed = Self.byID(try await list(q))[ids[1]]
         #expect(failed?["state"] as? String == "failed")
-        #expect((failed?["error"] as? [String: Any])?["code"] as? String == "httpStatus")
+        let error = failed?["error"] as? [String: Any]
+        #expect(error?["code"] as? String == "httpStatus")
+        // The typed fields, and the exit status `run` gives this error, from the stored error (issue #46).
+        #expect(error?["category"] as? String == "httpStatus" && error?["httpStatus"] as? Int == 404, "\(String(describing: error))")
+        #expect(error?["transient"] as? Bool == false && error?["exitStatus"] as? Int == 3, "\(String(describing: error))")
 
         // A failed task stays failed until resumed; then the next run fetches it.
         origin.serve("/missing.bin", .resource(Resource(size: 300_000, seed: 112)))

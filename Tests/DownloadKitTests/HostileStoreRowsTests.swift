@@ -10,12 +10,12 @@ import DownloadKit
 /// `tasks.sqlite` gets a typed error or a clamped value, never a trap.
 @Suite("Manager: hostile task-store rows", .serialized)
 struct HostileStoreRowsTests {
-    /// Every column of the v1 schema, in order.
+    /// Every column of the v2 schema, in order (v1's, then the typed error's and the connection count).
     static let columns = [
         "id", "originalURL", "currentURL", "fileID", "destinationKind", "destinationPath", "namingRule", "namingFileID",
         "finalPath", "state", "bytesReceived", "totalBytes", "priority", "queueOrder", "groupName", "checksum", "headers",
         "metadata", "requiresUnmeteredNetwork", "rateLimit", "errorCode", "errorMessage", "createdAt", "updatedAt",
-        "finishedAt",
+        "finishedAt", "errorCategory", "errorHTTPStatus", "errorTransient", "errorCause", "connections",
     ]
 
     /// A task store as a damaged copy might hold it: the same columns, no NOT NULL constraints and no
@@ -26,7 +26,7 @@ struct HostileStoreRowsTests {
         try await queue.write { db in
             try db.execute(sql: "CREATE TABLE task (\(Self.columns.joined(separator: ", ")), PRIMARY KEY (id))")
             try db.execute(sql: "CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY)")
-            try db.execute(sql: "INSERT INTO grdb_migrations VALUES ('v1: tasks')")
+            try db.execute(sql: "INSERT INTO grdb_migrations VALUES ('v1: tasks'), ('v2: typed errors, connections')")
         }
         return queue
     }
@@ -78,7 +78,7 @@ struct HostileStoreRowsTests {
         for record in records {
             let task = await manager.task(record.id)
             #expect(task?.state == .failed)
-            #expect(task?.error?.code == "invalidDestination", "\(String(describing: task?.error))")
+            #expect(task?.error?.code == .invalidDestination, "\(String(describing: task?.error))")
         }
         await manager.close()
         let cwd = FileManager.default.currentDirectoryPath
@@ -112,7 +112,7 @@ struct HostileStoreRowsTests {
         let manager = try await DownloadManager(stateDirectory: state, configuration: managerConfiguration())
         let damaged = await manager.task(ids[0])
         #expect(damaged?.state == .failed)
-        #expect(damaged?.error?.code == "invalidChecksum", "\(String(describing: damaged?.error))")
+        #expect(damaged?.error?.code == .invalidChecksum, "\(String(describing: damaged?.error))")
         #expect(damaged?.error?.message.contains("sha256=zz") == true)
         let intact = await manager.task(ids[1])
         #expect(intact?.state == .paused)
@@ -127,7 +127,7 @@ struct HostileStoreRowsTests {
         #expect(DestinationColumns.absolute(.directory("d", naming: .md5OfURL)) == .directory(cwd + "/d", naming: .md5OfURL))
         #expect(DestinationColumns.absolute(.file("/abs/x.bin")) == .file("/abs/x.bin"))
         #expect(DestinationColumns(.file(cwd + "/x")).refusal == nil)
-        #expect(DestinationColumns(.file("x")).refusal?.code == "invalidDestination")
+        #expect(DestinationColumns(.file("x")).refusal?.code == .invalidDestination)
     }
 
     /// A waiting row whose queue order is near Int64.max: restoring it added the order step and trapped
@@ -210,11 +210,15 @@ struct HostileStoreRowsTests {
         }
     }
 
-    static let integerColumns: Set = ["bytesReceived", "totalBytes", "priority", "queueOrder", "rateLimit"]
+    static let integerColumns: Set = [
+        "bytesReceived", "totalBytes", "priority", "queueOrder", "rateLimit", "errorHTTPStatus", "errorTransient",
+        "connections",
+    ]
     static let realColumns: Set = ["createdAt", "updatedAt", "finishedAt"]
     static let optionalColumns: Set = [
         "fileID", "namingRule", "namingFileID", "finalPath", "totalBytes", "groupName", "checksum",
-        "headers", "metadata", "rateLimit", "errorCode", "errorMessage", "finishedAt",
+        "headers", "metadata", "rateLimit", "errorCode", "errorMessage", "finishedAt", "errorCategory",
+        "errorHTTPStatus", "errorTransient", "errorCause", "connections",
     ]
 
     /// A value of the column's own type, often extreme.
@@ -248,6 +252,7 @@ struct HostileStoreRowsTests {
     static let words = [
         "waiting", "running", "paused", "completed", "failed", "cancelled", "", "directory", "file", "md5OfURL",
         "fileID", "fromResponse", "{}", "{\"a\":\"b\"}", "{\"a\":", "sha256=00", "sha256=zz", "\u{0}",
+        "httpStatus", "network", "transport|connectTimeout|110|connect", "fileSystem||x|", "|||", "other",
     ]
 
     static func randomValue(for column: String, scratch: ScratchDirectory, _ random: inout SplitMix) -> DatabaseValue {

@@ -95,7 +95,7 @@ struct ManagerTests {
         let slow = try await manager.enqueue(url: origin.url("/slow"), destination: .file(scratch.file("slow")))
         let missing = try await manager.enqueue(url: origin.url("/missing"), destination: .file(scratch.file("missing")))
         #expect(await eventually { await manager.task(missing)?.state == .failed })
-        #expect(await manager.task(missing)?.error?.code == "httpStatus")
+        #expect(await manager.task(missing)?.error?.code == .httpStatus)
         #expect(await eventually { (await manager.task(slow)?.bytesReceived ?? 0) > 0 })
         try await manager.pause(taskID: slow)
         #expect(log.allFinishedCount == 0)

@@ -194,7 +194,7 @@ public actor FleetWorker {
         let workerID = configuration.workerID
         if let refusal = lease.refusal {
             // The stored code (`invalidDestination`, `invalidChecksum`) is the one the SQLite store restores.
-            Task { await self.failedToStart(lease, DownloadError(DownloadError.Code(refusal.code), refusal.message)) }
+            Task { await self.failedToStart(lease, refusal.downloadError) }
             return
         }
         let fence = WriteFence(until: deadline) { _ in
@@ -221,19 +221,10 @@ public actor FleetWorker {
         let task = entry.lease.task
         let generation = nextGeneration
         nextGeneration += 1
-        var download = configuration.download
-        download.rateLimit = nil
-        download.sharedRateLimiters += [
-            globalLimiter, TokenBucket(bytesPerSecond: task.rateLimit ?? TokenBucket.unlimitedRate),
-        ]
-        if let connections = task.metadata[DownloadManager.connectionsMetadataKey].flatMap(Int.init), connections > 0 {
-            download.connections = connections
-        }
-        var headers = task.headers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
-        if configuration.identifiesInRequests { headers.append(("X-DownloadKit-Worker", configuration.workerID)) }
-        let request = DownloadRequest(
-            url: task.originalURL, destination: task.destination, headers: DKHTTPHeaders(headers),
-            checksum: task.checksum, replacementURL: task.currentURL == task.originalURL ? nil : task.currentURL)
+        let (request, download) = task.download(
+            base: configuration.download,
+            limiters: [globalLimiter, TokenBucket(bytesPerSecond: task.rateLimit ?? TokenBucket.unlimitedRate)],
+            extraHeaders: configuration.identifiesInRequests ? [("X-DownloadKit-Worker", configuration.workerID)] : [])
         configuration.willStart?(task)
         let transfer = Download(request, configuration: download, client: client)
         entry.download = transfer

@@ -168,7 +168,18 @@ public final class PostgresTaskStore: TaskStoring {
                     EXECUTE FUNCTION downloadkit_task_notify()
                 """,
             ]
-        )
+        ),
+        (
+            // The error's typed fields (ManagedTaskError) and the task's connection count, which v1 rows kept
+            // only as `error_code` + `error_message` and a metadata key: all nullable, so v1 rows read as before.
+            "v2: typed errors, connections",
+            [
+                """
+                ALTER TABLE downloadkit_task ADD COLUMN error_category text, ADD COLUMN error_http_status bigint,
+                    ADD COLUMN error_transient boolean, ADD COLUMN error_cause text, ADD COLUMN connections bigint
+                """
+            ]
+        ),
     ]
 
     /// The names of the migrations this version applies, oldest first.
@@ -280,13 +291,16 @@ public final class PostgresTaskStore: TaskStoring {
             INSERT INTO downloadkit_task (id, original_url, current_url, file_id, destination_kind, destination_path,
                 naming_rule, naming_file_id, final_path, state, bytes_received, total_bytes, priority, queue_order,
                 group_name, checksum, headers, metadata, requires_unmetered_network, rate_limit, error_code,
-                error_message, created_at, updated_at, finished_at)
+                error_message, error_category, error_http_status, error_transient, error_cause, connections,
+                created_at, updated_at, finished_at)
             VALUES (\(task.id), \(task.originalURL), \(task.currentURL), \(task.fileID), \(columns.kind),
                 \(columns.path), \(columns.namingRule), \(columns.namingFileID), \(task.path),
                 \(task.state.rawValue), \(task.bytesReceived), \(task.totalBytes), \(Int64(task.priority.rawValue)),
                 \(task.queueOrder), \(task.group), \(task.checksum?.description), \(TaskFieldsJSON.encode(task.headers)),
                 \(TaskFieldsJSON.encode(task.metadata)), \(task.requiresUnmeteredNetwork), \(task.rateLimit.map(Int64.init)),
-                \(task.error?.code), \(task.error?.message), \(task.createdAt.timeIntervalSince1970),
+                \(task.error?.code.name), \(task.error?.message), \(task.error?.category.rawValue),
+                \(task.error?.httpStatus.map(Int64.init)), \(task.error?.isTransient), \(task.error?.cause?.storageText),
+                \(task.connections.map(Int64.init)), \(task.createdAt.timeIntervalSince1970),
                 \(task.updatedAt.timeIntervalSince1970), \(task.finishedAt?.timeIntervalSince1970))
             ON CONFLICT (id) DO UPDATE SET current_url = EXCLUDED.current_url, file_id = EXCLUDED.file_id,
                 destination_kind = EXCLUDED.destination_kind, destination_path = EXCLUDED.destination_path,
@@ -296,7 +310,9 @@ public final class PostgresTaskStore: TaskStoring {
                 group_name = EXCLUDED.group_name, checksum = EXCLUDED.checksum, headers = EXCLUDED.headers,
                 metadata = EXCLUDED.metadata, requires_unmetered_network = EXCLUDED.requires_unmetered_network,
                 rate_limit = EXCLUDED.rate_limit, error_code = EXCLUDED.error_code,
-                error_message = EXCLUDED.error_message, updated_at = EXCLUDED.updated_at,
+                error_message = EXCLUDED.error_message, error_category = EXCLUDED.error_category,
+                error_http_status = EXCLUDED.error_http_status, error_transient = EXCLUDED.error_transient,
+                error_cause = EXCLUDED.error_cause, connections = EXCLUDED.connections, updated_at = EXCLUDED.updated_at,
                 finished_at = EXCLUDED.finished_at
             """
     }
@@ -332,21 +348,21 @@ public final class PostgresTaskStore: TaskStoring {
                     totalBytes: nil, priority: request.priority, queueOrder: 0, group: request.group,
                     checksum: request.checksum, headers: request.headers, metadata: request.metadata,
                     requiresUnmeteredNetwork: request.requiresUnmeteredNetwork, rateLimit: request.rateLimit,
-                    error: nil, createdAt: now, updatedAt: now, finishedAt: nil)
+                    error: nil, createdAt: now, updatedAt: now, finishedAt: nil, connections: request.connections)
                 let columns = DestinationColumns(task.destination)
                 let inserted = try await connection.query(
                     """
                     INSERT INTO downloadkit_task (id, original_url, current_url, file_id, destination_kind,
                         destination_path, naming_rule, naming_file_id, final_path, state, priority, queue_order,
-                        group_name, checksum, headers, metadata, requires_unmetered_network, rate_limit, created_at,
-                        updated_at)
+                        group_name, checksum, headers, metadata, requires_unmetered_network, rate_limit, connections,
+                        created_at, updated_at)
                     VALUES (\(task.id), \(task.originalURL), \(task.currentURL), \(task.fileID),
                         \(columns.kind), \(columns.path), \(columns.namingRule),
                         \(columns.namingFileID), \(task.path), 'waiting', \(Int64(task.priority.rawValue)),
                         nextval('downloadkit_queue_order'), \(task.group), \(task.checksum?.description),
                         \(TaskFieldsJSON.encode(task.headers)), \(TaskFieldsJSON.encode(task.metadata)),
                         \(task.requiresUnmeteredNetwork), \(task.rateLimit.map(Int64.init)),
-                        \(now.timeIntervalSince1970), \(now.timeIntervalSince1970))
+                        \(task.connections.map(Int64.init)), \(now.timeIntervalSince1970), \(now.timeIntervalSince1970))
                     ON CONFLICT DO NOTHING
                     RETURNING id
                     """, logger: logger
@@ -406,7 +422,8 @@ public final class PostgresTaskStore: TaskStoring {
         for try await id in try await client.query(
             """
             UPDATE downloadkit_task SET state = 'waiting', queue_order = nextval('downloadkit_queue_order'),
-                error_code = NULL, error_message = NULL, finished_at = NULL, updated_at = \(now)
+                error_code = NULL, error_message = NULL, error_category = NULL, error_http_status = NULL,
+                error_transient = NULL, error_cause = NULL, finished_at = NULL, updated_at = \(now)
             WHERE id = ANY(\(ids)) AND state IN ('paused', 'failed', 'cancelled')
             RETURNING id
             """, logger: logger
@@ -519,6 +536,7 @@ public final class PostgresTaskStore: TaskStoring {
                     ), claimed AS (
                         UPDATE downloadkit_task t SET state = 'running', lease_owner = $2, lease_epoch = t.lease_epoch + 1,
                             lease_until = now() + make_interval(secs => $3), error_code = NULL, error_message = NULL,
+                            error_category = NULL, error_http_status = NULL, error_transient = NULL, error_cause = NULL,
                             updated_at = $4
                         FROM picked WHERE t.id = picked.id
                         RETURNING t.*
@@ -603,8 +621,7 @@ public final class PostgresTaskStore: TaskStoring {
         var finalPath = task.path
         var bytes = task.bytesReceived
         var total = task.totalBytes
-        var errorCode: String?
-        var errorMessage: String?
+        var failure: ManagedTaskError?
         var finishedAt: Double?
         switch ending {
         case .completed(let result):
@@ -616,8 +633,7 @@ public final class PostgresTaskStore: TaskStoring {
         case .failed(let error, let received):
             state = "failed"
             bytes = received
-            errorCode = error.code.name
-            errorMessage = error.detail
+            failure = ManagedTaskError(error)
             finishedAt = now
         case .released(let received, let totalBytes):
             state = "waiting"
@@ -630,7 +646,10 @@ public final class PostgresTaskStore: TaskStoring {
                 """
                 UPDATE downloadkit_task SET state = \(state), final_path = \(finalPath),
                     bytes_received = GREATEST(bytes_received, \(bytes)), total_bytes = \(total),
-                    error_code = \(errorCode), error_message = \(errorMessage), finished_at = \(finishedAt),
+                    error_code = \(failure?.code.name), error_message = \(failure?.message),
+                    error_category = \(failure?.category.rawValue), error_http_status = \(failure?.httpStatus.map(Int64.init)),
+                    error_transient = \(failure?.isTransient), error_cause = \(failure?.cause?.storageText),
+                    finished_at = \(finishedAt),
                     updated_at = \(now), lease_until = NULL
                 WHERE id = \(task.id) AND lease_epoch = \(lease.epoch) AND lease_owner = \(worker)
                     AND (state = 'running' OR (state = 'paused' AND \(state) = 'completed'))
@@ -710,8 +729,9 @@ public final class PostgresTaskStore: TaskStoring {
     static let taskColumns = """
         id, original_url, current_url, file_id, destination_kind, destination_path, naming_rule, naming_file_id, \
         final_path, state, bytes_received, total_bytes, priority, queue_order, group_name, checksum, headers, \
-        metadata, requires_unmetered_network, rate_limit, error_code, error_message, created_at, updated_at, \
-        finished_at, lease_owner, lease_epoch, lease_until
+        metadata, requires_unmetered_network, rate_limit, error_code, error_message, error_category, \
+        error_http_status, error_transient, error_cause, connections, created_at, updated_at, finished_at, \
+        lease_owner, lease_epoch, lease_until
         """
 
     static func fleetTask(_ row: PostgresRandomAccessRow) throws -> FleetTask {
@@ -726,6 +746,14 @@ public final class PostgresTaskStore: TaskStoring {
             checksum: try row["checksum"].decode(String?.self))
         let destination = columns.destination.destination(fileID: fileID, taskID: id)
         let errorCode = try row["error_code"].decode(String?.self)
+        // The v2 columns are read leniently (a value that does not decode reads as NULL), and the connection
+        // count falls back to the metadata key older builds wrote.
+        func text(_ column: String) -> String? { (try? row[column].decode(String?.self)) ?? nil }
+        func integer(_ column: String) -> Int64? { (try? row[column].decode(Int64?.self)) ?? nil }
+        func flag(_ column: String) -> Bool? { (try? row[column].decode(Bool?.self)) ?? nil }
+        let stored = ManagedTask.connections(
+            stored: integer("connections"),
+            metadata: TaskFieldsJSON.decode(try row["metadata"].decode(String?.self)))
         let task = ManagedTask(
             id: id, originalURL: try row["original_url"].decode(String.self),
             currentURL: try row["current_url"].decode(String.self), fileID: fileID, destination: destination,
@@ -737,13 +765,19 @@ public final class PostgresTaskStore: TaskStoring {
             queueOrder: try row["queue_order"].decode(Int64.self), group: try row["group_name"].decode(String?.self),
             checksum: columns.parsedChecksum,
             headers: TaskFieldsJSON.decode(try row["headers"].decode(String?.self)),
-            metadata: TaskFieldsJSON.decode(try row["metadata"].decode(String?.self)),
+            metadata: stored.metadata,
             requiresUnmeteredNetwork: try row["requires_unmetered_network"].decode(Bool.self),
             rateLimit: try row["rate_limit"].decode(Int64?.self).map { Int(clamping: $0) },
-            error: errorCode.map { ManagedTaskError(code: $0, message: (try? row["error_message"].decode(String?.self)) ?? "") },
+            error: errorCode.map {
+                ManagedTaskError(
+                    storedCode: $0, message: text("error_message"), category: text("error_category"),
+                    httpStatus: integer("error_http_status"), isTransient: flag("error_transient"),
+                    cause: text("error_cause"))
+            },
             createdAt: Date(timeIntervalSince1970: try row["created_at"].decode(Double.self)),
             updatedAt: Date(timeIntervalSince1970: try row["updated_at"].decode(Double.self)),
-            finishedAt: try row["finished_at"].decode(Double?.self).map(Date.init(timeIntervalSince1970:)))
+            finishedAt: try row["finished_at"].decode(Double?.self).map(Date.init(timeIntervalSince1970:)),
+            connections: stored.connections)
         let until = try row["lease_until"].decode(Date?.self)
         let serverNow = try row["server_now"].decode(Date.self)
         return FleetTask(

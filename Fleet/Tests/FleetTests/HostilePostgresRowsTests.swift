@@ -64,7 +64,7 @@ struct HostilePostgresRowsTests {
             for id in ids.dropFirst() {
                 #expect(rows[id]?.state == .failed, "\(id): \(String(describing: rows[id]))")
             }
-            #expect(rows[ids[1]]?.error?.code == "invalidChecksum")
+            #expect(rows[ids[1]]?.error?.code == .invalidChecksum)
             #expect(fileMatchesPattern(scratch.file("good.bin"), size: 100_000, seed: 7))
             for name in ["checksum.bin", "checksum.bin.dkpart", "relative.bin", "scheme.bin"] {
                 #expect(!FileManager.default.fileExists(atPath: scratch.file(name)), "\(name) was written")
