@@ -161,6 +161,98 @@ struct MirrorTests {
     }
 }
 
+/// `downloadkit get URL --mirror URL2 --mirror URL3` end to end.
+@Suite(.timeLimit(.minutes(3)))
+struct MirrorCLITests {
+    @Test func mirrorWithSeveralURLsIsAUsageErrorNamingTheOption() throws {
+        let executable = try #require(CLITests.executable)
+        let dir = try ScratchDirectory()
+        let run = try CLITests.runBlocking(
+            executable, ["get", "http://127.0.0.1:9/a", "http://127.0.0.1:9/b", "--mirror", "http://127.0.0.1:9/c"],
+            in: dir, timeout: 30)
+        #expect(run.exitCode == 64 || run.exitCode == 2, "\(run.output)")
+        #expect(run.output.contains("--mirror takes a single URL"), "\(run.output)")
+        #expect(dir.contents.isEmpty)
+    }
+
+    /// Three nginx servers with the same file (the third without ETags): `get` killed with SIGKILL
+    /// mid-transfer and rerun with the same sources re-fetches at most one request per connection (4 MiB)
+    /// — counted from the three access logs — and ends with the right bytes; its summary names what each
+    /// source gave, without the password in a mirror's URL.
+    @Test func killedAndRerunWithThreeMirrorsRefetchesAtMostOneRequestPerConnection() async throws {
+        let size = 24 << 20
+        let seed: UInt64 = 0x4B
+        let connections = 3
+        let root = try ScratchDirectory()
+        try Data(TestPattern.bytes(offset: 0, count: size, seed: seed)).write(to: URL(fileURLWithPath: root.file("k.bin")))
+        try FileManager.default.setAttributes([.modificationDate: MirrorTests.modified], ofItemAtPath: root.file("k.bin"))
+        let servers = try (0..<3).map { index in
+            try NginxServer(
+                configuration: NginxConfiguration(
+                    documentRoot: root.path, limitRate: 2 << 20, extraServerDirectives: index == 2 ? "etag off;" : ""))
+        }
+        defer { for server in servers { server.stop() } }
+        let executable = try #require(CLITests.executable)
+        let dir = try ScratchDirectory()
+        let mirror = servers[2].httpURL("/limited/k.bin").replacingOccurrences(of: "http://", with: "http://user:hunter2@")
+        let arguments = [
+            "get", servers[0].httpURL("/limited/k.bin"), "--mirror", servers[1].httpURL("/limited/k.bin"), "--mirror", mirror,
+            "-o", dir.file("k.bin"), "--connections", "\(connections)", "--progress", "none",
+        ]
+        let log = dir.path + "/../mirror-kill-\(UUID().uuidString).log"
+        defer { try? FileManager.default.removeItem(atPath: log) }
+        let child = try ChildProcess(executable, arguments, outputPath: log)
+        let killed = try await offloaded { () -> Bool in
+            var polls = 0
+            // A few journal records (32 bytes each) from the segments, then some 400 ms more.
+            while child.isRunning && polls < 20_000 && (dir.size("k.bin.dkjournal") ?? 0) < 32 * 8 {
+                usleep(500)
+                polls += 1
+            }
+            usleep(400_000)
+            guard child.isRunning else { return false }
+            kill(child.pid, SIGKILL)
+            _ = child.waitForExit(timeout: 10)
+            return true
+        }
+        #expect(killed, "the first run was killed mid-transfer")
+        #expect(FileManager.default.fileExists(atPath: dir.file("k.bin.dkpart")))
+        let rerun = try CLITests.runBlocking(executable, arguments, in: dir, timeout: 90)
+        #expect(rerun.exitCode == 0, "\(rerun.output)")
+        #expect(fileMatchesPattern(dir.file("k.bin"), size: Int64(size), seed: seed))
+        #expect(dir.contents == ["k.bin"])
+        // The summary: a line per source, none dropped, no password.
+        let lines = rerun.output.split(separator: "\n").filter { $0.contains("source ") }
+        #expect(lines.count == 3, "\(rerun.output)")
+        #expect(!rerun.output.contains("hunter2"))
+        #expect(!rerun.output.contains("dropped"), "\(rerun.output)")
+
+        var body: Int64 = 0
+        var perServer: [Int64] = []
+        for server in servers {
+            var entries: [NginxAccessLogEntry] = []
+            for _ in 0..<200 {
+                entries = try server.accessLog().filter { $0.uri == "/limited/k.bin" }
+                if entries.allSatisfy({ $0.status == 206 }) && !entries.isEmpty { break }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            let served = entries.filter { $0.range != "bytes=0-0" }.reduce(Int64(0)) { $0 + $1.bodyBytesSent }
+            perServer.append(served)
+            body += served
+        }
+        #expect(perServer.allSatisfy { $0 > 0 }, "each source served a part: \(perServer)")
+        let twice = body - Int64(size)
+        let bound = Int64(connections) * SegmentRequest.size
+        #expect(twice >= 0)
+        #expect(twice <= bound, "fetched twice: \(twice) bytes after one kill (bound \(bound)); per server \(perServer)")
+    }
+}
+
+/// The most one segment request asks for (`SegmentWorker.requestSize`).
+enum SegmentRequest {
+    static let size: Int64 = 4 << 20
+}
+
 /// The sample size of the agreement rule (docs/MIRRORS.md), as the tests see it.
 enum SourceSchedulerSample {
     static let size: Int64 = 64 << 10
