@@ -125,6 +125,34 @@ struct MirrorTests {
         #expect(asked.last == "bytes=\(range.lowerBound)-\(range.upperBound - 1)")
     }
 
+    /// The caller's credentials go to the first URL's origin only; a mirror that ignores ranges (a 200)
+    /// is dropped as such, its whole body never written.
+    @Test func credentialsStayWithTheFirstOriginAndARangelessMirrorIsDropped() async throws {
+        let seed: UInt64 = 0x43
+        let first = try FaultOrigin()
+        first.serve("/c", .resource(Resource(size: Self.size, seed: seed, bytesPerSecond: 4 << 20)))
+        let other = try FaultOrigin()
+        other.serve("/c", .resource(Resource(size: Self.size, seed: seed, etag: "\"other\"", bytesPerSecond: 4 << 20)))
+        let rangeless = try FaultOrigin()
+        rangeless.serve("/c", .resource(Resource(size: Self.size, seed: seed, honorsRanges: false)))
+        let dir = try ScratchDirectory()
+        var headers = DKHTTPHeaders()
+        headers.add(name: "Authorization", value: "Bearer s3cret")
+        headers.add(name: "X-Api-Key", value: "k3y")
+        var request = DownloadRequest(url: first.url("/c"), destination: .file(dir.file("c")), headers: headers)
+        request.credentialHeaderNames = ["X-Api-Key"]
+        request.mirrors = [other.url("/c"), rangeless.url("/c")]
+        let (result, events) = await run(request, configuration())
+        let done = try result.get()
+        #expect(fileMatchesPattern(dir.file("c"), size: Self.size, seed: seed))
+        #expect(drops(events) == [rangeless.url("/c"): .noRangeSupport(status: 200)])
+        #expect(done.sources[1].bytes > 0 && done.sources[2].bytes == 0)
+        #expect(first.requests("/c").allSatisfy { $0.header("Authorization") == "Bearer s3cret" && $0.header("X-Api-Key") == "k3y" })
+        #expect(!other.requests("/c").isEmpty)
+        #expect(other.requests("/c").allSatisfy { $0.header("Authorization") == nil && $0.header("X-Api-Key") == nil })
+        #expect(rangeless.requests("/c").allSatisfy { $0.header("Authorization") == nil })
+    }
+
     @Test func aMirrorThatDiesHandsItsRangesToTheOthers() async throws {
         let seed: UInt64 = 0x4D
         let origins = try (0..<3).map { _ in try FaultOrigin() }
