@@ -15,6 +15,8 @@ public enum SourceDropReason: Sendable, Hashable, CustomStringConvertible {
     case failed(DownloadError)
     /// The source stayed below ``DownloadConfiguration/lowSpeedLimit`` while another source was left.
     case tooSlow(bytesPerSecond: Int)
+    /// Its answers needed a sample, and no agreeing source was left to write bytes to compare it with.
+    case unverifiable
 
     public var description: String {
         switch self {
@@ -30,6 +32,8 @@ public enum SourceDropReason: Sendable, Hashable, CustomStringConvertible {
             return "it failed: \(error.detail)"
         case .tooSlow(let rate):
             return "too slow (\(rate) bytes/s)"
+        case .unverifiable:
+            return "nothing from an agreeing source to compare a sample with (no Last-Modified to compare)"
         }
     }
 }

@@ -153,6 +153,32 @@ struct MirrorTests {
         #expect(rangeless.requests("/c").allSatisfy { $0.header("Authorization") == nil })
     }
 
+    /// Mirrors that need a sample, and a first source that fails before it wrote one: nothing can prove
+    /// them, so they are dropped as unverifiable and the download fails with a typed error — it does not
+    /// wait for bytes that never come, nor take their bytes unproved.
+    @Test(.timeLimit(.minutes(1))) func mirrorsThatCannotBeProvedAreDroppedWhenTheFirstSourceFails() async throws {
+        let first = try FaultOrigin()
+        // The probe's one byte goes out whole; every segment answer then closes after a byte.
+        first.serve("/u", .resource(Resource(size: Self.size, seed: 5, lastModified: nil, faults: [.closeAfter(bytes: 1, times: 1_000)])))
+        let mirrors = try (0..<2).map { _ in try FaultOrigin() }
+        for mirror in mirrors { mirror.serve("/u", .resource(Resource(size: Self.size, seed: 5, etag: nil, lastModified: nil))) }
+        let dir = try ScratchDirectory()
+        var request = DownloadRequest(url: first.url("/u"), destination: .file(dir.file("u")))
+        request.mirrors = mirrors.map { $0.url("/u") }
+        var configuration = configuration()
+        configuration.retries = 1
+        let (result, events) = await run(request, configuration)
+        guard case .failure(let error) = result else {
+            Issue.record("the download succeeded from unproved mirrors")
+            return
+        }
+        #expect(error.detail.contains("every source was dropped"), "\(error)")
+        let dropped = drops(events)
+        #expect(dropped.count == 3, "\(dropped)")
+        for mirror in mirrors { #expect(dropped[mirror.url("/u")] == .unverifiable) }
+        #expect(!FileManager.default.fileExists(atPath: dir.file("u")))
+    }
+
     @Test func aMirrorThatDiesHandsItsRangesToTheOthers() async throws {
         let seed: UInt64 = 0x4D
         let origins = try (0..<3).map { _ in try FaultOrigin() }

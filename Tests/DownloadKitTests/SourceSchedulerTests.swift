@@ -73,6 +73,17 @@ import Testing
         #expect(scheduler.hasLiveSource)
     }
 
+    @Test func aSampleNeedsAnotherAgreeingSource() {
+        var scheduler = SourceScheduler(count: 3, reference: SourceScheduler.Reference(total: 1000, lastModified: nil), perSource: 1)
+        #expect(scheduler.answered(1, status: 206, total: 1000, lastModified: nil) == .needsSample)
+        #expect(scheduler.answered(2, status: 206, total: 1000, lastModified: nil) == .needsSample)
+        #expect(scheduler.hasAgreeingSource(besides: 1), "the first source")
+        _ = scheduler.failed(0, .tooSlow(bytesPerSecond: 0))
+        #expect(!scheduler.hasAgreeingSource(besides: 1), "mirror 2 is sampling too: it proves nothing")
+        #expect(scheduler.sampled(2, range: 0..<64, equal: true) == .agree)
+        #expect(scheduler.hasAgreeingSource(besides: 1))
+    }
+
     @Test func assignmentsSpreadOverSourcesAProbingMirrorHoldsOneConnectionTheFastestGetsTheSpare() {
         var scheduler = SourceScheduler(count: 3, reference: Self.reference, perSource: 2)
         #expect(scheduler.capacity == 6)

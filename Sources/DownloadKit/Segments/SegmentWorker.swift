@@ -316,6 +316,12 @@ struct SegmentWorker: Sendable {
             if board.stopReason != nil || control.stopRequest != .none || board.isComplete { return false }
             if let run = board.creditedRuns().first(where: { $0.count >= size }) {
                 range = run.lowerBound..<run.lowerBound + size
+            } else if !sources.hasAgreeingSource(besides: index) {
+                // Nothing written to compare with, and no agreeing source left to write it: never proved.
+                let failure = DownloadError(
+                    .serverIgnoredRange, "\(target.url): \(SourceDropReason.unverifiable)")
+                if case .stop = drop(index, .unverifiable, failure: failure) { return false }
+                throw SourceDropped()
             } else if !interruptibleSleep(0.05, wakes: control.wakeUps, shouldStop: { board.stopReason != nil || control.stopRequest != .none }) {
                 return false
             }

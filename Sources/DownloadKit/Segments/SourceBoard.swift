@@ -34,6 +34,7 @@ final class SourceBoard: Sendable {
 
     /// Drops `index`; returns whether any source is left.
     func failed(_ index: Int, _ reason: SourceDropReason) -> Bool { state.withLock { $0.failed(index, reason) } }
+    func hasAgreeingSource(besides index: Int) -> Bool { state.withLock { $0.hasAgreeingSource(besides: index) } }
     func dropsWhenSlow(_ index: Int) -> Bool { state.withLock { $0.dropsWhenSlow(index) } }
     func served(_ index: Int, bytes: Int64, seconds: Double) {
         state.withLock { $0.served(index, bytes: bytes, seconds: seconds) }

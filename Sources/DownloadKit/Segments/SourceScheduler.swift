@@ -141,6 +141,12 @@ struct SourceScheduler: Sendable {
         return hasLiveSource
     }
 
+    /// Whether a source other than `index` is live and agreeing: a sample of `index` may still find bytes
+    /// to compare with once it writes some.
+    func hasAgreeingSource(besides index: Int) -> Bool {
+        sources.indices.contains { $0 != index && sources[$0].phase == .agreeing }
+    }
+
     /// Whether a too-slow source is dropped (another live source is left) rather than retried.
     func dropsWhenSlow(_ index: Int) -> Bool {
         sources.indices.contains { $0 != index && sources[$0].isLive }
