@@ -208,6 +208,8 @@ enum DownloadTransition: Sendable, Hashable {
     case cancel
     /// Stopped by a failure (`failed`, `diskFull` or `error`).
     case fail(DownloadError)
+    /// A source of a download with mirrors was dropped (`downloading`, `sourceDropped`).
+    case dropSource(String, SourceDropReason)
 
     /// The published (state, reason) pair.
     var pair: (DownloadState, DownloadStateReason) {
@@ -228,6 +230,7 @@ enum DownloadTransition: Sendable, Hashable {
         case .pause: (.paused, .pausedByCaller)
         case .cancel: (.cancelled, .cancelledByCaller)
         case .fail(let failure): (.failed, failure.code == .diskFull ? .diskFull : .error(failure.detail))
+        case .dropSource(let source, let reason): (.downloading, .sourceDropped(source: source, reason: reason))
         }
     }
 }

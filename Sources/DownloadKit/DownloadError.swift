@@ -147,6 +147,21 @@ public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible 
         return url
     }
 
+    /// The request's mirrors, parsed: one that is not an http(s) URL is the caller's error, named by its
+    /// position (``DownloadRequest/mirrors``) and its redacted text.
+    static func validatedMirrors(of request: DownloadRequest) throws(DownloadError) -> [HTTPURL] {
+        var mirrors: [HTTPURL] = []
+        for (index, text) in request.mirrors.enumerated() {
+            do {
+                mirrors.append(try HTTPURL(text))
+            } catch {
+                throw DownloadError(
+                    .invalidURL, "invalid mirror URL \(index + 1) \(HTTPURL.redacting(text)): \(error.detail)")
+            }
+        }
+        return mirrors
+    }
+
     /// A request-side ``WireError`` (``WireError/isCallerInput``) as the caller's fault.
     private static func invalidRequest(_ error: WireError) -> DownloadError {
         DownloadError(

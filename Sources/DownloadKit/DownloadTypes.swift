@@ -73,6 +73,20 @@ public struct DownloadRequest: Sendable {
     /// `Authorization`, `Cookie` and `Proxy-Authorization` they are dropped when a redirect leads to
     /// another origin. Case-insensitive.
     public var credentialHeaderNames: [String] = []
+    /// Further URLs of the same file (aria2's `aria2c URL1 URL2 …`): its segments are spread over ``url``
+    /// and these (docs/MIRRORS.md). ``url`` fixes the resource (length, `Last-Modified`, the resume
+    /// validators); a mirror's bytes are mixed in only once it proved to serve the same bytes — an equal
+    /// length and an equal `Last-Modified`, or, when either has none, a sample range equal to bytes
+    /// already written — and a mirror that disagrees or fails is dropped with a ``SourceDropReason``.
+    /// Each source holds at most ``DownloadConfiguration/connectionsPerSource`` connections.
+    /// Credential headers (`Authorization`, `Cookie`, ``credentialHeaderNames``) go only to mirrors of
+    /// ``url``'s origin. Empty (the default): one source.
+    ///
+    /// ```swift
+    /// var request = DownloadRequest(url: "https://a.example/f.iso", destination: .file("f.iso"))
+    /// request.mirrors = ["https://b.example/f.iso", "https://c.example/pub/f.iso"]
+    /// ```
+    public var mirrors: [String] = []
 
     /// Creates a request.
     public init(
@@ -168,6 +182,11 @@ public struct DownloadConfiguration: Sendable {
     /// otherwise it stays on one connection and says why (``DownloadStateReason/singleConnection(_:)``).
     /// Capped by the client's `maxConnectionsPerOrigin`.
     public var connections: Int = 1
+    /// With mirrors (``DownloadRequest/mirrors``): the most connections one source holds at once. Default
+    /// 1, as aria2's `max-connection-per-server`. ``connections`` stays the total, raised to the number of
+    /// sources when smaller (each source gets a connection); a mirror not yet proved to agree holds one.
+    /// Capped by the client's `maxConnectionsPerOrigin`.
+    public var connectionsPerSource: Int = 1
     /// Segments are never split below this many bytes. Default 1 MiB.
     public var minimumSegmentSize: Int64 = 1 << 20
     /// Whether downloads write whole 4 KiB blocks with `O_DIRECT`, past the page cache, where the file
@@ -328,6 +347,9 @@ public enum DownloadStateReason: Sendable, Hashable {
     case segmented(connections: Int)
     /// Several connections were asked for but the download stays on one, for this reason.
     case singleConnection(String)
+    /// A source of a download with mirrors was dropped (its URL without password, and why); the
+    /// download goes on with the others (docs/MIRRORS.md).
+    case sourceDropped(source: String, reason: SourceDropReason)
 }
 
 /// An event from a running download.
@@ -368,11 +390,14 @@ public struct DownloadResult: Sendable, Hashable {
     public var responseStatus: Int? = nil
     /// That response's header fields, in order (`Content-Type`, `Content-Disposition`, `Cache-Control`…).
     public var responseHeaders: DKHTTPHeaders? = nil
+    /// With mirrors: what each source gave in this run, in the request's order (``DownloadRequest/url``
+    /// first); empty for a download from one source.
+    public var sources: [SourceUsage] = []
 
     @_spi(DownloadKitInternal) public init(
         path: String, bytes: Int64, resumedFrom: Int64, bytesTransferred: Int64, finalURL: String, checksumHex: String?,
         isResumable: Bool, keptExistingFile: Bool = false, entityTag: String? = nil, lastModified: String? = nil,
-        responseStatus: Int? = nil, responseHeaders: DKHTTPHeaders? = nil
+        responseStatus: Int? = nil, responseHeaders: DKHTTPHeaders? = nil, sources: [SourceUsage] = []
     ) {
         self.path = path
         self.bytes = bytes
@@ -386,5 +411,6 @@ public struct DownloadResult: Sendable, Hashable {
         self.lastModified = lastModified
         self.responseStatus = responseStatus
         self.responseHeaders = responseHeaders
+        self.sources = sources
     }
 }

@@ -22,6 +22,11 @@ struct GetCommand: AsyncParsableCommand {
     @Argument(help: "The URLs to download (http or https).")
     var urls: [String] = []
 
+    @Option(name: .customLong("mirror"), help: ArgumentHelp(
+        "Another URL of the same file (repeatable; a single URL only): its segments are spread over the URL and its mirrors, each mirror mixed in only once it serves the same file (docs/MIRRORS.md). --connections is the total, at least one per source.",
+        valueName: "url"))
+    var mirrors: [String] = []
+
     @Option(name: .customShort("o"), help: "Destination file (a single URL only).")
     var output: String?
 
@@ -96,6 +101,10 @@ struct GetCommand: AsyncParsableCommand {
     mutating func validate() throws {
         if urls.isEmpty && inputFile == nil { throw ValidationError("give at least one URL (or -i FILE)") }
         if output != nil && directory != nil { throw ValidationError("-o and -d cannot be used together") }
+        if !mirrors.isEmpty && (urls.count != 1 || inputFile != nil) {
+            throw ValidationError(
+                "--mirror takes a single URL (its mirrors are more sources of that one file; several URLs are several files)")
+        }
         if noClobber && ifModified { throw ValidationError("--no-clobber and --if-modified cannot be used together") }
         if maxConcurrent < 1 { throw ValidationError("--max-concurrent must be at least 1") }
         if let maxPerHost, maxPerHost < 1 { throw ValidationError("--max-per-host must be at least 1") }
@@ -212,6 +221,7 @@ struct GetCommand: AsyncParsableCommand {
                 destination: output.map { .file($0) } ?? .directory(directory ?? ".", naming: .fromResponse),
                 headers: extraHeaders, checksum: checksum)
             request.credentialHeaderNames = credentialNames
+            request.mirrors = mirrors
             request.existingFile = noClobber ? .keep : ifModified ? .keepIfNotModified : .replace
             return request
         }
@@ -291,10 +301,22 @@ extension GetCommand {
                 FileHandle.standardError.write(Data("note: \(result.path) kept (\(result.bytes) bytes, not downloaded again)\n".utf8))
                 return nil
             }
+            for line in sourceSummary(result.sources) { await renderer.note(line) }
             if let onComplete { await CompletionCommand.run(onComplete, path: result.path, renderer: renderer) }
             return nil
         case .failure(let error):
             return error
+        }
+    }
+}
+
+extension GetCommand {
+    /// One line per source of a download with mirrors: what it gave, and why it was dropped (URLs as error
+    /// texts show them: no password, no query values).
+    static func sourceSummary(_ sources: [SourceUsage]) -> [String] {
+        sources.map { source in
+            let drop = source.dropReason.map { ", dropped: \($0)" } ?? ""
+            return "source \(HTTPURL.redacting(source.url)): \(source.bytes) bytes\(drop)"
         }
     }
 }

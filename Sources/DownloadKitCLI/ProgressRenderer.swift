@@ -217,6 +217,7 @@ public actor ProgressRenderer {
         case .error(let message): return message
         case .segmented(let connections): return "\(connections) connections"
         case .singleConnection(let why): return "one connection: \(why)"
+        case .sourceDropped(let source, let reason): return "dropped the source \(HTTPURL.redacting(source)): \(reason)"
         }
     }
 
@@ -239,6 +240,8 @@ public actor ProgressRenderer {
         case .error(let message): return ["reason": "error", "message": message]
         case .segmented(let connections): return ["reason": "segmented", "connections": connections]
         case .singleConnection(let why): return ["reason": "singleConnection", "why": why]
+        case .sourceDropped(let source, let reason):
+            return ["reason": "sourceDropped", "source": HTTPURL.redacting(source, .password), "why": reason.description]
         }
     }
 }

@@ -27,6 +27,8 @@ struct DownloadStateMachine {
         var headers: DKHTTPHeaders
         var credentialHeaderNames: [String]
         var connections: Int
+        /// The request's URL plus its mirrors: with more than one, the download is segmented.
+        var sourceCount: Int
         var minimumSegmentSize: Int64
         var maxRedirects: Int
         var allowsInsecureRedirects: Bool
@@ -41,6 +43,7 @@ struct DownloadStateMachine {
             headers = request.headers
             credentialHeaderNames = request.credentialHeaderNames
             connections = configuration.connections
+            sourceCount = 1 + request.mirrors.count
             minimumSegmentSize = configuration.minimumSegmentSize
             maxRedirects = configuration.maxRedirects
             allowsInsecureRedirects = configuration.allowsInsecureRedirects
@@ -519,7 +522,7 @@ struct DownloadStateMachine {
 
     /// Whether the next request is a range probe for a segmented transfer.
     private var wantsSegments: Bool {
-        !singleConnectionOnly && (settings.connections > 1 || !resource.savedSegments.isEmpty)
+        !singleConnectionOnly && (settings.connections > 1 || settings.sourceCount > 1 || !resource.savedSegments.isEmpty)
     }
 
     private mutating func nextRequest(restart: RestartReason? = nil) -> Action {
@@ -571,13 +574,19 @@ struct DownloadStateMachine {
     private mutating func follow(redirectTo target: HTTPURL) {
         // Credentials never cross to another origin (scheme, host, port), and never come from a redirect.
         if target.origin != currentURL.origin {
-            for name in ["Authorization", "Cookie", "Proxy-Authorization"] + settings.credentialHeaderNames {
-                requestHeaders.remove(name: name)
-            }
+            requestHeaders = Self.withoutCredentials(requestHeaders, credentialHeaderNames: settings.credentialHeaderNames)
         }
         currentURL = target
         recordChanged = true
         transitions.append(.redirect(to: target.listingDescription))
+    }
+
+    /// `headers` less the fields that carry credentials: they never go to another origin (a redirect's
+    /// target, a mirror, docs/MIRRORS.md).
+    static func withoutCredentials(_ headers: DKHTTPHeaders, credentialHeaderNames: [String]) -> DKHTTPHeaders {
+        var headers = headers
+        for name in ["Authorization", "Cookie", "Proxy-Authorization"] + credentialHeaderNames { headers.remove(name: name) }
+        return headers
     }
 
     /// After 401/403/404/410: ask the URL provider, within its bound.
@@ -595,7 +604,7 @@ struct DownloadStateMachine {
 
     private mutating func settleOnOneConnection(_ reason: String) {
         singleConnectionOnly = true
-        if settings.connections > 1 { transitions.append(.stayOnOneConnection(reason)) }
+        if settings.connections > 1 || settings.sourceCount > 1 { transitions.append(.stayOnOneConnection(reason)) }
     }
 
     // MARK: - Answers

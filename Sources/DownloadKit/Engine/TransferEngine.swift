@@ -55,6 +55,10 @@ final class TransferEngine {
 
     /// The live segment map while segment workers run (docs/ENGINE.md, "Segments").
     private var activeBoard: SegmentBoard?
+    /// The request's mirrors, parsed (docs/MIRRORS.md).
+    private let mirrors: [HTTPURL]
+    /// What each source gave in the last segmented run (empty without mirrors).
+    private var sourceUsage: [SourceUsage] = []
 
     // Background checkpoints: `fdatasync` of a fast stream can take a while, so periodic checkpoints
     // run on their own queue and never stall the receive loop. Forced ones (head, pause, stop) wait
@@ -70,6 +74,7 @@ final class TransferEngine {
         self.control = control
         self.suppliedClient = client
         let url = try DownloadError.validatedURL(of: request)
+        mirrors = try DownloadError.validatedMirrors(of: request)
         machine = DownloadStateMachine(url: url, settings: DownloadStateMachine.Settings(request, configuration))
         rateLimiters = (configuration.rateLimit.map { [TokenBucket(bytesPerSecond: $0)] } ?? []) + configuration.sharedRateLimiters
     }
@@ -554,7 +559,8 @@ final class TransferEngine {
         let coordinator = SegmentCoordinator(
             total: total, file: file, tempPath: tempPath, client: client, configuration: configuration, control: control,
             url: machine.currentURL, headers: machine.requestHeaders, ifRange: machine.resource.ifRangeValue,
-            entityTag: machine.resource.entityTag, rateLimiters: rateLimiters, bufferSize: receiveBufferSize(client))
+            entityTag: machine.resource.entityTag, rateLimiters: rateLimiters, bufferSize: receiveBufferSize(client),
+            sources: sources(), lastModified: machine.resource.lastModified)
         let fetchedBefore = bytesThisRun
         let hooks = SegmentCoordinator.Hooks(
             started: { board in
@@ -575,6 +581,7 @@ final class TransferEngine {
             throw failure.error
         }
         bytesThisRun += report.fetched
+        sourceUsage = report.sources
         machine.segmentsRecovered(report.recovered)
         let next = machine.segmentsEnded(report.outcome, map: activeBoard?.snapshot() ?? machine.resource.savedSegments)
         if report.outcome == .complete, let checksum = request.checksum {
@@ -586,6 +593,19 @@ final class TransferEngine {
         return next
     }
 
+
+    /// The sources of a segmented run: where requests go now, then each mirror, whose requests carry the
+    /// request's credential headers only when it shares the first URL's origin. Empty without mirrors.
+    private func sources() -> [DownloadSource] {
+        guard !mirrors.isEmpty else { return [] }
+        let credentialFree = DownloadStateMachine.withoutCredentials(
+            request.headers, credentialHeaderNames: request.credentialHeaderNames)
+        return [DownloadSource(url: machine.currentURL, headers: machine.requestHeaders)]
+            + mirrors.map { mirror in
+                DownloadSource(
+                    url: mirror, headers: mirror.origin == machine.originalURL.origin ? request.headers : credentialFree)
+            }
+    }
 
     // MARK: - Body, progress, checkpoints
 
@@ -829,7 +849,7 @@ final class TransferEngine {
             finalURL: machine.currentURL.absoluteString, checksumHex: checksumHex,
             isResumable: control.isResumable ?? (resource.acceptsRanges == true), entityTag: resource.entityTagText,
             lastModified: resource.lastModified, responseStatus: machine.acceptedHead?.status,
-            responseHeaders: machine.acceptedHead?.headers)
+            responseHeaders: machine.acceptedHead?.headers, sources: sourceUsage)
     }
 
     /// Renames the partial into place. `-o FILE` replaces the file the caller named; a directory

@@ -31,6 +31,8 @@ struct SegmentCoordinator {
         var fetched: Int64
         /// Bytes found written through the progress journal beyond the saved map.
         var recovered: Int64
+        /// With mirrors: what each source gave (empty otherwise).
+        var sources: [SourceUsage] = []
     }
 
     let total: Int64
@@ -45,6 +47,10 @@ struct SegmentCoordinator {
     let entityTag: EntityTag?
     let rateLimiters: [TokenBucket]
     let bufferSize: Int
+    /// `url` and the mirrors (docs/MIRRORS.md); one element or none: no mirrors.
+    var sources: [DownloadSource] = []
+    /// The first source's `Last-Modified`, which mirrors must match (``SourceScheduler``).
+    var lastModified: String? = nil
 
     /// The board for this run: the saved map plus what the journal proves, or a fresh plan (after a
     /// single-connection `prefix`). nil when the saved map is unusable.
@@ -67,7 +73,16 @@ struct SegmentCoordinator {
     /// Runs workers until every segment is written (then proves it), the board stops, or the caller
     /// stops. Throws failures and stops (after a checkpoint of what was written).
     func run(saved: [ResumeSegment], prefix: Int64, hooks: Hooks) throws -> Report {
-        let workers = max(1, min(configuration.connections, client.configuration.maxConnectionsPerOrigin))
+        var workers = max(1, min(configuration.connections, client.configuration.maxConnectionsPerOrigin))
+        var sourceBoard: SourceBoard?
+        if sources.count > 1 {
+            // `connections` is the total, at least one per source; each source holds at most `perSource`.
+            let perSource = max(1, min(configuration.connectionsPerSource, client.configuration.maxConnectionsPerOrigin))
+            let board = SourceBoard(
+                sources, reference: SourceScheduler.Reference(total: total, lastModified: lastModified), perSource: perSource)
+            workers = min(max(configuration.connections, sources.count), board.capacity)
+            sourceBoard = board
+        }
         let minimum = max(64 << 10, configuration.minimumSegmentSize)
         guard let (state, recovered) = try makeBoard(saved: saved, prefix: prefix, workers: workers, minimum: minimum) else {
             return Report(outcome: .restart(.unusablePartialData), fetched: 0, recovered: 0)
@@ -93,7 +108,7 @@ struct SegmentCoordinator {
                 ifRange: ifRange, entityTag: entityTag, total: total, retryPolicy: RetryPolicy(configuration),
                 lowSpeedLimit: configuration.lowSpeedLimit, lowSpeedTime: configuration.lowSpeedTime.asSeconds,
                 bufferSize: bufferSize, rateLimiters: rateLimiters, cancellation: tokens[index], control: control,
-                sharedWait: sharedWait)
+                sharedWait: sharedWait, sources: sourceBoard)
             group.enter()
             TransferThreads.shared.run(name: "dk-segment-\(index)") {
                 worker.run()
@@ -106,6 +121,14 @@ struct SegmentCoordinator {
         var lastProgress = 0.0
         var lastCheckpoint = monotonicSeconds()
         var cancelled = false
+        func publishDrops() {
+            guard let sourceBoard else { return }
+            for (index, reason) in sourceBoard.takeDrops() {
+                let source = sourceBoard.sources[index].url
+                configuration.logger?.warning("dropping the source \(source): \(reason)")
+                control.setState(.dropSource(source.listingDescription, reason))
+            }
+        }
         func publish(_ now: Double) {
             lastProgress = now
             hooks.publish(board.written, board.written - writtenAtStart, board.activeConnections, now)
@@ -116,6 +139,7 @@ struct SegmentCoordinator {
                 cancelled = true
                 for token in tokens { token.cancel() }
             }
+            publishDrops()
             let now = monotonicSeconds()
             if now - lastProgress >= configuration.progressInterval.asSeconds { publish(now) }
             let written = board.written
@@ -133,7 +157,9 @@ struct SegmentCoordinator {
                 }
             }
         }
-        var report = Report(outcome: .complete, fetched: board.written - writtenAtStart, recovered: recovered)
+        publishDrops()
+        var report = Report(
+            outcome: .complete, fetched: board.written - writtenAtStart, recovered: recovered, sources: sourceBoard?.usage() ?? [])
         switch board.stopReason {
         case .restart(let reason)?:
             report.outcome = .restart(reason)

@@ -77,6 +77,23 @@ struct SegmentFileWriter: Sendable {
         }
     }
 
+    /// Reads `count` bytes at `offset` (bytes already credited: a mirror's sample is compared with them).
+    func read(count: Int, at offset: Int64) throws(FileSystemError) -> [UInt8] {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, count), alignment: 64)
+        defer { buffer.deallocate() }
+        let done = try files.withLock { (files: inout Files) throws(FileSystemError) -> Int in
+            var done = 0
+            while done < count {
+                let n = try files.handle.read(
+                    into: UnsafeMutableRawBufferPointer(rebasing: buffer[done..<count]), fromAbsoluteOffset: offset + Int64(done))
+                if n == 0 { break }
+                done += n
+            }
+            return done
+        }
+        return Array(UnsafeRawBufferPointer(rebasing: buffer[0..<done]))
+    }
+
     /// Writes `range` of `bytes` through the page cache, adding what reached the file to `written`.
     private static func buffered(
         _ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, at offset: Int64, through handle: FileHandleFD, written: inout Int
@@ -113,6 +130,26 @@ struct SegmentWorker: Sendable {
     let control: DownloadControl
     /// The shortest response wait of all this download's workers (``SendAheadRule/learned(shortestWait:)``).
     let sharedWait: SharedShortestWait
+    /// The sources of a download with mirrors (docs/MIRRORS.md); nil: `url` is the only one.
+    var sources: SourceBoard? = nil
+
+    /// Where the worker's requests go now: `url` (source 0, or the only one) or a mirror.
+    private struct Target {
+        /// The source's index on the ``SourceBoard``; nil without mirrors.
+        let index: Int?
+        let url: HTTPURL
+        let headers: DKHTTPHeaders
+        let ifRange: String?
+        let entityTag: EntityTag?
+
+        var isMirror: Bool { (index ?? 0) != 0 }
+    }
+
+    /// A mirror's answer disagreed (or it failed) and it was dropped: the worker leaves it.
+    private struct SourceDropped: Error {}
+
+    /// A mirror's answer agrees on the length but needs a sample before its bytes are written.
+    private struct NeedsSample: Error {}
 
     /// Thrown from the body callback when the segment ends inside the bytes just received (its tail was
     /// stolen): the response is dropped with its connection, never written past the segment's end.
@@ -136,38 +173,182 @@ struct SegmentWorker: Sendable {
         let buffer = ReceiveBuffer(capacity: bufferSize)
         var lowSpeed = LowSpeedWindow(limit: lowSpeedLimit, seconds: lowSpeedTime)
         var sendAhead = SendAheadRule(requestSize: Self.requestSize)
-        while let assignment = board.take(worker: id) {
-            var retry = retryPolicy
+        guard let sources else {
+            _ = run(Target(index: nil, url: url, headers: headers, ifRange: ifRange, entityTag: entityTag),
+                buffer: buffer, lowSpeed: &lowSpeed, sendAhead: &sendAhead)
+            return
+        }
+        // A source for as long as it serves; when it is dropped, the next free one (``SourceScheduler/assign()``).
+        while let index = sources.assign() {
+            let source = sources.sources[index]
+            let target = index == 0
+                ? Target(index: 0, url: url, headers: headers, ifRange: ifRange, entityTag: entityTag)
+                : Target(index: index, url: source.url, headers: source.headers, ifRange: nil, entityTag: nil)
+            lowSpeed.reset()
+            sendAhead = SendAheadRule(requestSize: Self.requestSize)
+            let leftSource = run(target, buffer: buffer, lowSpeed: &lowSpeed, sendAhead: &sendAhead)
+            sources.release(index)
+            if !leftSource { return }
+        }
+    }
+
+    /// Takes segments and fetches them from `target` until there is nothing left (false) or the target
+    /// was dropped (true: the worker may take another source).
+    private func run(_ target: Target, buffer: ReceiveBuffer, lowSpeed: inout LowSpeedWindow, sendAhead: inout SendAheadRule) -> Bool {
+        var retry = retryPolicy
+        while true {
+            if board.stopReason != nil || control.stopRequest != .none { return false }
+            if let index = target.index, let sources {
+                guard sources.isLive(index) else { return true }
+                if sources.phase(index) == .sampling {
+                    do {
+                        guard try sample(target, buffer: buffer) else { return false }
+                        retry = retryPolicy
+                        continue
+                    } catch is SourceDropped {
+                        return true
+                    } catch {
+                        switch failed(error, target: target, retry: &retry, progress: 0, lowSpeed: &lowSpeed) {
+                        case .again: continue
+                        case .leaveSource: return true
+                        case .stop: return false
+                        }
+                    }
+                }
+            }
+            guard let assignment = board.take(worker: id) else { return false }
+            retry = retryPolicy
             var position = assignment.position
             defer { board.release(assignment.handle, worker: id) }
             while board.remaining(assignment.handle, worker: id) > 0 {
-                if board.stopReason != nil || control.stopRequest != .none { return }
+                if board.stopReason != nil || control.stopRequest != .none { return false }
                 let before = position
                 do {
-                    try fetch(assignment.handle, from: &position, buffer: buffer, lowSpeed: &lowSpeed, sendAhead: &sendAhead)
+                    try fetch(assignment.handle, from: &position, target: target, buffer: buffer, lowSpeed: &lowSpeed, sendAhead: &sendAhead)
                 } catch is SegmentEnded {
                     break
-                } catch let expired as URLExpired {
+                } catch is SourceDropped {
+                    return true
+                } catch is NeedsSample {
+                    // The segment goes back to the board while the sample is fetched.
+                    break
+                } catch let expired as URLExpired where target.index == nil {
                     board.stop(.refreshURL(status: expired.status))
-                    return
+                    return false
                 } catch {
-                    let failure = DownloadError.wrap(error)
-                    if board.stopReason != nil || control.stopRequest != .none || failure.code == .cancelled { return }
-                    if let restart = failure.restartReason {
-                        board.stop(.restart(restart))
-                        return
-                    }
-                    guard case .retry(let delay, _) = retry.next(after: failure, progress: position - before) else {
-                        board.stop(.failed(failure))
-                        return
-                    }
-                    lowSpeed.reset()
-                    if !interruptibleSleep(delay, wakes: control.wakeUps, shouldStop: { board.stopReason != nil || control.stopRequest != .none }) {
-                        return
+                    switch failed(error, target: target, retry: &retry, progress: position - before, lowSpeed: &lowSpeed) {
+                    case .again: continue
+                    case .leaveSource: return true
+                    case .stop: return false
                     }
                 }
             }
         }
+    }
+
+    /// What a worker does after a failure.
+    private enum AfterFailure {
+        /// Retry on the same source (the delay has passed).
+        case again
+        /// The source was dropped; others are left.
+        case leaveSource
+        /// The board stopped (or the caller did).
+        case stop
+    }
+
+    /// A failure of `target`: retried within the retry rule, then — with mirrors — the source dropped
+    /// (the download fails only when no source is left); without mirrors the download fails.
+    private func failed(
+        _ error: any Error, target: Target, retry: inout RetryPolicy, progress: Int64, lowSpeed: inout LowSpeedWindow
+    ) -> AfterFailure {
+        var failure = DownloadError.wrap(error)
+        if let expired = error as? URLExpired {
+            failure = DownloadError.status(expired.status, reason: "", url: target.url)
+        }
+        if board.stopReason != nil || control.stopRequest != .none || failure.code == .cancelled { return .stop }
+        if let restart = failure.restartReason, !target.isMirror {
+            board.stop(.restart(restart))
+            return .stop
+        }
+        let slowRate = failure.code == .tooSlow ? failure.detail : nil
+        if let index = target.index, let sources, slowRate != nil, sources.dropsWhenSlow(index) {
+            return drop(index, .tooSlow(bytesPerSecond: Self.rate(in: failure.detail)), failure: failure)
+        }
+        guard failure.restartReason == nil, !(error is URLExpired),
+            case .retry(let delay, _) = retry.next(after: failure, progress: progress)
+        else {
+            if let index = target.index { return drop(index, .failed(failure), failure: failure) }
+            board.stop(.failed(failure))
+            return .stop
+        }
+        lowSpeed.reset()
+        if !interruptibleSleep(delay, wakes: control.wakeUps, shouldStop: { board.stopReason != nil || control.stopRequest != .none }) {
+            return .stop
+        }
+        return .again
+    }
+
+    /// Drops source `index`; stops the board with `failure` when it was the last.
+    private func drop(_ index: Int, _ reason: SourceDropReason, failure: DownloadError) -> AfterFailure {
+        guard let sources, sources.failed(index, reason) else {
+            var last = failure
+            last.detail = "every source was dropped; the last, \(sources?.sources[index].url.description ?? url.description): \(failure.detail)"
+            board.stop(.failed(last))
+            return .stop
+        }
+        return .leaveSource
+    }
+
+    /// The bytes per second a too-slow error names (its first number).
+    private static func rate(in detail: String) -> Int {
+        let digits = detail.drop { !$0.isNumber }.prefix { $0.isNumber }
+        return Int(digits) ?? 0
+    }
+
+    /// Fetches a sample of ``SourceScheduler/sampleSize`` bytes from a mirror where the file already holds
+    /// credited bytes, and compares (docs/MIRRORS.md). Waits for such bytes; false when the download ended
+    /// or stopped before. Throws ``SourceDropped`` when the mirror disagrees.
+    private func sample(_ target: Target, buffer: ReceiveBuffer) throws -> Bool {
+        guard let index = target.index, let sources else { return false }
+        let size = min(SourceScheduler.sampleSize, total)
+        var range: Range<Int64>?
+        while range == nil {
+            if board.stopReason != nil || control.stopRequest != .none || board.isComplete { return false }
+            if let run = board.creditedRuns().first(where: { $0.count >= size }) {
+                range = run.lowerBound..<run.lowerBound + size
+            } else if !sources.hasAgreeingSource(besides: index) {
+                // Nothing written to compare with, and no agreeing source left to write it: never proved.
+                let failure = DownloadError(
+                    .serverIgnoredRange, "\(target.url): \(SourceDropReason.unverifiable)")
+                if case .stop = drop(index, .unverifiable, failure: failure) { return false }
+                throw SourceDropped()
+            } else if !interruptibleSleep(0.05, wakes: control.wakeUps, shouldStop: { board.stopReason != nil || control.stopRequest != .none }) {
+                return false
+            }
+        }
+        guard let range else { return false }
+        var served: [UInt8] = []
+        served.reserveCapacity(Int(size))
+        _ = try client.execute(
+            request(for: range, target: target), cancellation: cancellation, buffer: buffer,
+            onHead: { head in
+                try validate(head, requested: range.lowerBound, target: target, sampling: true)
+                return .stream
+            },
+            onBody: { bytes in
+                guard served.count + bytes.count <= Int(size) else {
+                    throw DownloadError(.contentRangeMismatch, "a sample ran past its range", isTransient: true)
+                }
+                served.append(contentsOf: bytes)
+            })
+        guard served.count == Int(size) else {
+            throw DownloadError(
+                .truncated, "a sample of bytes \(range.lowerBound)-\(range.upperBound - 1) ended after \(served.count) bytes",
+                isTransient: true)
+        }
+        let written = try file.read(count: Int(size), at: range.lowerBound)
+        if case .drop = sources.sampled(index, range: range, equal: written == served) { throw SourceDropped() }
+        return true
     }
 
     /// Range requests for the rest of the held segment, at most ``requestSize`` each, one after another
@@ -177,8 +358,8 @@ struct SegmentWorker: Sendable {
     /// segment's written end before and after; inside, the cursor always equals the offset of the
     /// response stream's next byte.
     private func fetch(
-        _ handle: SegmentHandle, from position: inout Int64, buffer: ReceiveBuffer, lowSpeed: inout LowSpeedWindow,
-        sendAhead: inout SendAheadRule
+        _ handle: SegmentHandle, from position: inout Int64, target: Target, buffer: ReceiveBuffer,
+        lowSpeed: inout LowSpeedWindow, sendAhead: inout SendAheadRule
     ) throws {
         // Bounded requests keep the tail stealable: a sparing thief takes only what no request covers yet.
         guard let first = board.beginRequest(handle, worker: id, maximum: Self.requestSize),
@@ -187,15 +368,20 @@ struct SegmentWorker: Sendable {
         // The ranges asked for and not yet answered, oldest first: the response being read is the first's.
         var asked = [first]
         var cursor = position
+        var headAt = monotonicSeconds()
+        var credited: Int64 = 0
         var window = lowSpeed
         var rule = sendAhead
         defer {
             position = cursor
             lowSpeed = window
             sendAhead = rule
+            if let index = target.index, credited > 0 {
+                sources?.served(index, bytes: credited, seconds: monotonicSeconds() - headAt)
+            }
         }
         try client.execute(
-            series: request(for: first), cancellation: cancellation, buffer: buffer,
+            series: request(for: first, target: target), cancellation: cancellation, buffer: buffer,
             next: { owed in
                 // Asked with 0 after a response that nothing was sent behind: the next request goes now.
                 // A stopped board gives out no range.
@@ -207,13 +393,14 @@ struct SegmentWorker: Sendable {
                     let range = board.continueRequest(handle, worker: id, maximum: Self.requestSize)
                 else { return nil }
                 asked.append(range)
-                return request(for: range)
+                return request(for: range, target: target)
             },
             onSent: { rule.sent(at: monotonicSeconds()) },
             onHead: { head in
                 rule.headArrived(at: monotonicSeconds())
                 rule.learned(shortestWait: sharedWait.fold(rule.shortestWait))
-                try validate(head, requested: asked[0].lowerBound)
+                try validate(head, requested: asked[0].lowerBound, target: target)
+                headAt = monotonicSeconds()
                 return .stream
             },
             onBody: { bytes in
@@ -225,11 +412,13 @@ struct SegmentWorker: Sendable {
                 do {
                     try file.write(UnsafeRawBufferPointer(rebasing: bytes[0..<allowed]), at: cursor, written: &written)
                 } catch {
-                    credit(handle, at: &cursor, count: written)
+                    credited += Int64(credit(handle, at: &cursor, count: written))
                     throw error
                 }
                 // Fewer than received: the segment ends inside this buffer; the rest is not ours.
-                if credit(handle, at: &cursor, count: allowed) < allowed || allowed < bytes.count { throw SegmentEnded() }
+                let counted = credit(handle, at: &cursor, count: allowed)
+                credited += Int64(counted)
+                if counted < allowed || allowed < bytes.count { throw SegmentEnded() }
                 if let rate = window.record(allowed, now: monotonicSeconds()) {
                     throw DownloadError(
                         .tooSlow,
@@ -255,13 +444,14 @@ struct SegmentWorker: Sendable {
             })
     }
 
-    /// The range request for `range`, with the validator that keeps every piece of one version.
-    private func request(for range: Range<Int64>) -> DKHTTPRequest {
-        var requestHeaders = headers
+    /// The range request for `range` to `target`, with the validator that keeps every piece of one
+    /// version (a mirror gets none: each of its answers is checked against the first source's instead).
+    private func request(for range: Range<Int64>, target: Target) -> DKHTTPRequest {
+        var requestHeaders = target.headers
         requestHeaders.replaceOrAdd(
             name: "Range", value: RangeHeader(ranges: [.closed(first: range.lowerBound, last: range.upperBound - 1)]).headerValue)
-        if let ifRange { requestHeaders.replaceOrAdd(name: "If-Range", value: ifRange) }
-        return DKHTTPRequest(method: .GET, url: url, headers: requestHeaders)
+        if let ifRange = target.ifRange { requestHeaders.replaceOrAdd(name: "If-Range", value: ifRange) }
+        return DKHTTPRequest(method: .GET, url: target.url, headers: requestHeaders)
     }
 
     /// Credits `count` written bytes at the cursor and journals them (after the write: a journalled byte
@@ -276,9 +466,27 @@ struct SegmentWorker: Sendable {
 
     /// A 206 must cover exactly the asked start, carry the known total and the same validator;
     /// anything else is never written (issue #5: "a segment that comes back wrong is retried").
-    private func validate(_ head: ResponseHead, requested: Int64) throws {
+    /// A mirror's answer is first the ``SourceScheduler``'s to judge (agreement with the first source).
+    private func validate(_ head: ResponseHead, requested: Int64, target: Target, sampling: Bool = false) throws {
+        if target.isMirror, let index = target.index, let sources, !(300..<400).contains(head.status) {
+            var total: Int64?
+            if head.status == 206, let text = head.headers.first(name: "Content-Range"),
+                case .satisfied(_, _, let length)? = try? ContentRange(parsing: text)
+            {
+                total = length
+            } else if head.status == 200 {
+                total = try? head.contentLength()
+            }
+            if head.status == 200 || head.status == 206 {
+                switch sources.answered(index, status: head.status, total: total, lastModified: head.headers.first(name: "Last-Modified")) {
+                case .agree: break
+                case .needsSample: if !sampling { throw NeedsSample() }
+                case .drop: throw SourceDropped()
+                }
+            }
+        }
         let policy = RangeResponsePolicy(
-            first: requested, knownEntityTag: entityTag, knownLastModified: nil, knownTotal: total)
+            first: requested, knownEntityTag: target.entityTag, knownLastModified: nil, knownTotal: total)
         switch policy.decide(head) {
         case .write:
             return
@@ -291,7 +499,7 @@ struct SegmentWorker: Sendable {
             throw DownloadError(.contentRangeMismatch, "a segment: \(detail)", httpStatus: head.status, isTransient: true)
         case .other:
             if [401, 403, 404, 410].contains(head.status) { throw URLExpired(status: head.status) }
-            throw DownloadError.status(head.status, reason: head.reason, url: url)
+            throw DownloadError.status(head.status, reason: head.reason, url: target.url)
         }
     }
 }

@@ -1,0 +1,56 @@
+import HTTPClient
+import HTTPWire
+
+/// Where one source's requests go: its URL and its header fields (credentials only for the first
+/// source's origin).
+struct DownloadSource: Sendable {
+    let url: HTTPURL
+    let headers: DKHTTPHeaders
+}
+
+/// ``SourceScheduler`` shared by the segment worker threads of a download with mirrors: every event
+/// takes the one lock once and applies the scheduler's rule (per response head, per credited buffer,
+/// never per byte). No decision lives here.
+final class SourceBoard: Sendable {
+    /// In the request's order; index 0 fixed the resource.
+    let sources: [DownloadSource]
+    private let state: LockedValue<SourceScheduler>
+
+    init(_ sources: [DownloadSource], reference: SourceScheduler.Reference, perSource: Int) {
+        self.sources = sources
+        state = LockedValue(SourceScheduler(count: sources.count, reference: reference, perSource: perSource))
+    }
+
+    func assign() -> Int? { state.withLock { $0.assign() } }
+    func release(_ index: Int) { state.withLock { $0.release(index) } }
+
+    func answered(_ index: Int, status: Int, total: Int64?, lastModified: String?) -> SourceScheduler.Verdict {
+        state.withLock { $0.answered(index, status: status, total: total, lastModified: lastModified) }
+    }
+
+    func sampled(_ index: Int, range: Range<Int64>, equal: Bool) -> SourceScheduler.Verdict {
+        state.withLock { $0.sampled(index, range: range, equal: equal) }
+    }
+
+    /// Drops `index`; returns whether any source is left.
+    func failed(_ index: Int, _ reason: SourceDropReason) -> Bool { state.withLock { $0.failed(index, reason) } }
+    func hasAgreeingSource(besides index: Int) -> Bool { state.withLock { $0.hasAgreeingSource(besides: index) } }
+    func dropsWhenSlow(_ index: Int) -> Bool { state.withLock { $0.dropsWhenSlow(index) } }
+    func served(_ index: Int, bytes: Int64, seconds: Double) {
+        state.withLock { $0.served(index, bytes: bytes, seconds: seconds) }
+    }
+    func takeDrops() -> [(index: Int, reason: SourceDropReason)] { state.withLock { $0.takeDrops() } }
+    func isLive(_ index: Int) -> Bool { state.withLock { $0.isLive(index) } }
+    func phase(_ index: Int) -> SourceScheduler.Phase { state.withLock { $0.sources[index].phase } }
+    var capacity: Int { state.withLock { $0.capacity } }
+
+    /// What each source gave, for the result.
+    func usage() -> [SourceUsage] {
+        let scheduler = state.withLock { $0 }
+        return sources.indices.map { index in
+            SourceUsage(
+                url: sources[index].url.listingDescription, bytes: scheduler.sources[index].bytes,
+                dropReason: scheduler.dropReason(index))
+        }
+    }
+}
