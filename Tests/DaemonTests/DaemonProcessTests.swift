@@ -1,3 +1,4 @@
+import DownloadKit
 import DownloadKitSession
 import Foundation
 import Testing
@@ -85,13 +86,17 @@ struct DaemonProcessTests {
         Self.serve(origin, count: 3, bytesPerSecond: 64 << 10)
         let harness = try DaemonHarness()
         let (out, ids) = try await Self.startAndAddThree(harness, origin, "kill")
-        // Wait until every transfer has durable bytes, then kill the daemon without warning.
+        // Wait until every transfer has a checkpoint (its resume info, written after an fdatasync), then kill
+        // the daemon without warning. Bytes in the temp file alone are not that event: killed before its first
+        // checkpoint, a download rightly starts again from 0 (nothing records what the bytes are), which under
+        // load a wait on the temp files' sizes once let happen.
         let started = try await offloaded {
             let deadline = Date().addingTimeInterval(120)
             while Date() < deadline {
-                let parts = ((try? FileManager.default.contentsOfDirectory(atPath: out)) ?? []).filter { $0.hasSuffix(".dkpart") }
-                let sizes = parts.map { (try? FileManager.default.attributesOfItem(atPath: out + "/" + $0)[.size] as? Int64) ?? 0 }
-                if sizes.count == 3 && sizes.allSatisfy({ $0 >= 64 << 10 }) { return true }
+                // The tasks are added with a directory destination: their working files are dk-<MD5 of the URL>.*.
+                let records = ((try? FileManager.default.contentsOfDirectory(atPath: out)) ?? []).filter { $0.hasSuffix(".dkresume") }
+                let checkpointed = records.map { (try? ResumeInfo.read(from: out + "/" + $0))?.bytesReceived ?? 0 }
+                if checkpointed.count == 3 && checkpointed.allSatisfy({ $0 > 0 }) { return true }
                 usleep(10_000)
             }
             return false
