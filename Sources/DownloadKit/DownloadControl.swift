@@ -195,7 +195,7 @@ enum DownloadTransition: Sendable, Hashable {
     /// Body bytes flow over several connections (`downloading`, `segmented`).
     case segmented(connections: Int)
     /// Waiting before a retry (`retrying`, `retrying`).
-    case retry(after: Duration, attempt: Int, error: String)
+    case retry(after: Duration, attempt: Int, error: DownloadError)
     /// Verifying and placing the file (`verifying`, `bodyComplete`).
     case verify
     /// The file is in place (`completed`, `finished`).

@@ -325,8 +325,9 @@ public enum DownloadStateReason: Sendable, Hashable {
     case redirected(to: String)
     /// The URL was replaced (expired URL refreshed) with this one.
     case urlRefreshed(to: String)
-    /// Waiting this long before retry number `attempt` after `error`.
-    case retrying(after: Duration, attempt: Int, error: String)
+    /// Waiting this long before retry number `attempt` after `error` (typed: its code, category and HTTP
+    /// status are there for a caller to decide on; its `description` is the message).
+    case retrying(after: Duration, attempt: Int, error: DownloadError)
     /// The server cannot resume (no range support); a pause will restart from zero.
     case notResumable
     /// Paused by the caller.

@@ -229,7 +229,7 @@ public actor ProgressRenderer {
         case .redirected(let to): return ["reason": "redirected", "location": HTTPURL.redacting(to, .password)]
         case .urlRefreshed(let to): return ["reason": "urlRefreshed", "location": HTTPURL.redacting(to, .password)]
         case .retrying(let after, let attempt, let error):
-            return ["reason": "retrying", "delay": after.asSeconds, "attempt": attempt, "error": error]
+            return ["reason": "retrying", "delay": after.asSeconds, "attempt": attempt, "error": error.detail, "code": error.code.name]
         case .notResumable: return ["reason": "notResumable"]
         case .pausedByCaller: return ["reason": "paused"]
         case .cancelledByCaller: return ["reason": "cancelled"]

@@ -9,6 +9,7 @@ struct DownloadTransitionTests {
     @Test func everyTransitionHasItsOnePair() {
         let failure = DownloadError(.httpStatus, "404 Not Found", httpStatus: 404)
         let full = DownloadError(.diskFull, "no space left")
+        let reset = DownloadError(.transport, "connection reset", isTransient: true)
         let table: [(DownloadTransition, DownloadState, DownloadStateReason)] = [
             (.start, .connecting, .started),
             (.resume(offset: 7), .connecting, .resumed(offset: 7)),
@@ -20,7 +21,7 @@ struct DownloadTransitionTests {
             (.receive(resumedFrom: 0), .downloading, .started),
             (.receive(resumedFrom: 9), .downloading, .resumed(offset: 9)),
             (.segmented(connections: 4), .downloading, .segmented(connections: 4)),
-            (.retry(after: .seconds(2), attempt: 1, error: "reset"), .retrying, .retrying(after: .seconds(2), attempt: 1, error: "reset")),
+            (.retry(after: .seconds(2), attempt: 1, error: reset), .retrying, .retrying(after: .seconds(2), attempt: 1, error: reset)),
             (.verify, .verifying, .bodyComplete),
             (.complete, .completed, .finished),
             (.keepExistingFile, .completed, .keptExistingFile),

@@ -427,7 +427,7 @@ struct DownloadStateMachine {
             return .fail(failure)
         }
         state = .waitingToRetry
-        transitions.append(.retry(after: .seconds(delay), attempt: attempt, error: failure.detail))
+        transitions.append(.retry(after: .seconds(delay), attempt: attempt, error: failure))
         return .retry(after: delay, attempt: attempt, error: failure)
     }
 
