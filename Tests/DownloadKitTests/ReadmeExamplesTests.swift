@@ -119,4 +119,28 @@ struct ReadmeExamplesTests {
         #expect(result.bytes == 16 << 20)
         #expect(fileMatchesPattern(dir.file("big.iso"), size: 16 << 20, seed: 83))
     }
+
+    @Test func mirrorsExampleRunsAsDocumented() async throws {
+        let a = try FaultOrigin(), b = try FaultOrigin(), c = try FaultOrigin()
+        defer { for origin in [a, b, c] { origin.shutdown() } }
+        // Three servers of one file: the same bytes and Last-Modified, each its own ETag.
+        for (index, origin) in [a, b, c].enumerated() {
+            origin.serve("/disk.iso", .resource(Resource(size: 8 << 20, seed: 84, etag: "\"server-\(index)\"")))
+        }
+        let dir = try ScratchDirectory()
+
+        var mirrored = DownloadRequest(url: a.url("/disk.iso"), destination: .file(dir.file("disk.iso")))
+        mirrored.mirrors = [b.url("/disk.iso"), c.url("/disk.iso")]
+        var spread = DownloadConfiguration()
+        spread.connections = 6                                  // the total; at most connectionsPerSource on each
+        let download = Download(mirrored, configuration: spread)
+        download.start()
+        let result = try await download.result()
+        var lines: [String] = []
+        for source in result.sources { lines.append("\(source.url) \(source.bytes) \(source.dropReason.map { "\($0)" } ?? "kept")") }
+
+        #expect(fileMatchesPattern(dir.file("disk.iso"), size: 8 << 20, seed: 84))
+        #expect(result.sources.count == 3 && result.sources.allSatisfy { $0.dropReason == nil }, "\(lines)")
+        #expect(result.sources.reduce(0) { $0 + $1.bytes } >= 8 << 20, "\(lines)")
+    }
 }
