@@ -44,7 +44,10 @@ extension DownloadManager {
     @discardableResult
     public func enqueue(_ requests: [TaskRequest]) async throws -> [String] {
         try ensureOpen()
-        for request in requests { try validate(url: request.url) }
+        for request in requests {
+            try validate(url: request.url)
+            for mirror in request.mirrors { try validate(url: mirror) }
+        }
         var ids: [String] = []
         ids.reserveCapacity(requests.count)
         var actions: [Scheduler.Action] = []
@@ -77,7 +80,8 @@ extension DownloadManager {
                 priority: request.priority, queueOrder: 0, group: request.group, checksum: request.checksum,
                 headers: request.headers, metadata: request.metadata,
                 requiresUnmeteredNetwork: request.requiresUnmeteredNetwork, rateLimit: request.rateLimit, error: nil,
-                createdAt: now, updatedAt: now, finishedAt: nil, connections: request.connections)
+                createdAt: now, updatedAt: now, finishedAt: nil, connections: request.connections,
+                mirrors: request.mirrors)
             if request.startsPaused {
                 // Never handed to the scheduler: `resume` puts it at the end of the line, as for any paused task.
                 task.state = .paused
@@ -247,6 +251,23 @@ extension DownloadManager {
         if idByURL[task.currentURL] == taskID, task.currentURL != task.originalURL { idByURL[task.currentURL] = nil }
         task.currentURL = newURL
         if idByURL[newURL] == nil { idByURL[newURL] = taskID }
+        store(task)
+        if active[taskID] != nil {
+            stopTransfer(taskID)
+            launch(taskID)
+        }
+        try await commit()
+    }
+
+    /// Replaces a task's mirrors (``ManagedTask/mirrors``; each an http(s) URL, else `invalidURL` and
+    /// nothing changes), keeping the task, its id and its bytes. A running transfer restarts from its
+    /// durable bytes with the new sources.
+    public func setMirrors(taskID: String, mirrors: [String]) async throws {
+        try ensureOpen()
+        for mirror in mirrors { try validate(url: mirror) }
+        var task = try existing(taskID)
+        guard task.mirrors != mirrors else { return }
+        task.mirrors = mirrors
         store(task)
         if active[taskID] != nil {
             stopTransfer(taskID)

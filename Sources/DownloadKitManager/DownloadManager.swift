@@ -37,6 +37,8 @@ public actor DownloadManager {
         public var rateLimit: Int?
         /// This task's range connections (1…64); nil for the configuration's `download.connections`.
         public var connections: Int?
+        /// Other URLs of the same resource, tried beside ``url`` (``DownloadRequest/mirrors``). Default none.
+        public var mirrors: [String] = []
         /// Whether an existing task of the same URL (or file id) is reused only while it is waiting,
         /// running or paused: a completed, failed or cancelled one is then left as it is (listed with
         /// its result) and a new task is made, as aria2's `addUri` makes a new download. Default false:

@@ -81,6 +81,9 @@ public struct ManagedTask: Sendable, Hashable, Identifiable {
     /// This task's range connections (1…64), overriding the configuration's `download.connections`; nil
     /// for the configuration's count.
     public var connections: Int?
+    /// Other URLs of the same resource (``DownloadRequest/mirrors``): the transfer spreads its segments over
+    /// the task's URL and these. Empty for a single-source task.
+    public var mirrors: [String]
     /// The error the task stopped with (``ManagedTaskState/failed``).
     public var error: ManagedTaskError?
     public var createdAt: Date
@@ -99,7 +102,7 @@ public struct ManagedTask: Sendable, Hashable, Identifiable {
         path: String?, state: ManagedTaskState, bytesReceived: Int64, totalBytes: Int64?, priority: DownloadPriority,
         queueOrder: Int64, group: String?, checksum: Checksum?, headers: [String: String], metadata: [String: String],
         requiresUnmeteredNetwork: Bool, rateLimit: Int?, error: ManagedTaskError?, createdAt: Date, updatedAt: Date,
-        finishedAt: Date?, connections: Int? = nil
+        finishedAt: Date?, connections: Int? = nil, mirrors: [String] = []
     ) {
         self.id = id
         self.originalURL = originalURL
@@ -123,6 +126,7 @@ public struct ManagedTask: Sendable, Hashable, Identifiable {
         self.updatedAt = updatedAt
         self.finishedAt = finishedAt
         self.connections = connections
+        self.mirrors = mirrors
     }
 }
 

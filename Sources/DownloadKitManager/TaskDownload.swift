@@ -12,7 +12,7 @@ extension ManagedTask {
     /// transfer, for the ``DownloadManager`` and the PostgreSQL fleet's worker alike.
     ///
     /// The request carries the task's URL (its current URL as the replacement when it was refreshed), its
-    /// destination, header fields (sorted by name, then `extraHeaders`) and checksum. The configuration is
+    /// destination, header fields (sorted by name, then `extraHeaders`), checksum and mirrors. The configuration is
     /// `base` with its own rate limit replaced by `limiters` (the caller's global bucket and the task's
     /// own, shared with whatever else draws from them) and the task's ``connections`` when it has a count.
     public func download(
@@ -23,9 +23,10 @@ extension ManagedTask {
         configuration.sharedRateLimiters += limiters
         if let connections, connections > 0 { configuration.connections = connections }
         let fields = headers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) } + extraHeaders
-        let request = DownloadRequest(
+        var request = DownloadRequest(
             url: originalURL, destination: destination, headers: DKHTTPHeaders(fields), checksum: checksum,
             replacementURL: currentURL == originalURL ? nil : currentURL)
+        request.mirrors = mirrors
         return (request, configuration)
     }
 

@@ -92,6 +92,12 @@ public final class TaskStore: TaskStoring {
                 table.add(column: "connections", .integer)
             }
         }
+        // The task's mirrors (``ManagedTask/mirrors``), a JSON array of strings; NULL for none.
+        migrator.registerMigration("v3: mirrors") { db in
+            try db.alter(table: TaskRecord.databaseTableName) { table in
+                table.add(column: "mirrors", .text)
+            }
+        }
         return migrator
     }
 
@@ -236,6 +242,8 @@ struct TaskRecord: FetchableRecord, TableRecord, Sendable {
     var errorCause: String?
     /// ``ManagedTask/connections``.
     var connections: Int64?
+    /// ``ManagedTask/mirrors``.
+    var mirrors: [String]
     /// Seconds since 1970.
     var createdAt: Double
     var updatedAt: Double
@@ -279,6 +287,7 @@ struct TaskRecord: FetchableRecord, TableRecord, Sendable {
         errorTransient = Self.integer(row, 27).map { $0 != 0 }
         errorCause = Self.text(row, 28)
         connections = Self.integer(row, 29)
+        mirrors = StringArrayJSON.decode(Self.text(row, 30))
     }
 
     private static func text(_ row: Row, _ index: Int) -> String? {
@@ -299,6 +308,7 @@ struct TaskRecord: FetchableRecord, TableRecord, Sendable {
         "finalPath", "state", "bytesReceived", "totalBytes", "priority", "queueOrder", "groupName", "checksum", "headers",
         "metadata", "requiresUnmeteredNetwork", "rateLimit", "errorCode", "errorMessage", "createdAt", "updatedAt",
         "finishedAt", "errorCategory", "errorHTTPStatus", "errorTransient", "errorCause", "connections",
+        "mirrors",
     ]
 
     /// Every column of the table, in ``columnNames``' order.
@@ -342,7 +352,7 @@ struct TaskRecord: FetchableRecord, TableRecord, Sendable {
         try run(replace, sql: Self.replaceSQL, json: json, in: db)
     }
 
-    /// Binds the row's columns as parameters 1…30 of `prepared` and steps it once.
+    /// Binds the row's columns as parameters 1…31 of `prepared` and steps it once.
     private func run(_ prepared: Statement, sql: String, json: (headers: String, metadata: String), in db: Database) throws {
         let statement = prepared.sqliteStatement
         var binder = ColumnBinder(statement: statement)
@@ -376,6 +386,7 @@ struct TaskRecord: FetchableRecord, TableRecord, Sendable {
         binder.bind(errorTransient.map { Int64($0 ? 1 : 0) })
         binder.bind(errorCause)
         binder.bind(connections)
+        binder.bind(StringArrayJSON.encode(mirrors))
         assert(binder.next == Int32(Self.columnNames.count) + 1, "every column bound once")
         defer {
             sqlite3_reset(statement)
@@ -420,6 +431,7 @@ struct TaskRecord: FetchableRecord, TableRecord, Sendable {
         errorTransient = task.error?.isTransient
         errorCause = task.error?.cause?.storageText
         connections = task.connections.map(Int64.init)
+        mirrors = task.mirrors
         createdAt = task.createdAt.timeIntervalSince1970
         updatedAt = task.updatedAt.timeIntervalSince1970
         finishedAt = task.finishedAt?.timeIntervalSince1970
@@ -449,7 +461,8 @@ struct TaskRecord: FetchableRecord, TableRecord, Sendable {
                         isTransient: errorTransient, cause: errorCause)
                 },
             createdAt: Date(timeIntervalSince1970: createdAt), updatedAt: Date(timeIntervalSince1970: updatedAt),
-            finishedAt: finishedAt.map(Date.init(timeIntervalSince1970:)), connections: stored.connections)
+            finishedAt: finishedAt.map(Date.init(timeIntervalSince1970:)), connections: stored.connections,
+            mirrors: mirrors)
     }
 }
 
@@ -499,6 +512,20 @@ struct ColumnBinder {
 
 /// JSON text for `[String: String]` (headers and metadata columns), written and read directly: Foundation's
 /// JSON coders cost ~100 µs a row on Linux, which 10,000 rows cannot afford.
+/// A task's mirrors as the `mirrors` column holds them: a JSON array of strings, NULL for none. Read
+/// leniently: anything that is not such an array (a damaged row) reads as no mirrors.
+enum StringArrayJSON {
+    static func encode(_ array: [String]) -> String? {
+        guard !array.isEmpty, let data = try? JSONEncoder().encode(array) else { return nil }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    static func decode(_ text: String?) -> [String] {
+        guard let text, !text.isEmpty else { return [] }
+        return (try? JSONDecoder().decode([String].self, from: Data(text.utf8))) ?? []
+    }
+}
+
 enum StringDictionaryJSON {
     static func encode(_ dictionary: [String: String]) -> String {
         var text = "{"

@@ -360,10 +360,14 @@ public enum Aria2Shapes {
         return directory + "/" + name
     }
 
-    /// `getUris`: the URI in use (`used` once it started, else `waiting`).
+    /// `getUris`: the task's URL, then its mirrors (DownloadKit spreads a transfer over all of them: each
+    /// `used` once it started, else `waiting`).
     public static func uris(_ task: ManagedTask) -> JSONValue {
         let status = task.state == .waiting || (task.state == .paused && task.bytesReceived == 0) ? "waiting" : "used"
-        return .array([.object(["uri": .string(Aria2Redaction.uri(task.currentURL)), "status": .string(status)])])
+        return .array(
+            ([task.currentURL] + task.mirrors).map {
+                .object(["uri": .string(Aria2Redaction.uri($0)), "status": .string(status)])
+            })
     }
 
     /// `getFiles`: one file (HTTP downloads have exactly one).

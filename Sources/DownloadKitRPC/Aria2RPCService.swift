@@ -397,6 +397,9 @@ public actor Aria2RPCService {
             url: url, destination: destination,
             checksum: options.checksum, headers: options.headers,
             rateLimit: options.maxDownloadLimit.flatMap { $0 > 0 ? $0 : nil })
+        // Every URI is a source of the one file: the first the task's URL, the others its mirrors (text
+        // that is not an http(s) URL skipped, as aria2 skips a URI it cannot use).
+        request.mirrors = uris.dropFirst().filter(Aria2URIList.isUsable)
         // A download of this URL that is still live is answered with its GID (two transfers would share
         // one partial file); a stopped one stays in tellStopped and a new download is made, as aria2.
         request.reusesLiveTaskOnly = true
@@ -431,11 +434,12 @@ public actor Aria2RPCService {
         return .string(gid)
     }
 
-    /// `changeUri(gid, fileIndex, delUris, addUris[, position])` for a download with one source: the
-    /// URIs left after deleting (one occurrence per entry) and inserting (at `position`, else at the
-    /// end; text that is not an http(s) URL is skipped, as aria2 skips what it cannot use) must be
-    /// exactly one, which becomes the task's URL (``DownloadManager/refreshURL(taskID:newURL:)``: its
-    /// bytes are kept when the server's validator still matches). Answers aria2's
+    /// `changeUri(gid, fileIndex, delUris, addUris[, position])`: the task's URIs (its URL, then its
+    /// mirrors) after deleting (one occurrence per entry) and inserting (at `position`, else at the
+    /// end; text that is not an http(s) URL is skipped, as aria2 skips what it cannot use) must be at
+    /// least one. The first becomes the task's URL (``DownloadManager/refreshURL(taskID:newURL:)``: its
+    /// bytes are kept when the server's validator still matches), the rest its mirrors
+    /// (``DownloadManager/setMirrors(taskID:mirrors:)``). Answers aria2's
     /// `[numDeleted, numAdded]`. Waiting or paused downloads only; nothing changes when it fails.
     private func changeUri(_ p: Params) async throws(RPCError) -> JSONValue {
         let gid = try p.gid(0)
@@ -453,14 +457,17 @@ public actor Aria2RPCService {
         guard task.state == .waiting || task.state == .paused else {
             throw .aria2("GID#\(gid) is active: DownloadKit changes the URI of a waiting or paused download only (pause it first).")
         }
-        let change = Aria2URIList.change([task.currentURL], deleting: deleted, adding: added, at: position)
-        guard change.uris.count == 1, let url = change.uris.first else {
-            throw .aria2(
-                "GID#\(gid) would have \(change.uris.count) URIs: DownloadKit downloads from one URI until mirrors "
-                    + "are supported; delete the URI and add its replacement in one changeUri.")
+        let change = Aria2URIList.change(
+            [task.currentURL] + task.mirrors, deleting: deleted, adding: added, at: position)
+        guard let url = change.uris.first else {
+            throw .aria2("GID#\(gid) would have no URI left: add another URI in the same changeUri.")
         }
+        let mirrors = Array(change.uris.dropFirst())
         if url != task.currentURL {
             try await perform { try await manager.refreshURL(taskID: task.id, newURL: url) }
+        }
+        if mirrors != task.mirrors {
+            try await perform { try await manager.setMirrors(taskID: task.id, mirrors: mirrors) }
         }
         return .array([.int(Int64(change.deletedCount)), .int(Int64(change.addedCount))])
     }

@@ -10,12 +10,14 @@ import DownloadKit
 /// `tasks.sqlite` gets a typed error or a clamped value, never a trap.
 @Suite("Manager: hostile task-store rows", .serialized)
 struct HostileStoreRowsTests {
-    /// Every column of the v2 schema, in order (v1's, then the typed error's and the connection count).
+    /// Every column of the v3 schema, in order (v1's, then the typed error's and the connection count, then
+    /// the mirrors).
     static let columns = [
         "id", "originalURL", "currentURL", "fileID", "destinationKind", "destinationPath", "namingRule", "namingFileID",
         "finalPath", "state", "bytesReceived", "totalBytes", "priority", "queueOrder", "groupName", "checksum", "headers",
         "metadata", "requiresUnmeteredNetwork", "rateLimit", "errorCode", "errorMessage", "createdAt", "updatedAt",
         "finishedAt", "errorCategory", "errorHTTPStatus", "errorTransient", "errorCause", "connections",
+        "mirrors",
     ]
 
     /// A task store as a damaged copy might hold it: the same columns, no NOT NULL constraints and no
@@ -26,7 +28,7 @@ struct HostileStoreRowsTests {
         try await queue.write { db in
             try db.execute(sql: "CREATE TABLE task (\(Self.columns.joined(separator: ", ")), PRIMARY KEY (id))")
             try db.execute(sql: "CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY)")
-            try db.execute(sql: "INSERT INTO grdb_migrations VALUES ('v1: tasks'), ('v2: typed errors, connections')")
+            try db.execute(sql: "INSERT INTO grdb_migrations VALUES ('v1: tasks'), ('v2: typed errors, connections'), ('v3: mirrors')")
         }
         return queue
     }
@@ -130,6 +132,36 @@ struct HostileStoreRowsTests {
         #expect(DestinationColumns(.file("x")).refusal?.code == .invalidDestination)
     }
 
+    /// The mirrors column as a damaged row may hold it: anything but a JSON array of strings (another
+    /// type, broken JSON, an array with a number) reads as no mirrors; a sound array reads back as stored.
+    @Test func aMirrorsValueThatIsNotAnArrayOfStringsReadsAsNone() async throws {
+        let scratch = try ScratchDirectory()
+        let state = scratch.file("state")
+        let first = try await DownloadManager(stateDirectory: state, configuration: managerConfiguration())
+        var request = DownloadManager.TaskRequest(url: "http://127.0.0.1:1/m.bin", destination: .file(scratch.file("m.bin")))
+        request.mirrors = ["http://127.0.0.1:1/m2.bin"]
+        request.startsPaused = true
+        let id = try await first.enqueue([request])[0]
+        await first.close()
+        let hostile: [(DatabaseValue, [String])] = [
+            (#"["http://127.0.0.1:1/a", "http://127.0.0.1:1/b"]"#.databaseValue, ["http://127.0.0.1:1/a", "http://127.0.0.1:1/b"]),
+            (#"["http://127.0.0.1:1/a", 5]"#.databaseValue, []), ("[".databaseValue, []),
+            (#"{"a":"b"}"#.databaseValue, []), (Int64(7).databaseValue, []), (3.5.databaseValue, []),
+            (Data([0xFF, 0x00]).databaseValue, []), (.null, []), ("".databaseValue, []),
+        ]
+        for (value, expected) in hostile {
+            let queue = try DatabaseQueue(path: state + "/" + TaskStore.fileName)
+            try await queue.write { db in
+                try db.execute(sql: "UPDATE task SET mirrors = ? WHERE id = ?", arguments: [value, id])
+            }
+            try queue.close()
+            let manager = try await DownloadManager(stateDirectory: state, configuration: managerConfiguration())
+            #expect(await manager.task(id)?.mirrors == expected, "\(value)")
+            #expect(await manager.task(id)?.state == .paused, "\(value)")
+            await manager.close()
+        }
+    }
+
     /// A waiting row whose queue order is near Int64.max: restoring it added the order step and trapped
     /// on the overflow (Scheduler.restore). Now the order is clamped, the task runs and new tasks queue
     /// behind it.
@@ -218,7 +250,7 @@ struct HostileStoreRowsTests {
     static let optionalColumns: Set = [
         "fileID", "namingRule", "namingFileID", "finalPath", "totalBytes", "groupName", "checksum",
         "headers", "metadata", "rateLimit", "errorCode", "errorMessage", "finishedAt", "errorCategory",
-        "errorHTTPStatus", "errorTransient", "errorCause", "connections",
+        "errorHTTPStatus", "errorTransient", "errorCause", "connections", "mirrors",
     ]
 
     /// A value of the column's own type, often extreme.
@@ -237,6 +269,9 @@ struct HostileStoreRowsTests {
         switch column {
         case "originalURL", "currentURL":
             return ["http://127.0.0.1:1/x.bin", "https://[::1]:1/", "ftp://x/", "http://", "not a url", ""]
+                .randomElement(using: &random)!.databaseValue
+        case "mirrors":
+            return [#"["http://127.0.0.1:1/m.bin"]"#, #"["ftp://x/", "not a url", ""]"#, #"[1, null]"#, "[", "{}", "[]"]
                 .randomElement(using: &random)!.databaseValue
         case "destinationPath", "finalPath":
             return [scratch.file("r\(random.next() % 100)"), "/", "", "../../x", scratch.file("d/")]

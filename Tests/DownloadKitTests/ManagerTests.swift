@@ -134,6 +134,45 @@ struct ManagerTests {
         await reopened.close()
     }
 
+    @Test("a task's mirrors survive a restart and its transfer takes bytes from every source")
+    func mirrorsSurviveARestartAndAreUsed() async throws {
+        let origin = try FaultOrigin()
+        defer { origin.shutdown() }
+        let scratch = try ScratchDirectory()
+        let size: Int64 = 2 << 20
+        for path in ["/m1.bin", "/m2.bin", "/m3.bin"] {
+            origin.serve(path, .resource(Resource(size: size, seed: 13, bytesPerSecond: 1_000_000)))
+        }
+        let manager = try await DownloadManager(stateDirectory: scratch.file("state"), configuration: managerConfiguration())
+        var request = DownloadManager.TaskRequest(url: origin.url("/m1.bin"), destination: .file(scratch.file("m.bin")))
+        request.mirrors = [origin.url("/m2.bin"), origin.url("/m3.bin")]
+        request.startsPaused = true
+        let id = try await manager.enqueue([request])[0]
+        #expect(await manager.task(id)?.mirrors == request.mirrors)
+        // A mirror that is not an http(s) URL is the caller's error, and nothing is enqueued.
+        var bad = DownloadManager.TaskRequest(url: origin.url("/other.bin"), destination: .file(scratch.file("o.bin")))
+        bad.mirrors = ["ftp://x/o.bin"]
+        await #expect(throws: DownloadManagerError.self) { _ = try await manager.enqueue([bad]) }
+        #expect(await manager.allTasks().count == 1)
+        await manager.close()
+
+        let reopened = try await DownloadManager(stateDirectory: scratch.file("state"), configuration: managerConfiguration())
+        #expect(await reopened.task(id)?.mirrors == request.mirrors)
+        // Replacing them: the third source is gone.
+        try await reopened.setMirrors(taskID: id, mirrors: [origin.url("/m2.bin")])
+        try await reopened.resume(taskID: id)
+        #expect(await eventually { await reopened.task(id)?.state == .completed })
+        #expect(fileMatchesPattern(scratch.file("m.bin"), size: size, seed: 13))
+        for path in ["/m1.bin", "/m2.bin"] {
+            #expect(origin.requests(path).contains { $0.method == "GET" && $0.header("Range") != nil }, "\(path)")
+        }
+        #expect(origin.requests("/m3.bin").isEmpty)
+        await reopened.close()
+        let third = try await DownloadManager(stateDirectory: scratch.file("state"), configuration: managerConfiguration())
+        #expect(await third.task(id)?.mirrors == [origin.url("/m2.bin")])
+        await third.close()
+    }
+
     @Test("remove deletes the partial file, the resume info and the row; cancel keeps the row")
     func removeLeavesNoFiles() async throws {
         let origin = try FaultOrigin()

@@ -272,6 +272,88 @@ extension Aria2CompatibilityTests {
         }
     }
 
+    // MARK: - several URIs (mirrors)
+
+    /// `addUri` with two URIs of one resource (the same bytes, length and Last-Modified under two paths):
+    /// `getUris` lists both as aria2 does, both servers complete the file, and ours fetched bytes from
+    /// both paths (before, ours used the first URI only and `getUris` listed one).
+    @Test func addUriWithTwoURIsDownloadsFromBothAndListsThem() async throws {
+        try await sideBySide { sides, origin, scratch, _ in
+            let size: Int64 = 4 << 20
+            for path in ["/m1.bin", "/m2.bin"] {
+                origin.serve(path, .resource(Resource(size: size, seed: 11, bytesPerSecond: 1_000_000)))
+            }
+            let uris: [JSONValue] = [.string(origin.url("/m1.bin")), .string(origin.url("/m2.bin"))]
+            for index in sides.indices {
+                // aria2 splits a file only in pieces of `min-split-size` (default 20M); ours uses one
+                // connection per source by default. Unknown options are ignored by ours.
+                let options: [String: JSONValue] = [
+                    "out": .string("m-\(index).bin"), "pause": .string("true"), "split": .string("2"),
+                    "min-split-size": .string("1M"),
+                ]
+                let added = try await rpcPost(
+                    port: sides[index].port,
+                    rpcCall("aria2.addUri", [.string("token:s3"), .array(uris), .object(options)]))
+                sides[index].gids["m"] = try #require(result(added)?.stringValue, "\(sides[index].name): \(added.serialized)")
+            }
+            let waiting = try await both(sides, "aria2.getUris") { [.string($0.gids["m"]!)] }
+            #expect(waiting.0 == waiting.1, "aria2 \(waiting.0.serialized) vs ours \(waiting.1.serialized)")
+            #expect(result(waiting.1)?.arrayValue?.count == 2, "\(waiting.1.serialized)")
+            _ = try await both(sides, "aria2.unpause") { [.string($0.gids["m"]!)] }
+            try await waitFor(sides, "m", ["complete"])
+            #expect(fileMatchesPattern(scratch.path + "/aria2/m-0.bin", size: size, seed: 11))
+            #expect(fileMatchesPattern(scratch.path + "/dk/m-1.bin", size: size, seed: 11))
+            // aria2 forgets a completed download's URIs ("No URI data is available", docs/RPC.md); ours
+            // lists both, used.
+            let used = try await rpcPost(port: sides[1].port, rpcCall("aria2.getUris", [.string("token:s3"), .string(sides[1].gids["m"]!)]))
+            let usedURIs = result(used)?.arrayValue?.compactMap { $0.objectValue }
+            #expect(usedURIs?.map { $0["uri"] } == uris && usedURIs?.allSatisfy { $0["status"] == .string("used") } == true, "\(used.serialized)")
+            // Our requests (aria2 sends its own User-Agent): ranges of the file from both paths.
+            for path in ["/m1.bin", "/m2.bin"] {
+                let ours = origin.requests(path).filter {
+                    $0.method == "GET" && !($0.header("User-Agent") ?? "").hasPrefix("aria2")
+                        && $0.header("Range") != nil
+                }
+                #expect(!ours.isEmpty, "DownloadKit sent no range request to \(path)")
+            }
+        }
+    }
+
+    /// `changeUri` adds and deletes mirrors of a paused download, and refuses to leave it without a URI.
+    @Test func changeUriAddsAndDeletesMirrors() async throws {
+        try await sideBySide { sides, origin, _, _ in
+            try await add(&sides, "paused", origin.url("/slow-a.bin")) { ["pause": .string("true"), "out": .string("mirrored-\($0).bin")] }
+            func change(_ params: [JSONValue]) async throws -> (JSONValue, JSONValue) {
+                try await both(sides, "aria2.changeUri") { [.string($0.gids["paused"]!), .int(1)] + params }
+            }
+            func uris() async throws -> (JSONValue, JSONValue) {
+                try await both(sides, "aria2.getUris") { [.string($0.gids["paused"]!)] }
+            }
+            let first = JSONValue.string(origin.url("/slow-a.bin"))
+            let second = JSONValue.string(origin.url("/slow-b.bin"))
+            let third = JSONValue.string(origin.url("/small.bin"))
+            // Two mirrors added (one at the front): [0, 2], the lists the same.
+            let added = try await change([.array([]), .array([second])])
+            #expect(added.0 == added.1, "aria2 \(added.0.serialized) vs ours \(added.1.serialized)")
+            let front = try await change([.array([]), .array([third]), .int(0)])
+            #expect(front.0 == front.1 && result(front.1) == .array([.int(0), .int(1)]), "aria2 \(front.0.serialized) vs ours \(front.1.serialized)")
+            var listed = try await uris()
+            #expect(listed.0 == listed.1 && result(listed.1)?.arrayValue?.count == 3, "aria2 \(listed.0.serialized) vs ours \(listed.1.serialized)")
+            // Deleting two: [2, 0], one left.
+            let deleted = try await change([.array([third, first]), .array([])])
+            #expect(deleted.0 == deleted.1 && result(deleted.1) == .array([.int(2), .int(0)]), "aria2 \(deleted.0.serialized) vs ours \(deleted.1.serialized)")
+            listed = try await uris()
+            #expect(listed.0 == listed.1 && result(listed.1)?.arrayValue?.count == 1, "aria2 \(listed.0.serialized) vs ours \(listed.1.serialized)")
+            // Deleting the last one: ours refuses (a download needs a source) and keeps it.
+            let last = try await rpcPost(
+                port: sides[1].port,
+                rpcCall("aria2.changeUri", [.string("token:s3"), .string(sides[1].gids["paused"]!), .int(1), .array([second]), .array([])]))
+            #expect(errorMessage(last)?.contains("no URI left") == true, "\(last.serialized)")
+            let kept = try await rpcPost(port: sides[1].port, rpcCall("aria2.getUris", [.string("token:s3"), .string(sides[1].gids["paused"]!)]))
+            #expect(result(kept) == result(listed.1), "\(kept.serialized)")
+        }
+    }
+
     // MARK: - shutdown
 
     @Test func shutdownNeedsTheTokenAnswersOKAndStopsTheListener() async throws {
