@@ -144,7 +144,7 @@ let package = Package(
             name: "DownloadKitCLI",
             dependencies: [
                 "DownloadKit", "DownloadKitManager", "DownloadKitSession", "DownloadKitDaemon", "DownloadKitRPC",
-                "HTTPClient", "HTTPWire",
+                "HTTPClient", "HTTPWire", "DownloadKitMetalink",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser", condition: tools),
             ]
