@@ -121,6 +121,26 @@ struct MetalinkCLITests {
         #expect(!FileManager.default.fileExists(atPath: dir.file("w.bin")))
     }
 
+    /// No hash, and a `<size>` the server's file does not have: the checksum status (7), naming both lengths.
+    @Test func aSizeOnlyMetalinkOfAnotherLengthFails() throws {
+        let (root, _) = try Self.root("s.bin", size: 100_000)
+        let server = try NginxServer(configuration: NginxConfiguration(documentRoot: root.path))
+        defer { server.stop() }
+        let executable = try #require(CLITests.executable)
+        let dir = try ScratchDirectory()
+        let document = try Self.write(
+            """
+            <metalink xmlns="urn:ietf:params:xml:ns:metalink">
+              <file name="s.bin"><size>100001</size><url>\(server.httpURL("/s.bin"))</url></file>
+            </metalink>
+            """, to: dir, "s.meta4")
+        defer { try? FileManager.default.removeItem(atPath: document) }
+        let run = try CLITests.runBlocking(
+            executable, ["get", "--metalink", document, "-d", dir.path, "--progress", "none"], in: dir, timeout: 60)
+        #expect(run.exitCode == 7, "\(run.output)")
+        #expect(run.output.contains("has 100000 bytes, the Metalink's size is 100001"), "\(run.output)")
+    }
+
     /// A malformed document: the usage/input status (64) and a message naming the file, line and column.
     @Test func aMalformedMetalinkIsAUsageErrorNamingLineAndColumn() throws {
         let executable = try #require(CLITests.executable)
