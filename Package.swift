@@ -77,7 +77,7 @@ let package = Package(
         // standard library and HTTPWire only. Not FoundationXML: that needs libxml2 at run time (the .deb's static
         // build would grow a dependency) and brings a DTD-reading, entity-expanding parser (billion laughs, XXE).
         // Not in HTTPWire, which is HTTP/1.1 as bytes; the Metalink/HTTP header grammars (Link, Digest) are
-        // there. Not a product yet (the CLI's `--metalink` will depend on it), so no consumer resolves anything
+        // there. Not a product yet (the CLI's `--metalink` depends on it), so no consumer resolves anything
         // new; as a product it would add nothing either: HTTPWire is already part of `DownloadKit`.
         .target(name: "DownloadKitMetalink", dependencies: ["HTTPWire"], path: "Sources/Metalink"),
         // Sockets, DNS, TLS, connection pool, one request/response exchange.
@@ -144,7 +144,7 @@ let package = Package(
             name: "DownloadKitCLI",
             dependencies: [
                 "DownloadKit", "DownloadKitManager", "DownloadKitSession", "DownloadKitDaemon", "DownloadKitRPC",
-                "HTTPClient", "HTTPWire",
+                "HTTPClient", "HTTPWire", "DownloadKitMetalink",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser", condition: tools),
             ]

@@ -27,6 +27,11 @@ struct GetCommand: AsyncParsableCommand {
         valueName: "url"))
     var mirrors: [String] = []
 
+    @Option(name: .customLong("metalink"), help: ArgumentHelp(
+        "Download the files a Metalink 4 or 3 document names (instead of URLs): each from its best-priority http(s) URL with the others as mirrors, checked against its strongest whole-file hash (else its size), named by the document under -d DIR; -o FILE only for a document with one file. Metaurls and torrents are skipped; piece hashes are not verified yet (docs/METALINK.md).",
+        valueName: "file"))
+    var metalink: String?
+
     @Option(name: .customShort("o"), help: "Destination file (a single URL only).")
     var output: String?
 
@@ -99,7 +104,13 @@ struct GetCommand: AsyncParsableCommand {
     @OptionGroup var network: NetworkOptions
 
     mutating func validate() throws {
-        if urls.isEmpty && inputFile == nil { throw ValidationError("give at least one URL (or -i FILE)") }
+        if urls.isEmpty && inputFile == nil && metalink == nil {
+            throw ValidationError("give at least one URL (or -i FILE, or --metalink FILE)")
+        }
+        if metalink != nil && (!urls.isEmpty || inputFile != nil || !mirrors.isEmpty || checksum != nil) {
+            throw ValidationError(
+                "--metalink takes no URL, -i, --mirror or --checksum: the document names the sources and the hash")
+        }
         if output != nil && directory != nil { throw ValidationError("-o and -d cannot be used together") }
         if !mirrors.isEmpty && (urls.count != 1 || inputFile != nil) {
             throw ValidationError(
@@ -153,6 +164,17 @@ struct GetCommand: AsyncParsableCommand {
 
     func run() async throws {
         var allURLs = urls
+        var planned: [MetalinkDownload] = []
+        if let metalink {
+            do {
+                planned = try MetalinkRequests.plan(
+                    MetalinkRequests.load(metalink), source: metalink, output: output, directory: directory ?? ".",
+                    headers: DKHTTPHeaders())
+            } catch {
+                throw ValidationError(error.description)
+            }
+            allURLs = planned.map(\.request.url)
+        }
         if let inputFile {
             guard let text = try? String(contentsOfFile: inputFile, encoding: .utf8) else {
                 throw ValidationError("cannot read -i \(inputFile)")
@@ -215,7 +237,7 @@ struct GetCommand: AsyncParsableCommand {
             }
         }
         let checksum = self.checksum.flatMap(Checksum.init(parsing:))
-        let requests = allURLs.map { url in
+        var requests = allURLs.map { url in
             var request = DownloadRequest(
                 url: url,
                 destination: output.map { .file($0) } ?? .directory(directory ?? ".", naming: .fromResponse),
@@ -225,6 +247,18 @@ struct GetCommand: AsyncParsableCommand {
             request.existingFile = noClobber ? .keep : ifModified ? .keepIfNotModified : .replace
             return request
         }
+        if metalink != nil {
+            requests = try planned.map { plan in
+                for line in plan.notes { logging.note(line) }
+                var request = plan.request
+                request.headers = extraHeaders
+                request.credentialHeaderNames = credentialNames
+                request.existingFile = noClobber ? .keep : ifModified ? .keepIfNotModified : .replace
+                if output == nil { try Self.makeParentDirectory(of: request, under: directory ?? ".") }
+                return request
+            }
+        }
+        let expectedSizes = planned.map(\.expectedSize)
 
         // A rerun after success says what it does with the file already there.
         if let output, !noClobber, !ifModified, FileManager.default.fileExists(atPath: output),
@@ -243,15 +277,16 @@ struct GetCommand: AsyncParsableCommand {
         let configurationForTasks = configuration
         let onComplete = self.onComplete
         let limit = maxConcurrent
-        let failures = await withTaskGroup(of: DownloadError?.self) { group in
+        let failures = await withTaskGroup(of: Int32?.self) { group in
             var pending = requests.enumerated().makeIterator()
             var running = 0
-            var failures: [DownloadError] = []
+            var failures: [Int32] = []
             while running < limit, let (index, request) = pending.next() {
                 group.addTask {
                     await Self.runOne(
                         request, index: index, configuration: configurationForTasks, client: client, active: active,
-                        renderer: renderer, onComplete: onComplete)
+                        renderer: renderer, onComplete: onComplete,
+                        expectedSize: expectedSizes.indices.contains(index) ? expectedSizes[index] : nil)
                 }
                 running += 1
             }
@@ -262,7 +297,8 @@ struct GetCommand: AsyncParsableCommand {
                     group.addTask {
                         await Self.runOne(
                             request, index: index, configuration: configurationForTasks, client: client, active: active,
-                            renderer: renderer, onComplete: onComplete)
+                            renderer: renderer, onComplete: onComplete,
+                            expectedSize: expectedSizes.indices.contains(index) ? expectedSizes[index] : nil)
                     }
                 }
             }
@@ -277,17 +313,34 @@ struct GetCommand: AsyncParsableCommand {
             throw ExitCode(code)
         }
         if let first = failures.first {
-            throw ExitCode(Exit.status(for: first))
+            throw ExitCode(first)
         }
     }
 }
 
 extension GetCommand {
-    /// Runs one download to its end, feeding the renderer; returns its error, if any.
+    /// Creates the directories a Metalink file's name needs under `-d DIR` (names like `sub/f.iso`), and
+    /// refuses a destination that resolves outside `DIR` (a symlink inside it pointing elsewhere).
+    static func makeParentDirectory(of request: DownloadRequest, under directory: String) throws {
+        guard case .file(let path) = request.destination else { return }
+        let parent = (path as NSString).deletingLastPathComponent
+        do {
+            try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
+        } catch {
+            throw ValidationError("cannot create the directory \(parent) for --metalink: \(error.localizedDescription)")
+        }
+        guard FileNaming.isContained(path, in: directory) else {
+            throw ValidationError("--metalink: \(path) resolves outside -d \(directory); refused")
+        }
+    }
+
+    /// Runs one download to its end, feeding the renderer; returns its exit status when it failed.
+    /// `expectedSize` (a Metalink's size, when no hash is checked) makes a download of another length a
+    /// failure with the checksum status, the file left in place and named.
     static func runOne(
         _ request: DownloadRequest, index: Int, configuration: DownloadConfiguration, client: DKHTTPClient,
-        active: ActiveDownloads, renderer: ProgressRenderer, onComplete: String?
-    ) async -> DownloadError? {
+        active: ActiveDownloads, renderer: ProgressRenderer, onComplete: String?, expectedSize: Int64? = nil
+    ) async -> Int32? {
         let download = Download(request, configuration: configuration, client: client)
         await active.add(download)
         download.start()
@@ -302,10 +355,15 @@ extension GetCommand {
                 return nil
             }
             for line in sourceSummary(result.sources) { await renderer.note(line) }
+            if let expectedSize, result.bytes != expectedSize {
+                await renderer.note(
+                    "error: \(result.path) has \(result.bytes) bytes, the Metalink's size is \(expectedSize) (not verified: the file is kept for inspection)")
+                return Exit.checksum
+            }
             if let onComplete { await CompletionCommand.run(onComplete, path: result.path, renderer: renderer) }
             return nil
         case .failure(let error):
-            return error
+            return Exit.status(for: error)
         }
     }
 }
