@@ -24,15 +24,7 @@ struct MirrorTests {
     }
 
     func run(_ request: DownloadRequest, _ configuration: DownloadConfiguration) async -> (Result<DownloadResult, DownloadError>, [DownloadEvent]) {
-        let download = Download(request, configuration: configuration)
-        download.start()
-        var events: [DownloadEvent] = []
-        for await event in download.events { events.append(event) }
-        do {
-            return (.success(try await download.result()), events)
-        } catch {
-            return (.failure(error), events)
-        }
+        await runDownload(request, configuration: configuration)
     }
 
     func drops(_ events: [DownloadEvent]) -> [String: SourceDropReason] {

@@ -131,7 +131,8 @@ private func get(
     return Fetched(summary: summary, head: summary.head, body: body)
 }
 
-private func runDownload(
+/// Runs `request` to its end and collects its events (also MirrorTests').
+func runDownload(
     _ request: DownloadRequest, configuration: DownloadConfiguration
 ) async -> (Result<DownloadResult, DownloadError>, [DownloadEvent]) {
     let download = Download(request, configuration: configuration)
