@@ -2,14 +2,13 @@
 # watchdog.sh [--tee] SECONDS LOG -- COMMAND...
 #
 # Runs COMMAND (its output line-buffered, appended to LOG, and with --tee copied to stdout too) and gives it
-# SECONDS. A command still
-# running then is a hang, not a slow run — the steps this guards take a tenth of that — so instead of letting
+# SECONDS. A command still running then is a hang, not a slow run — the steps this guards take a tenth of that — so instead of letting
 # CI's own limit end the whole run without a word (which happened once: the log stopped in the middle of the
 # suite, with the test process's last 4 KiB still in its stdout buffer), it says what hung and fails:
 #   - the Swift Testing tests that started and never ended (from LOG: "◇ Test X started." with no "✔/✘ Test X"),
-#   - every process of the command's group with its command line,
+#   - every process of the command's session with its command line,
 #   - the threads' backtraces of each test process (gdb), in LOG.hang,
-# then kills the group and returns 124, like timeout(1).
+# then kills the session's processes and returns 124, like timeout(1).
 set -uo pipefail
 tee=0
 [ "${1:-}" = --tee ] && { tee=1; shift; }
