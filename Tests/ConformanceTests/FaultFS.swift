@@ -53,42 +53,42 @@ enum FaultFS {
     ) throws -> Run {
         let library = try Self.library.get()
         let executable = try program ?? #require(CLITests.executable, "downloadkit executable not found next to the tests")
-        let scratch = NSTemporaryDirectory() + "faultfs-run-\(UUID().uuidString)"
-        let countFile = scratch + ".count"
-        let outFile = scratch + ".out"
-        defer {
-            try? FileManager.default.removeItem(atPath: countFile)
-            try? FileManager.default.removeItem(atPath: outFile)
-        }
+        let countFile = NSTemporaryDirectory() + "faultfs-run-\(UUID().uuidString).count"
+        defer { try? FileManager.default.removeItem(atPath: countFile) }
         var environment = [
             "LD_PRELOAD=\(library)", "FAULTFS_DIR=\(directory)", "FAULTFS_FAIL_AT=\(failAt)",
             "FAULTFS_MODE=\(mode.rawValue)", "FAULTFS_COUNT=\(countFile)", "SWIFT_BACKTRACE=enable=no",
         ]
         if let log { environment.append("FAULTFS_LOG=\(log)") }
-        let child = try ChildProcess("/usr/bin/env", environment + [executable] + arguments, outputPath: outFile)
-        guard let status = child.waitForExit(timeout: timeout) else {
-            child.terminate(grace: 1)
-            Issue.record("downloadkit \(arguments) under faultfs (N=\(failAt) \(mode)) did not finish within \(timeout) s")
-            return Run(exitCode: -1, signalled: true, output: "", timedOut: true, operations: 0, injected: false)
-        }
-        let output = (try? String(contentsOfFile: outFile, encoding: .utf8)) ?? ""
+        var run = try spawn(
+            executable, arguments, environment: environment, timeout: timeout,
+            what: "downloadkit \(arguments) under faultfs (N=\(failAt) \(mode))")
+        guard !run.timedOut else { return run }
         let counted = ((try? String(contentsOfFile: countFile, encoding: .utf8)) ?? "").split(separator: "\n")
-        return Run(
-            exitCode: (status >> 8) & 0xff, signalled: status & 0x7f != 0, output: output,
-            operations: counted.first.flatMap { Int($0) } ?? 0, injected: counted.contains("injected"))
+        run.operations = counted.first.flatMap { Int($0) } ?? 0
+        run.injected = counted.contains("injected")
+        return run
     }
 
     /// Runs `downloadkit arguments` without the shim (or with `environment`, `NAME=value` items, through env(1)).
     static func plainRun(_ arguments: [String], environment: [String] = [], timeout: Double = 60) throws -> Run {
         let executable = try #require(CLITests.executable, "downloadkit executable not found next to the tests")
-        let outFile = NSTemporaryDirectory() + "plain-run-\(UUID().uuidString).out"
+        return try spawn(executable, arguments, environment: environment, timeout: timeout, what: "downloadkit \(arguments)")
+    }
+
+    /// Runs `program arguments` (through env(1) when `environment` has `NAME=value` items) and waits at most
+    /// `timeout` seconds: a run past it is killed, recorded as an issue naming `what`, and returned `timedOut`.
+    private static func spawn(
+        _ program: String, _ arguments: [String], environment: [String], timeout: Double, what: String
+    ) throws -> Run {
+        let outFile = NSTemporaryDirectory() + "faultfs-run-\(UUID().uuidString).out"
         defer { try? FileManager.default.removeItem(atPath: outFile) }
         let child = environment.isEmpty
-            ? try ChildProcess(executable, arguments, outputPath: outFile)
-            : try ChildProcess("/usr/bin/env", environment + [executable] + arguments, outputPath: outFile)
+            ? try ChildProcess(program, arguments, outputPath: outFile)
+            : try ChildProcess("/usr/bin/env", environment + [program] + arguments, outputPath: outFile)
         guard let status = child.waitForExit(timeout: timeout) else {
             child.terminate(grace: 1)
-            Issue.record("downloadkit \(arguments) did not finish within \(timeout) s")
+            Issue.record("\(what) did not finish within \(timeout) s")
             return Run(exitCode: -1, signalled: true, output: "", timedOut: true, operations: 0, injected: false)
         }
         let output = (try? String(contentsOfFile: outFile, encoding: .utf8)) ?? ""
