@@ -150,16 +150,20 @@ extension ScenarioContext {
     }
 }
 
-/// An nginx of its own for the concurrency scenario: TestOrigin's `NginxServer` listens on 127.0.0.1
-/// only with 1,024 worker connections; this one listens on 127.0.1.1 … 127.0.1.HOSTS (one port) with
-/// room for thousands of connections, and serves one file under any name below /c/ at `limit_rate`.
+/// An nginx of its own for the concurrency and mirrors scenarios: TestOrigin's `NginxServer` listens on
+/// 127.0.0.1 only with 1,024 worker connections; this one listens on 127.0.1.1 … 127.0.1.HOSTS (one port) with
+/// room for thousands of connections, each address a host of its own (one origin per address for a client), and
+/// serves below /c/ at `limit_rate` per connection: `file` under any name, or (file nil) the document root's files
+/// by their names. With `accessLog`, one line per response there: the address it was sent from and its body bytes;
+/// `sendfileMaxChunk` as the segmented scenario's nginx (a request's head start above the cap is one such chunk).
 final class ConcurrencyOrigin {
     let port: Int
     private let process: ChildProcess
 
-    init(nginx: String, documentRoot: String, file: String, hosts: Int, capBytesPerSecond: Int, prefix: String)
-        throws
-    {
+    init(
+        nginx: String, documentRoot: String, file: String?, hosts: Int, capBytesPerSecond: Int, prefix: String,
+        accessLog: String? = nil, sendfileMaxChunk: String? = nil
+    ) throws {
         try? FileManager.default.removeItem(atPath: prefix)
         try FileManager.default.createDirectory(atPath: prefix + "/temp", withIntermediateDirectories: true)
         let port = try FreePort.allocate(count: 1)[0]
@@ -176,18 +180,20 @@ final class ConcurrencyOrigin {
             events { worker_connections 8192; }
             http {
                 default_type application/octet-stream;
-                access_log off;
+                log_format bysource '$server_addr $body_bytes_sent';
+                \(accessLog.map { "access_log \($0) bysource;" } ?? "access_log off;")
                 client_body_temp_path \(temp);
                 proxy_temp_path \(temp);
                 fastcgi_temp_path \(temp);
                 uwsgi_temp_path \(temp);
                 scgi_temp_path \(temp);
                 sendfile on;
+                \(sendfileMaxChunk.map { "sendfile_max_chunk \($0);" } ?? "")
                 server {
             \(listens)
                     root \(documentRoot);
                     limit_rate \(capBytesPerSecond);
-                    location /c/ { try_files /\(file) =404; }
+                    location /c/ { \(file.map { "try_files /\($0) =404;" } ?? "alias \(documentRoot)/;") }
                 }
             }
 

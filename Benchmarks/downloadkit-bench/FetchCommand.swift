@@ -39,6 +39,9 @@ struct FetchCommand: AsyncParsableCommand {
     @Option(help: "File mode: connections per file (segmented download when above 1).")
     var connections = 1
 
+    @Option(name: .customLong("mirror"), help: "File mode: another source of the same file (repeatable; DownloadRequest.mirrors).")
+    var mirrors: [String] = []
+
     @Option(help: "Many mode: a file with one URL per line.")
     var list: String?
 
@@ -100,8 +103,9 @@ struct FetchCommand: AsyncParsableCommand {
             clientConfiguration.maxConnectionsPerOrigin = max(clientConfiguration.maxConnectionsPerOrigin, connections)
             var configuration = DownloadConfiguration(client: clientConfiguration)
             configuration.connections = connections
-            let result = try await Download.run(
-                DownloadRequest(url: url ?? "", destination: .file(destination ?? "")), configuration: configuration)
+            var request = DownloadRequest(url: url ?? "", destination: .file(destination ?? ""))
+            request.mirrors = mirrors
+            let result = try await Download.run(request, configuration: configuration)
             print("bytes=\(result.bytes)")
         case .many:
             clientConfiguration.maxConnectionsPerOrigin = concurrency

@@ -183,8 +183,8 @@ enum Report {
                 let top = max(48, bars.compactMap { $0.spread?.max }.max() ?? 1)
                 groups.append(Group(
                     title: "rss — peak RSS, MiB (dashed line: 32 MiB target)", bars: bars, scale: top, target: 32))
-            case .segmented, .segmentedRoundTrip:
-                let cap = Double(results.segmentedCap ?? 0) / 1e6
+            case .segmented, .segmentedRoundTrip, .mirrors:
+                let cap = Double(scenario.name == .mirrors ? results.mode.mirrors.capBytesPerSecond : results.segmentedCap ?? 0) / 1e6
                 let bars = scenario.rows.map { row in
                     let ideal = cap * Double(row.connections ?? 1)
                     var value = row.megabytesPerSecond.map { "\(grouped($0.median)) MB/s" } ?? ""
@@ -196,7 +196,7 @@ enum Report {
                         tick: ideal)
                 }
                 let top = max(bars.compactMap { $0.spread?.max }.max() ?? 1, bars.compactMap(\.tick).max() ?? 1)
-                let path = scenario.name == .segmentedRoundTrip ? ", 50 ms round trip" : ""
+                let path = [.segmentedRoundTrip: ", 50 ms round trip", .mirrors: ", N sources"][scenario.name] ?? ""
                 groups.append(Group(
                     title: "\(scenario.name.rawValue) — \(format(cap, 0)) MB/s per connection\(path), MB/s "
                         + "(red tick: N × cap)", bars: bars, scale: top * 1.05))

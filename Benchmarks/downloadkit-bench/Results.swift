@@ -23,6 +23,10 @@ enum BenchMode: String, Codable, Sendable {
     /// connection counts (nginx's cap as in `segmented`).
     var segmentedRoundTrip: (oneWayMilliseconds: Int, connections: [Int]) { (25, [8]) }
 
+    /// The `mirrors` scenario: nginx's cap on each connection (as `segmented`) and the numbers of sources, one
+    /// connection to each; the file is `segmentedBytes(connections: sources)`.
+    var mirrors: (capBytesPerSecond: Int, sources: [Int]) { (segmented.capBytesPerSecond, [1, 2, 4]) }
+
     /// How many 64 KiB files the `small-files` scenario fetches.
     var smallFileCount: Int { self == .quick ? 100 : 1000 }
 
@@ -59,6 +63,7 @@ enum ScenarioName: String, CaseIterable, Codable, Sendable {
     case rss
     case segmented
     case segmentedRoundTrip = "segmented-rtt"
+    case mirrors
     case smallFiles = "small-files"
     case resume
     case queue
@@ -78,7 +83,7 @@ enum ScenarioName: String, CaseIterable, Codable, Sendable {
     var sink: Sink {
         switch self {
         case .httpDevnull, .httpsDevnull: return .devnull
-        case .httpFile, .httpsFile, .rss, .segmented, .segmentedRoundTrip, .smallFiles, .resume, .queue, .allocations,
+        case .httpFile, .httpsFile, .rss, .segmented, .segmentedRoundTrip, .mirrors, .smallFiles, .resume, .queue, .allocations,
             .concurrency, .httpsHandshakes:
             return .file
         }
@@ -110,6 +115,12 @@ enum ScenarioName: String, CaseIterable, Codable, Sendable {
             return "As segmented, through Scripts/latency-relay.py in front of the capped nginx: it delays each "
                 + "direction by 25 ms, a 50 ms round trip as on a real path (loopback has none). Every range "
                 + "request a client waits for costs a round trip."
+        case .mirrors:
+            return "One file from 1, 2 and 4 sources (issue #48): the same nginx on 127.0.1.1–127.0.1.4, each address "
+                + "its own host to the clients, limit_rate per connection as in segmented, one connection to each "
+                + "source. DownloadKit: `DownloadRequest.mirrors` (connections = sources, connectionsPerSource 1); "
+                + "aria2c: every URL on its command line, -x1 -s N -k1M. The ideal is N × the cap; nginx's log "
+                + "gives the bytes each source sent."
         case .smallFiles:
             return "Many 64 KiB files, 16 at a time over reused connections. DownloadKit runs one Download per "
                 + "file sharing one DKHTTPClient (16 connections); every completed file is fsynced and renamed "

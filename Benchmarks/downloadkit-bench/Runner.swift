@@ -51,6 +51,9 @@ struct BenchRunner {
         if settings.scenarios.contains(.segmentedRoundTrip) {
             sizes += settings.mode.segmentedRoundTrip.connections.map { settings.mode.segmentedBytes(connections: $0) }
         }
+        if settings.scenarios.contains(.mirrors) {
+            sizes += settings.mode.mirrors.sources.map { settings.mode.segmentedBytes(connections: $0) }
+        }
         if settings.scenarios.contains(.resume) { sizes.append(settings.mode.resumeBytes) }
         if settings.scenarios.contains(.allocations) { sizes.append(ScenarioContext.allocationBodyBytes) }
         if settings.scenarios.contains(.concurrency) { sizes.append(ScenarioContext.concurrencyFileBytes) }
@@ -193,6 +196,7 @@ struct ScenarioContext {
         switch name {
         case .segmented: return try runSegmented(roundTrip: false)
         case .segmentedRoundTrip: return try runSegmented(roundTrip: true)
+        case .mirrors: return try runMirrors()
         case .smallFiles: return try runSmallFiles()
         case .resume: return try runResume()
         case .queue: return try runQueue()

@@ -1,7 +1,7 @@
 import BenchSupport
 import Foundation
 
-/// Markdown tables of the segmented, small-files, resume, queue, allocations and concurrency scenarios.
+/// Markdown tables of the segmented, mirrors, small-files, resume, queue, allocations and concurrency scenarios.
 enum ScenarioTables {
     static func markdown(_ scenario: ScenarioResult, results: BenchResults) -> String {
         var text = "\n## \(scenario.name.rawValue)"
@@ -26,6 +26,25 @@ enum ScenarioTables {
                 text += "| \(ideal > 0 ? format(100 * rate.median / ideal, 1) + " %" : "—") "
                 text += "| \(format(row.cpuSecondsPerGiB?.median ?? 0, 3)) | \(format(row.peakRSSMiB?.median ?? 0, 1)) "
                 text += "| \(sent) | \(format(row.metric("tcpConnections")?.median ?? 0, 0)) |\n"
+            }
+        case .mirrors:
+            let cap = Double(results.mode.mirrors.capBytesPerSecond) / 1e6
+            text += " — nginx limit_rate \(format(cap, 0)) MB/s per connection, one connection to each source\n\n"
+            text += "\(scenario.summary) The file is \(sizeText(results.mode.segmentedBytes(connections: 1))) per source.\n\n"
+            text += "| client | sources | file | MB/s median (min–max) | % of N × cap | smallest source's share % (min) "
+            text += "| CPU-s/GiB median | peak RSS MiB | nginx sent / file size |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+            for row in scenario.rows {
+                guard let rate = usable(row, row.megabytesPerSecond) else {
+                    text += failedRow(row, columns: 9)
+                    continue
+                }
+                let ideal = cap * Double(row.connections ?? 1)
+                let sent = row.metric("sentBytes").map { format($0.median / Double(row.bytes), 3) } ?? "?"
+                text += "| \(row.label) | \(row.connections ?? 1) | \(sizeText(row.bytes)) | \(spreadText(rate)) "
+                text += "| \(ideal > 0 ? format(100 * rate.median / ideal, 1) + " %" : "—") "
+                text += "| \(format(row.metric("smallestSourceShare")?.min ?? 0, 1)) "
+                text += "| \(format(row.cpuSecondsPerGiB?.median ?? 0, 3)) | \(format(row.peakRSSMiB?.median ?? 0, 1)) "
+                text += "| \(sent) |\n"
             }
         case .smallFiles:
             let files = scenario.rows.first?.files ?? 0

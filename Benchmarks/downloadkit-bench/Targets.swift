@@ -142,6 +142,14 @@ enum Targets {
             target(.segmentedRoundTrip, far, segmented(8), .percentOfIdeal, .atLeast, 90, source: "a real path"),
             target(.segmentedRoundTrip, far, segmented(8), .megabytesPerSecond, .atLeast, 1, ariaSegmented(8), source: "a real path"),
         ]
+        // Issue #48: one file from N rate-capped mirrors, one connection each, as close to N × cap as the 16-connection row.
+        for n in [2, 4] {
+            let name = "\(n) mirrors, nginx's cap on each"
+            targets += [
+                target(.mirrors, name, segmented(n), .percentOfIdeal, .atLeast, 95, source: "issue #48"),
+                target(.mirrors, name, segmented(n), .megabytesPerSecond, .atLeast, 1, ariaSegmented(n), source: "issue #48"),
+            ]
+        }
         targets += [
             target(.queue, "restore 10,000 queued tasks", dk, .restoreMilliseconds, .atMost, 300),
             target(.queue, "enqueue 10,000 tasks (one batch)", dk, .enqueueMilliseconds, .atMost, 300),
