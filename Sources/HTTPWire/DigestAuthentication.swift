@@ -100,24 +100,24 @@ public struct DigestChallenge: Sendable, Hashable {
         }
         var fields: [String] = []
         if userhash {
-            fields.append("username=\(Self.quoted(hash("\(user):\(realm)")))")
+            fields.append("username=\(GrammarCharacters.quotedString(hash("\(user):\(realm)")))")
         } else if user.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F && $0 != 0x22 && $0 != 0x5C }) {
-            fields.append("username=\(Self.quoted(user))")
+            fields.append("username=\(GrammarCharacters.quotedString(user))")
         } else {
             // RFC 7616 §3.4.4: names that cannot be a quoted-string use the extended notation.
             fields.append("username*=UTF-8''\(PercentEncoding.encodeAttributeValue(user))")
         }
-        fields.append("realm=\(Self.quoted(realm))")
-        fields.append("uri=\(Self.quoted(uri))")
+        fields.append("realm=\(GrammarCharacters.quotedString(realm))")
+        fields.append("uri=\(GrammarCharacters.quotedString(uri))")
         fields.append("algorithm=\(algorithmName)")
-        fields.append("nonce=\(Self.quoted(nonce))")
+        fields.append("nonce=\(GrammarCharacters.quotedString(nonce))")
         if let qop {
             fields.append("nc=\(nc)")
-            fields.append("cnonce=\(Self.quoted(cnonce))")
+            fields.append("cnonce=\(GrammarCharacters.quotedString(cnonce))")
             fields.append("qop=\(qop)")
         }
-        fields.append("response=\(Self.quoted(response))")
-        if let opaque { fields.append("opaque=\(Self.quoted(opaque))") }
+        fields.append("response=\(GrammarCharacters.quotedString(response))")
+        if let opaque { fields.append("opaque=\(GrammarCharacters.quotedString(opaque))") }
         if userhash { fields.append("userhash=true") }
         return "Digest " + fields.joined(separator: ", ")
     }
@@ -126,16 +126,6 @@ public struct DigestChallenge: Sendable, Hashable {
     static func nonceCountText(_ count: Int) -> String {
         let hex = String(UInt32(truncatingIfNeeded: count), radix: 16)
         return String(repeating: "0", count: max(0, 8 - hex.count)) + hex
-    }
-
-    /// A quoted-string with `"` and `\` escaped.
-    static func quoted(_ text: String) -> String {
-        var result = "\""
-        for character in text {
-            if character == "\"" || character == "\\" { result.append("\\") }
-            result.append(character)
-        }
-        return result + "\""
     }
 }
 

@@ -143,24 +143,9 @@ public struct LinkHeader: Sendable, Hashable {
             "<\(link.target)>"
                 + link.parameters.map { parameter in
                     guard let value = parameter.value else { return "; \(parameter.name)" }
-                    return "; \(parameter.name)=" + Self.quoted(value)
+                    return "; \(parameter.name)=" + GrammarCharacters.quotedString(value)
                 }.joined()
         }.joined(separator: ", ")
-    }
-}
-
-extension LinkHeader {
-    /// A quoted-string with `"` and `\` escaped, byte by byte: a `"` followed by a combining mark is one
-    /// `Character` that is not `"`, so escaping by `Character` (as `DigestChallenge.quoted` does) would let
-    /// it end the string early.
-    static func quoted(_ text: String) -> String {
-        var output: [UInt8] = [0x22]
-        for byte in text.utf8 {
-            if byte == 0x22 || byte == 0x5C { output.append(0x5C) }
-            output.append(byte)
-        }
-        output.append(0x22)
-        return String(decoding: output, as: UTF8.self)
     }
 }
 

@@ -107,6 +107,19 @@ public enum PercentEncoding {
 
 /// Character classes shared by the URL and header grammars in this module.
 enum GrammarCharacters {
+    /// A quoted-string (RFC 9110 §5.6.4) with `"` and `\` escaped, byte by byte: a `"` followed by a combining
+    /// mark is one `Character` that is not `"`, so escaping by `Character` would let a value from a server
+    /// (a Digest realm, a Link title) end the string early and add parameters of its own.
+    static func quotedString(_ text: String) -> String {
+        var output: [UInt8] = [0x22]
+        for byte in text.utf8 {
+            if byte == 0x22 || byte == 0x5C { output.append(0x5C) }
+            output.append(byte)
+        }
+        output.append(0x22)
+        return String(decoding: output, as: UTF8.self)
+    }
+
     /// ALPHA (RFC 5234 Appendix B.1).
     static func isAlpha(_ byte: UInt8) -> Bool {
         (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)

@@ -76,6 +76,28 @@ import Testing
         #expect(plain.authorization(user: "ü", password: "p", method: "GET", uri: "/", cnonce: "c", nonceCount: 255, hash: { "[\($0)]" })
             .contains("username*=UTF-8''%C3%BC"))
     }
+
+    /// A server's realm, nonce and opaque go back quoted in the answer. A `"` followed by a combining mark is one
+    /// Swift `Character` that is not `"`: escaped by Character it ended the quoted-string early, and the rest of
+    /// the server's value became parameters of the client's Authorization header (here a second `response`).
+    @Test func aQuoteBeforeACombiningMarkStaysInsideTheQuotedString() throws {
+        let realm = "r\"\u{301}, response=\"forged"
+        let opaque = "o\"\u{301}\\"
+        // (In variables: the #expect macro's own rendering of a string literal trips on the same sequence.)
+        let nonce = "n\"\u{301}"
+        let challenge = try DigestChallenge(
+            AuthChallenge(scheme: "Digest", parameters: [
+                .init(name: "realm", value: realm), .init(name: "nonce", value: nonce),
+                .init(name: "opaque", value: opaque), .init(name: "qop", value: "auth"),
+            ]))
+        let value = challenge.authorization(
+            user: "u", password: "p", method: "GET", uri: "/x", cnonce: "c", nonceCount: 1, hash: { _ in "h" })
+        let answer = try #require(try AuthChallenge.parse(value).first)
+        #expect(answer.parameter("realm") == realm)
+        #expect(answer.parameter("nonce") == nonce)
+        #expect(answer.parameter("opaque") == opaque)
+        #expect(answer.parameters.filter { $0.name == "response" }.map(\.value) == ["h"])
+    }
 }
 
 @Suite struct NetrcTests {
