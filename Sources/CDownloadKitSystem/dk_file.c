@@ -1,4 +1,5 @@
 #define _GNU_SOURCE
+#include <string.h>
 #include "dk_file.h"
 
 #include <fcntl.h>
@@ -81,8 +82,14 @@ int dk_random_bytes(void *buffer, size_t length) {
 }
 
 int dk_set_current_thread_name(const char *name) {
-    /* The kernel keeps 15 bytes and a NUL; longer names are cut. Shown by ps, top and /proc. */
-    return pthread_setname_np(pthread_self(), name);
+    /* The kernel keeps 15 bytes and a NUL (shown by ps, top and /proc). glibc refuses a longer name with ERANGE
+       and leaves the old one, so a long name is cut here instead: the thread then shows its first 15 bytes,
+       not the name of the transfer it ran before. */
+    char cut[16];
+    size_t length = strnlen(name, sizeof cut - 1);
+    memcpy(cut, name, length);
+    cut[length] = '\0';
+    return pthread_setname_np(pthread_self(), cut);
 }
 
 int dk_fsetxattr(int fd, const char *name, const void *value, size_t size) {

@@ -61,6 +61,25 @@ struct TransferThreadsTests {
         #expect(names.withLock { $0 } == (0..<10).map { "dk-job-\($0)" })
     }
 
+    /// The kernel keeps 15 bytes of a thread's name, and glibc refuses a longer one (ERANGE) instead of cutting it:
+    /// the thread then kept the name of the job it ran before, so ps and /proc showed the wrong transfer.
+    @Test func aLongNameIsCutToFifteenBytesNotLeftAtThePreviousJob() async throws {
+        let pool = TransferThreads(idleSeconds: 600, maxParked: 4)
+        let names = Mutex<[String]>([])
+        for name in ["dk-short", "dk-segment-12345678"] {
+            let done = DispatchSemaphore(value: 0)
+            pool.run(name: name) {
+                let comm = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? ""
+                names.withLock { $0.append(comm.trimmingCharacters(in: .whitespacesAndNewlines)) }
+                done.signal()
+            }
+            done.wait()
+            let deadline = Date(timeIntervalSinceNow: 10)
+            while pool.parkedCount == 0 && Date() < deadline { try await Task.sleep(for: .milliseconds(1)) }
+        }
+        #expect(names.withLock { $0 } == ["dk-short", "dk-segment-1234"])
+    }
+
     @Test func parkedThreadsExitAfterTheirIdleTime() throws {
         // The idle time must outlast any delay of the poll below, or the threads park and exit between two
         // looks and the test never sees them parked. The poll blocks its own thread (usleep) rather than
