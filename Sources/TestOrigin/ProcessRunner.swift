@@ -51,11 +51,10 @@ public enum ProcessRunner {
                 detail: "still running after \(Int(timeout)) s, killed; its output: \(output.suffix(500))")
         }
         let data = FileManager.default.contents(atPath: outputPath) ?? Data()
-        // The raw waitpid status: low 7 bits the terminating signal (0 for an exit), the exit code above them.
-        let signal = status & 0x7f
+        let exit = WaitStatus(status)
         return Result(
-            status: signal == 0 ? (status >> 8) & 0xff : signal,
-            terminatedBySignal: signal != 0,
+            status: exit.signal ?? exit.exitCode,
+            terminatedBySignal: exit.signal != nil,
             output: String(decoding: data, as: UTF8.self)
         )
     }
@@ -231,3 +230,17 @@ private let changeDirectory: (@convention(c) (UnsafeMutablePointer<posix_spawn_f
     return unsafeBitCast(
         symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) -> Int32).self)
 }()
+
+/// A raw `waitpid(2)` status, decoded in this one place: the low 7 bits are the signal that ended the child (0 when
+/// it exited), the 8 bits above them its exit code.
+public struct WaitStatus: Sendable, Equatable {
+    public let raw: Int32
+
+    public init(_ raw: Int32) { self.raw = raw }
+
+    /// The signal that ended the child, nil when it exited.
+    public var signal: Int32? { raw & 0x7f == 0 ? nil : raw & 0x7f }
+
+    /// The child's exit code (0 when a signal ended it: check ``signal``).
+    public var exitCode: Int32 { signal == nil ? (raw >> 8) & 0xff : 0 }
+}

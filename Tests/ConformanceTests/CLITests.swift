@@ -34,7 +34,7 @@ struct CLITests {
             return Run(exitCode: -1, signalled: true, output: "")
         }
         let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-        return Run(exitCode: (status >> 8) & 0xff, signalled: status & 0x7f != 0, output: output)
+        return Run(exitCode: WaitStatus(status).exitCode, signalled: WaitStatus(status).signal != nil, output: output)
     }
 
     @Test func plainDownloadSucceedsAndLeavesOnlyTheFile() async throws {
@@ -205,7 +205,7 @@ struct CLITests {
         let exited = try await offloaded { child.waitForExit(timeout: 10) }
         let status = try #require(exited, "the CLI did not exit promptly after the signal")
         let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-        #expect((status >> 8) & 0xff == expected, "\(output)")
+        #expect(WaitStatus(status).exitCode == expected, "\(output)")
         #expect(output.contains("error: interrupted"))
         let info = try ResumeInfo.read(from: dir.file("s.bin.dkresume"))
         #expect(info.bytesReceived > 0)

@@ -92,7 +92,9 @@ enum FaultFS {
             return Run(exitCode: -1, signalled: true, output: "", timedOut: true, operations: 0, injected: false)
         }
         let output = (try? String(contentsOfFile: outFile, encoding: .utf8)) ?? ""
-        return Run(exitCode: (status >> 8) & 0xff, signalled: status & 0x7f != 0, output: output, operations: 0, injected: false)
+        return Run(
+            exitCode: WaitStatus(status).exitCode, signalled: WaitStatus(status).signal != nil, output: output, operations: 0,
+            injected: false)
     }
 
     /// Runs `downloadkit arguments` as the first run after a power cut: on a new boot. The shim serves a

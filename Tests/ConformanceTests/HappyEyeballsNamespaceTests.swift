@@ -37,7 +37,7 @@ private func runHere(_ name: String, _ arguments: [String], scratch: ScratchDire
         child.terminate(grace: 1)
         throw OriginError("running \(name)", detail: "did not finish in 30 s: \(output)")
     }
-    return ((status >> 8) & 0xff, output)
+    return (WaitStatus(status).exitCode, output)
 }
 
 /// `unshare(CLONE_NEWNET)`, looked up at run time (Glibc's Swift module does not export `unshare`).

@@ -28,7 +28,7 @@ struct KillWhileFlowingTests {
         let before = parts.map(QueueCLITests.size)
         kill(child.pid, SIGKILL)
         let exited = try await offloaded { child.waitForExit(timeout: 10) }
-        #expect(exited.map { $0 & 0x7f } == SIGKILL)
+        #expect(exited.map { WaitStatus($0).signal } == SIGKILL)
         #expect(flowing, "every task had 1 MiB on disk before the kill: \(before)")
         #expect(before.allSatisfy { $0 < size }, "a task finished before the kill: \(before)")
         for name in names where FileManager.default.fileExists(atPath: q.downloads.file(name)) {

@@ -183,7 +183,7 @@ struct QueueCLITests {
         let stalledAll = try await waitForBytes(parts, atLeast: stall)
         kill(child.pid, SIGKILL)
         let exited = try await offloaded { child.waitForExit(timeout: 10) }
-        #expect(exited.map { $0 & 0x7f } == SIGKILL)
+        #expect(exited.map { WaitStatus($0).signal } == SIGKILL)
         #expect(stalledAll, "every task reached the stall before the kill: \(parts.map(Self.size))")
         let killedAt = parts.map(Self.size)
 
@@ -241,7 +241,7 @@ struct QueueCLITests {
         let exited = try await offloaded { child.waitForExit(timeout: 20) }
         let status = try #require(exited, "queue run did not exit promptly after signal \(signal)")
         let output = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-        #expect((status >> 8) & 0xff == expected, "\(output)")
+        #expect(WaitStatus(status).exitCode == expected, "\(output)")
         #expect(output.contains("error: interrupted"), "\(output)")
 
         let stopped = Self.byID(try await list(q))

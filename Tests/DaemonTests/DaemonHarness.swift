@@ -66,7 +66,7 @@ final class DaemonHarness: Sendable {
         child.send(SIGTERM)
         let status = try await offloaded { child.waitForExit(timeout: 60) }
         if status == nil { child.terminate(grace: 1) }
-        return status.map { ($0 >> 8) & 0xff }
+        return status.map { WaitStatus($0).exitCode }
     }
 
     /// SIGKILL, as after an OOM kill or a power cut of the process.
@@ -117,7 +117,7 @@ final class DaemonHarness: Sendable {
             }
             let stdout = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
             let stderr = (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
-            return Run(status: (status >> 8) & 0xff, stdout: stdout, stderr: stderr)
+            return Run(status: WaitStatus(status).exitCode, stdout: stdout, stderr: stderr)
         }
         try? FileManager.default.removeItem(atPath: out)
         try? FileManager.default.removeItem(atPath: err)

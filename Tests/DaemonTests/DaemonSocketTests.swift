@@ -257,7 +257,7 @@ struct DaemonSocketTests {
         let status = try await offloaded { () -> Int32? in
             var status: Int32 = 0
             for _ in 0..<3000 {
-                if waitpid(pid, &status, WNOHANG) == pid { return (status >> 8) & 0xff }
+                if waitpid(pid, &status, WNOHANG) == pid { return WaitStatus(status).exitCode }
                 usleep(10_000)
             }
             kill(pid, SIGKILL)
