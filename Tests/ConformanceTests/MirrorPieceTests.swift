@@ -53,22 +53,29 @@ struct MirrorPieceTests {
 
     static func pieceRange(_ index: Int64) -> Range<Int64> { index * piece..<(index + 1) * piece }
 
+    /// Downloads the file from three fault origins, the third corrupting `corrupt`, and checks it is right
+    /// and alone in its directory.
+    static func downloadWithCorruptMirror(_ corrupt: [Range<Int64>]) async throws -> ([FaultOrigin], DownloadResult, [DownloadEvent]) {
+        let origins = try (0..<3).map { _ in try FaultOrigin() }
+        for (index, origin) in origins.enumerated() {
+            origin.serve("/p", .resource(resource(corrupt: index == 2 ? corrupt : [])))
+        }
+        let dir = try ScratchDirectory()
+        var request = DownloadRequest(url: origins[0].url("/p"), destination: .file(dir.file("p")))
+        request.mirrors = [origins[1].url("/p"), origins[2].url("/p")]
+        request.pieceChecksums = table()
+        let (result, events) = await runDownload(request, configuration: configuration())
+        let done = try result.get()
+        #expect(fileMatchesPattern(dir.file("p"), size: size, seed: seed))
+        #expect(dir.contents == ["p"])
+        return (origins, done, events)
+    }
+
     /// One mirror corrupts 16 bytes at the start of each segment; it serves one segment, so exactly one
     /// piece comes bad from it. The file ends right; that piece alone is asked again, of another origin,
     /// and the mirror is demoted, not dropped.
     @Test func aCorruptMirrorCostsOnePiece() async throws {
-        let origins = try (0..<3).map { _ in try FaultOrigin() }
-        origins[0].serve("/p", .resource(Self.resource()))
-        origins[1].serve("/p", .resource(Self.resource()))
-        origins[2].serve("/p", .resource(Self.resource(corrupt: [0, 4, 8].map { Int64($0) << 20 }.map { $0..<$0 + 16 })))
-        let dir = try ScratchDirectory()
-        var request = DownloadRequest(url: origins[0].url("/p"), destination: .file(dir.file("p")))
-        request.mirrors = [origins[1].url("/p"), origins[2].url("/p")]
-        request.pieceChecksums = Self.table()
-        let (result, events) = await runDownload(request, configuration: Self.configuration())
-        let done = try result.get()
-        #expect(fileMatchesPattern(dir.file("p"), size: Self.size, seed: Self.seed))
-        #expect(dir.contents == ["p"])
+        let (origins, done, events) = try await Self.downloadWithCorruptMirror([0, 4, 8].map { Int64($0) << 20 }.map { $0..<$0 + 16 })
         // The corrupt mirror served one segment; the piece at its start is the bad one.
         let corruptAsked = Self.ranges(origins[2], "/p")
         let bad = try #require(corruptAsked.first.map { $0.lowerBound / Self.piece }, "\(corruptAsked)")
@@ -87,18 +94,8 @@ struct MirrorPieceTests {
     /// `.badPieces(count: 2)` (event and result), its bad pieces fetched again from the others (the piece
     /// it left half written too, blamed on it alone), the file right.
     @Test func aMirrorWithTwoBadPiecesIsDroppedWithItsReason() async throws {
-        let origins = try (0..<3).map { _ in try FaultOrigin() }
-        origins[0].serve("/p", .resource(Self.resource()))
-        origins[1].serve("/p", .resource(Self.resource()))
-        origins[2].serve("/p", .resource(Self.resource(corrupt: (0..<12).map { Int64($0) << 20 }.map { $0 + 100..<$0 + 116 })))
-        let dir = try ScratchDirectory()
-        var request = DownloadRequest(url: origins[0].url("/p"), destination: .file(dir.file("p")))
-        request.mirrors = [origins[1].url("/p"), origins[2].url("/p")]
-        request.pieceChecksums = Self.table()
-        let (result, events) = await runDownload(request, configuration: Self.configuration())
-        let done = try result.get()
-        #expect(fileMatchesPattern(dir.file("p"), size: Self.size, seed: Self.seed))
-        #expect(dir.contents == ["p"])
+        let (origins, done, events) = try await Self.downloadWithCorruptMirror(
+            (0..<12).map { Int64($0) << 20 }.map { $0 + 100..<$0 + 116 })
         let drops = events.compactMap { event -> SourceDropReason? in
             if case .stateChanged(_, .sourceDropped(let source, let reason)) = event, source == origins[2].url("/p") { return reason }
             return nil
@@ -238,19 +235,8 @@ struct MirrorPieceCLITests {
         let log = dir.path + "/../pieces-kill-\(UUID().uuidString).log"
         defer { try? FileManager.default.removeItem(atPath: log) }
         let child = try ChildProcess(executable, arguments, outputPath: log)
-        let killed = try await offloaded { () -> Bool in
-            var polls = 0
-            // Some journal records, a verified piece among them, then some 300 ms more.
-            while child.isRunning && polls < 20_000 && Self.verifiedPieces(inJournal: dir.file("k.bin.dkjournal")).isEmpty {
-                usleep(500)
-                polls += 1
-            }
-            usleep(300_000)
-            guard child.isRunning else { return false }
-            kill(child.pid, SIGKILL)
-            _ = child.waitForExit(timeout: 10)
-            return true
-        }
+        // A verified piece in the journal, then some 300 ms more.
+        let killed = try await MirrorCLITests.kill(child, once: { !Self.verifiedPieces(inJournal: dir.file("k.bin.dkjournal")).isEmpty }, thenAfter: 300_000)
         #expect(killed, "the first run was killed mid-transfer")
         let verified = Self.verifiedPieces(inJournal: dir.file("k.bin.dkjournal"))
         #expect(!verified.isEmpty)

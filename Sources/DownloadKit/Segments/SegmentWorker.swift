@@ -364,6 +364,21 @@ struct SegmentWorker: Sendable {
         guard let range else { return false }
         var served: [UInt8] = []
         served.reserveCapacity(Int(size))
+        try fetchExactly(range, from: target, buffer: buffer, what: "a sample") { bytes, _ in served.append(contentsOf: bytes) }
+        let written = try file.read(count: Int(size), at: range.lowerBound)
+        if case .drop = sources.sampled(index, range: range, equal: written == served) { throw SourceDropped() }
+        return true
+    }
+
+    /// One range request for exactly `range` from `target` (a mirror's sample, a piece fetched again), its
+    /// body handed to `consume` with each run's offset: the answer is checked as a segment's is (a mirror
+    /// that still needs a sample is not sent for one again), never past the range, and complete — else a
+    /// transient error naming `what`.
+    private func fetchExactly(
+        _ range: Range<Int64>, from target: Target, buffer: ReceiveBuffer, what: String,
+        consume: (UnsafeRawBufferPointer, Int64) throws -> Void
+    ) throws {
+        var cursor = range.lowerBound
         _ = try client.execute(
             request(for: range, target: target), cancellation: cancellation, buffer: buffer,
             onHead: { head in
@@ -371,19 +386,17 @@ struct SegmentWorker: Sendable {
                 return .stream
             },
             onBody: { bytes in
-                guard served.count + bytes.count <= Int(size) else {
-                    throw DownloadError(.contentRangeMismatch, "a sample ran past its range", isTransient: true)
+                guard cursor + Int64(bytes.count) <= range.upperBound else {
+                    throw DownloadError(.contentRangeMismatch, "\(what) ran past its range", isTransient: true)
                 }
-                served.append(contentsOf: bytes)
+                try consume(bytes, cursor)
+                cursor += Int64(bytes.count)
             })
-        guard served.count == Int(size) else {
+        guard cursor == range.upperBound else {
             throw DownloadError(
-                .truncated, "a sample of bytes \(range.lowerBound)-\(range.upperBound - 1) ended after \(served.count) bytes",
+                .truncated, "\(what) of bytes \(range.lowerBound)-\(range.upperBound - 1) ended after \(cursor - range.lowerBound) bytes",
                 isTransient: true)
         }
-        let written = try file.read(count: Int(size), at: range.lowerBound)
-        if case .drop = sources.sampled(index, range: range, equal: written == served) { throw SourceDropped() }
-        return true
     }
 
     /// Range requests for the rest of the held segment, at most ``requestSize`` each, one after another
@@ -583,33 +596,19 @@ struct SegmentWorker: Sendable {
         var retry = retryPolicy
         while true {
             if board.stopReason != nil || control.stopRequest != .none { throw DownloadError(.cancelled, "stopped") }
-            var cursor = range.lowerBound
+            var progress: Int64 = 0
             do {
-                _ = try client.execute(
-                    request(for: range, target: target), cancellation: cancellation, buffer: buffer,
-                    onHead: { head in
-                        try validate(head, requested: range.lowerBound, target: target, sampling: true)
-                        return .stream
-                    },
-                    onBody: { bytes in
-                        guard cursor + Int64(bytes.count) <= range.upperBound else {
-                            throw DownloadError(.contentRangeMismatch, "a piece ran past its range", isTransient: true)
-                        }
-                        var written = 0
-                        try file.write(UnsafeRawBufferPointer(bytes), at: cursor, written: &written)
-                        cursor += Int64(written)
-                    })
-                guard cursor == range.upperBound else {
-                    throw DownloadError(
-                        .truncated, "\(PieceChecksums.name(piece, range)) ended after \(cursor - range.lowerBound) bytes",
-                        isTransient: true)
+                try fetchExactly(range, from: target, buffer: buffer, what: PieceChecksums.name(piece, range) + " fetched again") { bytes, offset in
+                    var written = 0
+                    defer { progress += Int64(written) }
+                    try file.write(bytes, at: offset, written: &written)
                 }
                 return
             } catch is SourceDropped {
                 throw DownloadError(.serverIgnoredRange, "\(target.url): dropped while it sent \(PieceChecksums.name(piece, range)) again")
             } catch {
                 let failure = DownloadError.wrap(error)
-                guard failure.code != .cancelled, case .retry(let delay, _) = retry.next(after: failure, progress: cursor - range.lowerBound)
+                guard failure.code != .cancelled, case .retry(let delay, _) = retry.next(after: failure, progress: progress)
                 else { throw failure }
                 if !interruptibleSleep(delay, wakes: control.wakeUps, shouldStop: { board.stopReason != nil || control.stopRequest != .none }) {
                     throw DownloadError(.cancelled, "stopped")
