@@ -40,6 +40,13 @@ public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible 
         public static let truncated = Code("truncated")
         /// The caller's checksum did not match the downloaded file.
         public static let checksumMismatch = Code("checksumMismatch")
+        /// A piece (``DownloadRequest/pieceChecksums``) failed its check from every source that could
+        /// send it (each at most twice); the detail names the piece and its bytes.
+        public static let pieceChecksumMismatch = Code("pieceChecksumMismatch")
+        /// The caller's ``PieceChecksums`` cannot describe the file: a piece length that is not positive, a
+        /// digest of the wrong length, or a count other than ⌈length ÷ pieceLength⌉. Refused before any
+        /// byte is written; the detail names the field.
+        public static let invalidPieceChecksums = Code("invalidPieceChecksums")
         /// The server's `Content-MD5` did not match the body it sent.
         public static let contentMD5Mismatch = Code("contentMD5Mismatch")
         /// Not enough free space for the remaining bytes (checked before writing).

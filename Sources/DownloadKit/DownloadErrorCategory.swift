@@ -66,7 +66,7 @@ extension DownloadError {
             return .network
         case .truncated, .tooSlow: return .network
         case .tooManyRedirects, .redirectLoop, .insecureRedirect, .invalidRedirect: return .redirect
-        case .checksumMismatch, .contentMD5Mismatch: return .integrity
+        case .checksumMismatch, .contentMD5Mismatch, .pieceChecksumMismatch: return .integrity
         case .contentRangeMismatch, .serverIgnoredRange, .protocolViolation: return .protocolViolation
         case .insufficientSpace, .diskFull: return .space
         case .fileSystem, .invalidResumeData, .untrustedFile: return .fileSystem

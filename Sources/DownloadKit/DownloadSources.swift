@@ -17,6 +17,9 @@ public enum SourceDropReason: Sendable, Hashable, CustomStringConvertible {
     case tooSlow(bytesPerSecond: Int)
     /// Its answers needed a sample, and no agreeing source was left to write bytes to compare it with.
     case unverifiable
+    /// It sent `count` pieces that failed their piece checksum (``DownloadRequest/pieceChecksums``):
+    /// demoted after the first, dropped at the second while another source is left.
+    case badPieces(count: Int)
 
     public var description: String {
         switch self {
@@ -34,6 +37,8 @@ public enum SourceDropReason: Sendable, Hashable, CustomStringConvertible {
             return "too slow (\(rate) bytes/s)"
         case .unverifiable:
             return "nothing from an agreeing source to compare a sample with (no Last-Modified to compare)"
+        case .badPieces(let count):
+            return "it sent \(count) pieces that failed their piece checksum"
         }
     }
 }
@@ -46,11 +51,17 @@ public struct SourceUsage: Sendable, Hashable {
     public var bytes: Int64
     /// Why the source was dropped; nil when it served to the end (or was never needed).
     public var dropReason: SourceDropReason?
+    /// With piece checksums: pieces it sent that failed their check in this run.
+    public var badPieces: Int = 0
+    /// With piece checksums: pieces fetched again from it (after another copy failed) in this run.
+    public var refetchedPieces: Int = 0
 
     /// Creates a usage record.
-    public init(url: String, bytes: Int64, dropReason: SourceDropReason? = nil) {
+    public init(url: String, bytes: Int64, dropReason: SourceDropReason? = nil, badPieces: Int = 0, refetchedPieces: Int = 0) {
         self.url = url
         self.bytes = bytes
         self.dropReason = dropReason
+        self.badPieces = badPieces
+        self.refetchedPieces = refetchedPieces
     }
 }

@@ -87,6 +87,17 @@ public struct DownloadRequest: Sendable {
     /// request.mirrors = ["https://b.example/f.iso", "https://c.example/pub/f.iso"]
     /// ```
     public var mirrors: [String] = []
+    /// Piece hashes of the file (a Metalink's `<pieces>`; docs/MIRRORS.md, "Piece checksums"). Each piece
+    /// is hashed from the file as soon as all its bytes are written; a bad piece is fetched again from
+    /// another source (else the same one once more) and the source that sent it is demoted, then dropped
+    /// at its second bad piece (``SourceDropReason/badPieces(count:)``). The download fails with
+    /// ``DownloadError/Code/pieceChecksumMismatch`` naming the piece only when no source gives a good copy.
+    /// A resumed download trusts only the pieces its journal recorded as verified and hashes the others
+    /// it finds written. The digest count must be ⌈length ÷ pieceLength⌉ once the length is known
+    /// (``DownloadError/Code/invalidPieceChecksums`` before any byte is written). A download with piece
+    /// checksums is segmented (as one with mirrors) when the server allows ranges; on one connection the
+    /// pieces are checked before the final rename. nil (the default): no piece checks.
+    public var pieceChecksums: PieceChecksums?
 
     /// Creates a request.
     public init(
@@ -391,8 +402,8 @@ public struct DownloadResult: Sendable, Hashable {
     public var responseStatus: Int? = nil
     /// That response's header fields, in order (`Content-Type`, `Content-Disposition`, `Cache-Control`…).
     public var responseHeaders: DKHTTPHeaders? = nil
-    /// With mirrors: what each source gave in this run, in the request's order (``DownloadRequest/url``
-    /// first); empty for a download from one source.
+    /// With mirrors or piece checksums: what each source gave in this run, in the request's order
+    /// (``DownloadRequest/url`` first); empty for a download from one source without piece checksums.
     public var sources: [SourceUsage] = []
 
     @_spi(DownloadKitInternal) public init(

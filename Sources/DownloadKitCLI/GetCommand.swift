@@ -28,7 +28,7 @@ struct GetCommand: AsyncParsableCommand {
     var mirrors: [String] = []
 
     @Option(name: .customLong("metalink"), help: ArgumentHelp(
-        "Download the files a Metalink 4 or 3 document names (instead of URLs): each from its best-priority http(s) URL with the others as mirrors, checked against its strongest whole-file hash (else its size), named by the document under -d DIR; -o FILE only for a document with one file. Metaurls and torrents are skipped; piece hashes are not verified yet (docs/METALINK.md).",
+        "Download the files a Metalink 4 or 3 document names (instead of URLs): each from its best-priority http(s) URL with the others as mirrors, checked against its strongest whole-file hash (else its size), named by the document under -d DIR; -o FILE only for a document with one file. Metaurls and torrents are skipped; piece hashes are verified piece by piece, a bad piece fetched again from another URL (docs/METALINK.md).",
         valueName: "file"))
     var metalink: String?
 
@@ -375,12 +375,15 @@ extension GetCommand {
 }
 
 extension GetCommand {
-    /// One line per source of a download with mirrors: what it gave, and why it was dropped (URLs as error
-    /// texts show them: no password, no query values).
+    /// One line per source of a download with mirrors (or piece checksums): what it gave, the pieces that
+    /// failed from it and were fetched again from it, and why it was dropped (URLs as error texts show
+    /// them: no password, no query values).
     static func sourceSummary(_ sources: [SourceUsage]) -> [String] {
         sources.map { source in
+            let bad = source.badPieces > 0 ? ", \(source.badPieces) bad piece(s)" : ""
+            let again = source.refetchedPieces > 0 ? ", \(source.refetchedPieces) piece(s) re-fetched from it" : ""
             let drop = source.dropReason.map { ", dropped: \($0)" } ?? ""
-            return "source \(HTTPURL.redacting(source.url)): \(source.bytes) bytes\(drop)"
+            return "source \(HTTPURL.redacting(source.url)): \(source.bytes) bytes\(bad)\(again)\(drop)"
         }
     }
 }

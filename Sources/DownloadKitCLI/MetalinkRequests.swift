@@ -7,12 +7,13 @@ import HTTPWire
 /// What `get --metalink FILE` downloads: one planned request per `<file>` of the document, decided from the
 /// parsed model alone (no I/O), so the rules live in one place.
 struct MetalinkDownload: Sendable {
-    /// The request: the best-priority http(s) URL, the others as mirrors, the strongest supported hash.
+    /// The request: the best-priority http(s) URL, the others as mirrors, the strongest supported hash and
+    /// piece hashes.
     var request: DownloadRequest
     /// The Metalink's `<size>`, when it states one. Checked against the download only when no hash is
     /// checked (a hash of the whole file already fails a download of another length).
     var expectedSize: Int64?
-    /// Lines to print before downloading (skipped metaurls/torrents and non-http URLs, hashes not checked).
+    /// Lines to print before downloading (skipped metaurls/torrents and non-http URLs, hashes or piece hashes not checked).
     var notes: [String]
 }
 
@@ -51,6 +52,16 @@ enum MetalinkRequests {
             algorithm: algorithm, expectedHex: strongest.bytes.map { String(format: "%02x", $0) }.joined())
     }
 
+    /// The piece hashes the engine verifies for `file`: its strongest piece list among the algorithms the
+    /// engine computes (nil without one).
+    static func pieceChecksums(for file: MetalinkFile) -> PieceChecksums? {
+        let supported = file.pieces.filter { DigestAlgorithm(rawValue: $0.algorithm.compactName) != nil }
+        guard let strongest = supported.max(by: { $0.algorithm < $1.algorithm }),
+            let algorithm = DigestAlgorithm(rawValue: strongest.algorithm.compactName)
+        else { return nil }
+        return PieceChecksums(algorithm: algorithm, pieceLength: strongest.length, digests: strongest.hashes.map(\.bytes))
+    }
+
     /// One ``MetalinkDownload`` per file of `metalink`, in document order.
     /// - Parameters:
     ///   - source: the Metalink's path, for messages.
@@ -80,14 +91,17 @@ enum MetalinkRequests {
             if checksum == nil && !file.hashes.isEmpty {
                 notes.append("\(file.name): no hash the engine computes (only \(file.hashes.map(\.algorithm.rawValue).joined(separator: ", "))); not verified")
             }
-            if !file.pieces.isEmpty {
-                notes.append("\(file.name): piece hashes are not verified yet (only the whole-file hash)")
+            let pieces = pieceChecksums(for: file)
+            if pieces == nil && !file.pieces.isEmpty {
+                notes.append(
+                    "\(file.name): no piece hashes the engine computes (only \(file.pieces.map(\.algorithm.rawValue).joined(separator: ", "))); pieces not verified")
             }
             let destination =
                 output ?? (directory.hasSuffix("/") ? directory + file.name : directory + "/" + file.name)
             var request = DownloadRequest(
                 url: first, destination: .file(destination), headers: headers, checksum: checksum)
             request.mirrors = Array(http.dropFirst())
+            request.pieceChecksums = pieces
             return MetalinkDownload(
                 request: request, expectedSize: checksum == nil ? file.size : nil, notes: notes)
         }

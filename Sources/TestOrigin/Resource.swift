@@ -156,6 +156,9 @@ public enum Fault: Sendable {
     case hugeHead(bytes: Int)
     /// Announce the body length truthfully in the head but send `extra` more bytes, then close.
     case bodyLongerThanAnnounced(extra: Int)
+    /// Send every byte of the file at offsets `range` inverted (XOR 0xFF), in every response that covers
+    /// them: a mirror with a corrupt block (piece checksums).
+    case corruptBytes(Range<Int64>)
     /// Wait `seconds` before every response head: a server's turnaround, standing in on loopback for a
     /// real path's round trip.
     case delayHead(seconds: Double)

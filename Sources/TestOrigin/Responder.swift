@@ -260,6 +260,12 @@ struct Responder {
             } else {
                 TestPattern.fill(window, offset: start + sent, seed: version.seed)
             }
+            for fault in resource.faults {
+                guard case .corruptBytes(let range) = fault else { continue }
+                let lower = max(range.lowerBound, start + sent)
+                let upper = min(range.upperBound, start + sent + slice)
+                for offset in stride(from: lower, to: upper, by: 1) { window[Int(offset - start - sent)] ^= 0xFF }
+            }
             if sent + slice >= length, connection.waitForPipelinedInput(seconds: 0) {
                 origin.recordNextArrivedBeforeTheEnd(request.sequenceNumber)
             }

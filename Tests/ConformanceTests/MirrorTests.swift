@@ -210,6 +210,23 @@ struct MirrorTests {
 /// `downloadkit get URL --mirror URL2 --mirror URL3` end to end.
 @Suite(.timeLimit(.minutes(3)))
 struct MirrorCLITests {
+    /// Kills `child` with SIGKILL `microseconds` after `ready` holds (polled every 0.5 ms, 10 s at most);
+    /// false when it ended before.
+    static func kill(_ child: ChildProcess, once ready: @escaping @Sendable () -> Bool, thenAfter microseconds: useconds_t) async throws -> Bool {
+        try await offloaded { () -> Bool in
+            var polls = 0
+            while child.isRunning && polls < 20_000 && !ready() {
+                usleep(500)
+                polls += 1
+            }
+            usleep(microseconds)
+            guard child.isRunning else { return false }
+            Glibc.kill(child.pid, SIGKILL)
+            _ = child.waitForExit(timeout: 10)
+            return true
+        }
+    }
+
     @Test func mirrorWithSeveralURLsIsAUsageErrorNamingTheOption() throws {
         let executable = try #require(CLITests.executable)
         let dir = try ScratchDirectory()
@@ -248,19 +265,8 @@ struct MirrorCLITests {
         let log = dir.path + "/../mirror-kill-\(UUID().uuidString).log"
         defer { try? FileManager.default.removeItem(atPath: log) }
         let child = try ChildProcess(executable, arguments, outputPath: log)
-        let killed = try await offloaded { () -> Bool in
-            var polls = 0
-            // A few journal records (32 bytes each) from the segments, then some 400 ms more.
-            while child.isRunning && polls < 20_000 && (dir.size("k.bin.dkjournal") ?? 0) < 32 * 8 {
-                usleep(500)
-                polls += 1
-            }
-            usleep(400_000)
-            guard child.isRunning else { return false }
-            kill(child.pid, SIGKILL)
-            _ = child.waitForExit(timeout: 10)
-            return true
-        }
+        // A few journal records (32 bytes each) from the segments, then some 400 ms more.
+        let killed = try await Self.kill(child, once: { (dir.size("k.bin.dkjournal") ?? 0) >= 32 * 8 }, thenAfter: 400_000)
         #expect(killed, "the first run was killed mid-transfer")
         #expect(FileManager.default.fileExists(atPath: dir.file("k.bin.dkpart")))
         let rerun = try CLITests.runBlocking(executable, arguments, in: dir, timeout: 90)

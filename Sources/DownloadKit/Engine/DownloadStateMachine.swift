@@ -29,6 +29,8 @@ struct DownloadStateMachine {
         var connections: Int
         /// The request's URL plus its mirrors: with more than one, the download is segmented.
         var sourceCount: Int
+        /// The request has piece checksums: segmented too, so a bad piece can be fetched again alone.
+        var hasPieceChecksums: Bool
         var minimumSegmentSize: Int64
         var maxRedirects: Int
         var allowsInsecureRedirects: Bool
@@ -44,6 +46,7 @@ struct DownloadStateMachine {
             credentialHeaderNames = request.credentialHeaderNames
             connections = configuration.connections
             sourceCount = 1 + request.mirrors.count
+            hasPieceChecksums = request.pieceChecksums != nil
             minimumSegmentSize = configuration.minimumSegmentSize
             maxRedirects = configuration.maxRedirects
             allowsInsecureRedirects = configuration.allowsInsecureRedirects
@@ -522,7 +525,8 @@ struct DownloadStateMachine {
 
     /// Whether the next request is a range probe for a segmented transfer.
     private var wantsSegments: Bool {
-        !singleConnectionOnly && (settings.connections > 1 || settings.sourceCount > 1 || !resource.savedSegments.isEmpty)
+        !singleConnectionOnly && (settings.connections > 1 || settings.sourceCount > 1 || settings.hasPieceChecksums
+            || !resource.savedSegments.isEmpty)
     }
 
     private mutating func nextRequest(restart: RestartReason? = nil) -> Action {

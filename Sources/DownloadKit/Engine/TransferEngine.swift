@@ -75,6 +75,7 @@ final class TransferEngine {
         self.suppliedClient = client
         let url = try DownloadError.validatedURL(of: request)
         mirrors = try DownloadError.validatedMirrors(of: request)
+        try request.pieceChecksums?.validate()
         machine = DownloadStateMachine(url: url, settings: DownloadStateMachine.Settings(request, configuration))
         rateLimiters = (configuration.rateLimit.map { [TokenBucket(bytesPerSecond: $0)] } ?? []) + configuration.sharedRateLimiters
     }
@@ -129,7 +130,10 @@ final class TransferEngine {
         case .none:
             if !holdsLock {
                 // Nothing of ours is on disk to keep or remove.
-            } else if failure.code == .checksumMismatch || failure.code == .contentMD5Mismatch {
+            } else if failure.code == .checksumMismatch || failure.code == .contentMD5Mismatch
+                || (failure.code == .pieceChecksumMismatch && machine.resource.savedSegments.isEmpty)
+            {
+                // (A piece failing from every source of a segmented run keeps the verified others.)
                 // The bytes are complete but wrong: nothing here is worth resuming.
                 removeWorkingFiles()
             } else if machine.resource.offset == 0 && !machine.resource.savedSegments.contains(where: { $0.written > 0 }) {
@@ -249,18 +253,7 @@ final class TransferEngine {
     }
 
     private func hashPrefix(into digest: DKDigest, count: Int64, from handle: FileHandleFD) throws {
-        guard count > 0 else { return }
-        let chunk = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 64)
-        defer { chunk.deallocate() }
-        var position: Int64 = 0
-        while position < count {
-            let want = Int(min(Int64(chunk.count), count - position))
-            let n = try handle.read(
-                into: UnsafeMutableRawBufferPointer(rebasing: chunk[0..<want]), fromAbsoluteOffset: position)
-            if n == 0 { throw FileSystemError("pread", path: handle.path, errno: EIO) }
-            digest.update(UnsafeRawBufferPointer(rebasing: chunk[0..<n]))
-            position += Int64(n)
-        }
+        try handle.hash(0..<count, into: digest)
     }
 
 
@@ -560,7 +553,7 @@ final class TransferEngine {
             total: total, file: file, tempPath: tempPath, client: client, configuration: configuration, control: control,
             url: machine.currentURL, headers: machine.requestHeaders, ifRange: machine.resource.ifRangeValue,
             entityTag: machine.resource.entityTag, rateLimiters: rateLimiters, bufferSize: receiveBufferSize(client),
-            sources: sources(), lastModified: machine.resource.lastModified)
+            sources: sources(), lastModified: machine.resource.lastModified, pieces: request.pieceChecksums)
         let fetchedBefore = bytesThisRun
         let hooks = SegmentCoordinator.Hooks(
             started: { board in
@@ -811,6 +804,7 @@ final class TransferEngine {
         }
         try file.syncData()
         durableOffset = offset
+        try checkPiecesOnOneConnection(total: offset, file: file)
         var checksumHex: String?
         if let checksum = request.checksum, let digest {
             let hex = DKDigest.hex(digest.finalize())
@@ -850,6 +844,19 @@ final class TransferEngine {
             isResumable: control.isResumable ?? (resource.acceptsRanges == true), entityTag: resource.entityTagText,
             lastModified: resource.lastModified, responseStatus: machine.acceptedHead?.status,
             responseHeaders: machine.acceptedHead?.headers, sources: sourceUsage)
+    }
+
+    /// A download with piece checksums that ran on one connection (no ranges, a small file…) had no
+    /// pieces checked as they arrived: all are checked here, before the rename; the first bad one fails
+    /// the download (nothing can be fetched again alone without ranges), naming the piece.
+    private func checkPiecesOnOneConnection(total: Int64, file: FileHandleFD) throws {
+        guard let table = request.pieceChecksums, machine.resource.savedSegments.isEmpty else { return }
+        try table.validate(total: total)
+        for piece in 0..<table.pieceCount(forLength: total) where try !PieceBoard.matches(piece, of: table, total: total, in: file) {
+            throw DownloadError(
+                .pieceChecksumMismatch,
+                "\(PieceChecksums.name(piece, table.range(ofPiece: piece, total: total))) failed its \(table.algorithm.rawValue) check (one connection: it cannot be fetched again alone)")
+        }
     }
 
     /// Renames the partial into place. `-o FILE` replaces the file the caller named; a directory

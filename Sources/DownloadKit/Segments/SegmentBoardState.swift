@@ -93,16 +93,18 @@ struct SegmentBoardState: Sendable {
         stopReason = nil
     }
 
-    /// Splits `[from, total)` into `count` nearly equal segments, each at least `minimumSegmentSize`.
-    static func plan(from: Int64, total: Int64, count: Int, minimumSegmentSize: Int64) -> [Plan] {
+    /// Splits `[from, total)` into `count` nearly equal segments, each at least `minimumSegmentSize`, the
+    /// inner boundaries rounded down to multiples of `alignment` (piece checksums: one piece, one segment).
+    static func plan(from: Int64, total: Int64, count: Int, minimumSegmentSize: Int64, alignment: Int64 = 1) -> [Plan] {
         let length = total - from
         guard length > 0 else { return [] }
         let pieces = Int(max(1, min(Int64(count), length / max(1, minimumSegmentSize))))
         let size = length / Int64(pieces)
-        return (0..<pieces).map { index in
-            let start = from + Int64(index) * size
-            let end = index == pieces - 1 ? total : start + size
-            return Plan(start: start, end: end, written: 0)
+        let step = max(1, alignment)
+        var starts = (0..<pieces).map { index in index == 0 ? from : max(from, (from + Int64(index) * size) / step * step) }
+        starts = starts.enumerated().filter { $0.offset == 0 || $0.element > starts[$0.offset - 1] }.map(\.element)
+        return starts.indices.map { index in
+            Plan(start: starts[index], end: index + 1 < starts.count ? starts[index + 1] : total, written: 0)
         }
     }
 
@@ -337,6 +339,19 @@ struct SegmentBoardState: Sendable {
         }
         if position < total { plans.append(Plan(start: position, end: total, written: 0)) }
         return plans
+    }
+
+    /// `runs` without the bytes of `removed` (both sorted or not; the result is sorted).
+    static func subtract(_ removed: [Range<Int64>], from runs: [Range<Int64>]) -> [Range<Int64>] {
+        var result = runs.sorted { $0.lowerBound < $1.lowerBound }
+        for cut in removed {
+            result = result.flatMap { run -> [Range<Int64>] in
+                guard run.overlaps(cut) else { return [run] }
+                return [run.lowerBound..<max(run.lowerBound, cut.lowerBound), min(run.upperBound, cut.upperBound)..<run.upperBound]
+                    .filter { !$0.isEmpty }
+            }
+        }
+        return result
     }
 
     /// Bytes contiguous from offset 0 in a segment map.

@@ -51,6 +51,15 @@ struct SegmentCoordinator {
     var sources: [DownloadSource] = []
     /// The first source's `Last-Modified`, which mirrors must match (``SourceScheduler``).
     var lastModified: String? = nil
+    /// The request's piece checksums (``PieceVerifier``); nil: none.
+    var pieces: PieceChecksums? = nil
+
+    /// Split points with piece checksums: the piece length (so a steal never splits a piece and one source
+    /// writes each piece) when it is a multiple of 64 KiB up to 16 MiB; else the usual 64 KiB.
+    var alignment: Int64 {
+        guard let length = pieces?.pieceLength, length % (64 << 10) == 0, length <= 16 << 20 else { return 64 << 10 }
+        return length
+    }
 
     /// The board for this run: the saved map plus what the journal proves, or a fresh plan (after a
     /// single-connection `prefix`). nil when the saved map is unusable.
@@ -61,13 +70,38 @@ struct SegmentCoordinator {
             guard let plans = SegmentBoardState.recover(saved: saved, journal: journal, fileSize: size, total: total),
                 let withoutJournal = SegmentBoardState.recover(saved: saved, fileSize: size, total: total)
             else { return nil }
-            let state = SegmentBoardState(plans: plans, minimumSegmentSize: minimum)
+            let state = SegmentBoardState(plans: plans, minimumSegmentSize: minimum, alignment: alignment)
             let before = withoutJournal.reduce(0) { $0 + $1.written }
             return (state, state.written - before)
         }
         var plans = prefix > 0 ? [SegmentBoardState.Plan(start: 0, end: prefix, written: prefix)] : []
-        plans += SegmentBoardState.plan(from: prefix, total: total, count: workers, minimumSegmentSize: minimum)
-        return (SegmentBoardState(plans: plans, minimumSegmentSize: minimum), 0)
+        plans += SegmentBoardState.plan(
+            from: prefix, total: total, count: workers, minimumSegmentSize: minimum, alignment: pieces == nil ? 1 : alignment)
+        return (SegmentBoardState(plans: plans, minimumSegmentSize: minimum, alignment: alignment), 0)
+    }
+
+    /// With piece checksums: the verifier for `state`'s credited bytes, and the board to run. The pieces
+    /// the journal recorded as verified (under this piece table) are trusted; every other piece found
+    /// written is hashed from the file: a good one is verified (not fetched again), a bad one's bytes are
+    /// taken out of the board, to be fetched like any missing range.
+    func checkResumedPieces(_ state: SegmentBoardState, table: PieceChecksums, sourceCount: Int, minimum: Int64) throws -> (
+        SegmentBoardState, PieceVerifier
+    ) {
+        let runs = state.segments.compactMap { $0.written > 0 ? $0.start..<$0.position : nil }
+        let verified = SegmentJournal.readVerified(
+            path: SegmentJournal.path(forTempFile: tempPath), total: total, fingerprint: table.fingerprint)
+        var verifier = PieceVerifier(pieceLength: table.pieceLength, total: total, sourceCount: sourceCount, runs: runs, verified: verified)
+        var bad: [Range<Int64>] = []
+        for piece in verifier.unchecked {
+            let good = try PieceBoard.matches(piece, of: table, total: total, in: file)
+            verifier.resumeChecked(piece, good: good)
+            if !good { bad.append(verifier.range(of: piece)) }
+        }
+        guard !bad.isEmpty else { return (state, verifier) }
+        configuration.logger?.warning("\(bad.count) resumed piece(s) failed their check; fetching them again")
+        let kept = SegmentBoardState.subtract(bad, from: runs)
+        guard let plans = SegmentBoardState.recover(saved: [], journal: kept, fileSize: total, total: total) else { return (state, verifier) }
+        return (SegmentBoardState(plans: plans, minimumSegmentSize: minimum, alignment: alignment), verifier)
     }
 
     /// Runs workers until every segment is written (then proves it), the board stops, or the caller
@@ -84,8 +118,17 @@ struct SegmentCoordinator {
             sourceBoard = board
         }
         let minimum = max(64 << 10, configuration.minimumSegmentSize)
-        guard let (state, recovered) = try makeBoard(saved: saved, prefix: prefix, workers: workers, minimum: minimum) else {
+        // Before any byte is written: a piece table that cannot describe this length is the caller's error.
+        try pieces?.validate(total: total)
+        guard var (state, recovered) = try makeBoard(saved: saved, prefix: prefix, workers: workers, minimum: minimum) else {
             return Report(outcome: .restart(.unusablePartialData), fetched: 0, recovered: 0)
+        }
+        var pieceBoard: PieceBoard?
+        if let pieces {
+            let (checked, verifier) = try checkResumedPieces(state, table: pieces, sourceCount: max(1, sources.count), minimum: minimum)
+            recovered = max(0, recovered - (state.written - checked.written))
+            state = checked
+            pieceBoard = PieceBoard(pieces, total: total, verifier: verifier, file: file)
         }
         let board = SegmentBoard(state, wakes: control.wakeUps)
         hooks.started(board)
@@ -93,7 +136,10 @@ struct SegmentCoordinator {
         // from the first byte on, a kill loses at most the buffers in flight.
         try hooks.checkpoint(true)
         let journalPath = SegmentJournal.path(forTempFile: tempPath)
-        let journal = try SegmentJournal(path: journalPath, total: total, runs: board.creditedRuns())
+        let verifiedPieces = { () -> SegmentJournal.VerifiedPieces? in
+            pieceBoard.map { SegmentJournal.VerifiedPieces(fingerprint: $0.fingerprint, pieces: $0.verified) }
+        }
+        let journal = try SegmentJournal(path: journalPath, total: total, runs: board.creditedRuns(), pieces: verifiedPieces())
 
         control.setState(.segmented(connections: workers))
         let tokens = (0..<workers).map { _ in CancellationToken() }
@@ -108,7 +154,7 @@ struct SegmentCoordinator {
                 ifRange: ifRange, entityTag: entityTag, total: total, retryPolicy: RetryPolicy(configuration),
                 lowSpeedLimit: configuration.lowSpeedLimit, lowSpeedTime: configuration.lowSpeedTime.asSeconds,
                 bufferSize: bufferSize, rateLimiters: rateLimiters, cancellation: tokens[index], control: control,
-                sharedWait: sharedWait, sources: sourceBoard)
+                sharedWait: sharedWait, sources: sourceBoard, pieces: pieceBoard)
             group.enter()
             TransferThreads.shared.run(name: "dk-segment-\(index)") {
                 worker.run()
@@ -151,7 +197,7 @@ struct SegmentCoordinator {
                 lastCheckpoint = now
                 do {
                     try hooks.checkpoint(false)
-                    try journal.compact(board.creditedRuns)
+                    try journal.compact(board.creditedRuns, pieces: verifiedPieces)
                 } catch {
                     board.stop(.failed(DownloadError.wrap(error)))
                 }
@@ -159,7 +205,8 @@ struct SegmentCoordinator {
         }
         publishDrops()
         var report = Report(
-            outcome: .complete, fetched: board.written - writtenAtStart, recovered: recovered, sources: sourceBoard?.usage() ?? [])
+            outcome: .complete, fetched: board.written - writtenAtStart, recovered: recovered,
+            sources: usage(sourceBoard, pieceBoard, fetched: board.written - writtenAtStart))
         switch board.stopReason {
         case .restart(let reason)?:
             report.outcome = .restart(reason)
@@ -185,11 +232,31 @@ struct SegmentCoordinator {
         do {
             // The accounting pass: every byte of [0, total) credited exactly once, or no success.
             try board.proveCoverage(total: total)
+
         } catch {
             throw Failure(error: error, report: report)
         }
+        if let pieceBoard, !pieceBoard.allVerified {
+            throw Failure(
+                error: DownloadError(.segmentAccounting, "segment accounting failed: a piece was written but never verified"),
+                report: report)
+        }
         publish(monotonicSeconds())
         return report
+    }
+
+    /// What each source gave: the source board's usage with each one's bad and re-fetched pieces; with
+    /// piece checksums and one source, that source alone.
+    private func usage(_ sourceBoard: SourceBoard?, _ pieceBoard: PieceBoard?, fetched: Int64) -> [SourceUsage] {
+        var usage = sourceBoard?.usage() ?? []
+        guard let pieceBoard else { return usage }
+        if usage.isEmpty { usage = [SourceUsage(url: url.listingDescription, bytes: fetched)] }
+        let counts = pieceBoard.counts()
+        for index in usage.indices where counts.bad.indices.contains(index) {
+            usage[index].badPieces = counts.bad[index]
+            usage[index].refetchedPieces = counts.refetched[index]
+        }
+        return usage
     }
 
     /// A failure with the run's accounting (bytes fetched still count for this run).

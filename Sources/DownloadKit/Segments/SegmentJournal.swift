@@ -14,10 +14,15 @@ import Glibc
 /// start and end), and an FNV-1a 64 of the first 24 bytes. A torn or garbled record fails its check
 /// and is skipped (the reader resynchronises on the next valid record); no record is trusted beyond
 /// the temp file's length or the total.
+///
+/// With piece checksums a `DKJV` record says a piece was verified: its index and the piece table's
+/// fingerprint (``PieceChecksums``), so a journal written for another piece table proves nothing. A rerun
+/// trusts only those; every other piece it finds written is hashed again from the file.
 final class SegmentJournal: Sendable {
     static let recordSize = 32
     private static let headerMagic: UInt32 = 0x484A_4B44  // "DKJH"
     private static let recordMagic: UInt32 = 0x524A_4B44  // "DKJR"
+    private static let pieceMagic: UInt32 = 0x564A_4B44  // "DKJV"
 
     let path: String
     private let fd: Int32
@@ -34,10 +39,9 @@ final class SegmentJournal: Sendable {
     /// An existing journal is emptied only when this user wrote it (issue #44): a symbolic link, another
     /// user's file, or one writable by others at this name is refused, untouched.
     /// - Throws: ``DownloadError/Code/untrustedFile`` naming the journal, or ``FileSystemError``.
-    init(path: String, total: Int64, runs: [Range<Int64>]) throws {
+    init(path: String, total: Int64, runs: [Range<Int64>], pieces: VerifiedPieces? = nil) throws {
         let fd = try FileSystem.openOwned(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, role: "segment journal")
-        var bytes = Self.encode(magic: Self.headerMagic, Self.bootHash(FileSystem.bootID), total)
-        for run in runs { bytes += Self.encode(magic: Self.recordMagic, run.lowerBound, run.upperBound) }
+        let bytes = Self.encode(magic: Self.headerMagic, Self.bootHash(FileSystem.bootID), total) + Self.records(runs, pieces)
         do {
             try Self.writeAll(bytes, to: fd, path: path)
         } catch {
@@ -54,9 +58,18 @@ final class SegmentJournal: Sendable {
     /// fetched again after a kill, so it never stops the transfer.
     func append(_ range: Range<Int64>) {
         guard !range.isEmpty else { return }
+        append(magic: Self.recordMagic, range.lowerBound, range.upperBound)
+    }
+
+    /// Appends that `piece` of the table with `fingerprint` was verified (best effort, as ``append(_:)``).
+    func appendVerified(_ piece: Int, fingerprint: Int64) {
+        append(magic: Self.pieceMagic, Int64(piece), fingerprint)
+    }
+
+    private func append(magic: UInt32, _ first: Int64, _ second: Int64) {
         // No allocation on the body path: the record is built on the stack.
         withUnsafeTemporaryAllocation(byteCount: Self.recordSize, alignment: 8) { record in
-            Self.encode(magic: Self.recordMagic, range.lowerBound, range.upperBound, into: record)
+            Self.encode(magic: magic, first, second, into: record)
             var done = 0
             while done < record.count {
                 let n = Glibc.write(fd, record.baseAddress! + done, record.count - done)
@@ -70,14 +83,27 @@ final class SegmentJournal: Sendable {
     /// Compacts: truncates to the header, then appends the board's written prefixes. Records appended by
     /// workers meanwhile are either already in `runs()` (credited before it was read) or appended after
     /// the truncation, so nothing credited is lost.
-    func compact(_ runs: () -> [Range<Int64>]) throws(FileSystemError) {
+    /// The verified pieces (read before the truncation, like the runs) are written again after it.
+    func compact(_ runs: () -> [Range<Int64>], pieces: () -> VerifiedPieces? = { nil }) throws(FileSystemError) {
+        let verified = pieces()
         while ftruncate(fd, off_t(Self.recordSize)) != 0 {
             if errno == EINTR { continue }
             throw FileSystemError("ftruncate", path: path, errno: errno)
         }
+        try Self.writeAll(Self.records(runs(), verified), to: fd, path: path)
+    }
+
+    /// Pieces verified under the piece table with `fingerprint`.
+    struct VerifiedPieces: Sendable {
+        var fingerprint: Int64
+        var pieces: [Int]
+    }
+
+    private static func records(_ runs: [Range<Int64>], _ pieces: VerifiedPieces?) -> [UInt8] {
         var bytes: [UInt8] = []
-        for run in runs() { bytes += Self.encode(magic: Self.recordMagic, run.lowerBound, run.upperBound) }
-        try Self.writeAll(bytes, to: fd, path: path)
+        for run in runs { bytes += encode(magic: recordMagic, run.lowerBound, run.upperBound) }
+        for piece in pieces?.pieces ?? [] { bytes += encode(magic: pieceMagic, Int64(piece), pieces?.fingerprint ?? 0) }
+        return bytes
     }
 
     private static func writeAll(_ bytes: [UInt8], to fd: Int32, path: String) throws(FileSystemError) {
@@ -95,6 +121,16 @@ final class SegmentJournal: Sendable {
     /// The ranges a journal proves were written, or none when it is missing, from another boot, for
     /// another total, or not written by this user (the checks of ``FileSystem/openOwned(_:_:role:strict:)``).
     static func read(path: String, total: Int64) -> [Range<Int64>] {
+        parse(readBytes(path), bootID: FileSystem.bootID, total: total)
+    }
+
+    /// The pieces a journal records as verified under the piece table with `fingerprint` (none when it is
+    /// missing, from another boot or total, or not this user's; records of another table are ignored).
+    static func readVerified(path: String, total: Int64, fingerprint: Int64) -> Set<Int> {
+        verifiedPieces(readBytes(path), bootID: FileSystem.bootID, total: total, fingerprint: fingerprint)
+    }
+
+    private static func readBytes(_ path: String) -> [UInt8] {
         guard let fd = try? FileSystem.openOwned(path, O_RDONLY, role: "segment journal") else { return [] }
         defer { close(fd) }
         var bytes: [UInt8] = []
@@ -106,29 +142,49 @@ final class SegmentJournal: Sendable {
             bytes += chunk[0..<n]
             if bytes.count > 64 << 20 { break }  // a journal is compacted every second; never read a huge one
         }
-        return parse(bytes, bootID: FileSystem.bootID, total: total)
+        return bytes
     }
 
     /// Parses journal bytes: the header must name this boot and `total`; valid records follow, garbage is
     /// skipped byte by byte until a record checks out again. Ranges are clipped to `[0, total)`.
     static func parse(_ bytes: [UInt8], bootID: String?, total: Int64) -> [Range<Int64>] {
+        records(bytes, bootID: bootID, total: total).compactMap { record -> Range<Int64>? in
+            guard record.magic == recordMagic else { return nil }
+            let lower = max(0, record.first)
+            let upper = min(total, record.second)
+            return lower < upper ? lower..<upper : nil
+        }
+    }
+
+    /// The verified pieces in journal bytes (the header's checks of ``parse(_:bootID:total:)``), of the
+    /// table with `fingerprint` only.
+    static func verifiedPieces(_ bytes: [UInt8], bootID: String?, total: Int64, fingerprint: Int64) -> Set<Int> {
+        Set(
+            records(bytes, bootID: bootID, total: total).compactMap { record -> Int? in
+                guard record.magic == pieceMagic, record.second == fingerprint, record.first >= 0, record.first < Int64(Int32.max)
+                else { return nil }
+                return Int(record.first)
+            })
+    }
+
+    /// The valid records after a header naming this boot and `total`; garbage is skipped byte by byte
+    /// until a record checks out again.
+    private static func records(_ bytes: [UInt8], bootID: String?, total: Int64) -> [(magic: UInt32, first: Int64, second: Int64)] {
         guard bootID != nil, bytes.count >= recordSize,
             let header = decode(bytes, at: 0), header.magic == headerMagic,
             header.first == bootHash(bootID), header.second == total
         else { return [] }
-        var ranges: [Range<Int64>] = []
+        var records: [(magic: UInt32, first: Int64, second: Int64)] = []
         var offset = recordSize
         while offset + recordSize <= bytes.count {
-            if let record = decode(bytes, at: offset), record.magic == recordMagic {
-                let lower = max(0, record.first)
-                let upper = min(total, record.second)
-                if lower < upper { ranges.append(lower..<upper) }
+            if let record = decode(bytes, at: offset), record.magic == recordMagic || record.magic == pieceMagic {
+                records.append(record)
                 offset += recordSize
             } else {
                 offset += 1
             }
         }
-        return ranges
+        return records
     }
 
     /// Removes the journal beside `tempPath`, if there is one of ours. Most downloads never have one: a lookup

@@ -132,6 +132,8 @@ struct SegmentWorker: Sendable {
     let sharedWait: SharedShortestWait
     /// The sources of a download with mirrors (docs/MIRRORS.md); nil: `url` is the only one.
     var sources: SourceBoard? = nil
+    /// The piece checks of a download with piece checksums (``PieceVerifier``); nil: none.
+    var pieces: PieceBoard? = nil
 
     /// Where the worker's requests go now: `url` (source 0, or the only one) or a mirror.
     private struct Target {
@@ -154,6 +156,14 @@ struct SegmentWorker: Sendable {
     /// Thrown from the body callback when the segment ends inside the bytes just received (its tail was
     /// stolen): the response is dropped with its connection, never written past the segment's end.
     private struct SegmentEnded: Error {}
+
+    /// A piece this worker completed and has not settled yet (``settle(_:target:buffer:)``).
+    private enum DuePiece {
+        /// To be hashed and decided.
+        case unchecked(Int)
+        /// Decided bad: to be fetched again from this source.
+        case refetch(Int, from: Int)
+    }
 
     /// A segment request got an "expired URL" status: the engine asks the URL provider.
     private struct URLExpired: Error {
@@ -180,16 +190,22 @@ struct SegmentWorker: Sendable {
         }
         // A source for as long as it serves; when it is dropped, the next free one (``SourceScheduler/assign()``).
         while let index = sources.assign() {
-            let source = sources.sources[index]
-            let target = index == 0
-                ? Target(index: 0, url: url, headers: headers, ifRange: ifRange, entityTag: entityTag)
-                : Target(index: index, url: source.url, headers: source.headers, ifRange: nil, entityTag: nil)
+            let target = target(index)
             lowSpeed.reset()
             sendAhead = SendAheadRule(requestSize: Self.requestSize)
             let leftSource = run(target, buffer: buffer, lowSpeed: &lowSpeed, sendAhead: &sendAhead)
             sources.release(index)
             if !leftSource { return }
         }
+    }
+
+    /// Where source `index`'s requests go: the first source keeps its validator, a mirror gets none.
+    private func target(_ index: Int) -> Target {
+        guard index != 0, let sources else {
+            return Target(index: sources == nil ? nil : 0, url: url, headers: headers, ifRange: ifRange, entityTag: entityTag)
+        }
+        let source = sources.sources[index]
+        return Target(index: index, url: source.url, headers: source.headers, ifRange: nil, entityTag: nil)
     }
 
     /// Takes segments and fetches them from `target` until there is nothing left (false) or the target
@@ -220,22 +236,41 @@ struct SegmentWorker: Sendable {
             retry = retryPolicy
             var position = assignment.position
             defer { board.release(assignment.handle, worker: id) }
-            while board.remaining(assignment.handle, worker: id) > 0 {
+            segment: while board.remaining(assignment.handle, worker: id) > 0 {
                 if board.stopReason != nil || control.stopRequest != .none { return false }
                 let before = position
+                // Pieces this worker completed and did not verify inline (a bad one, or one completed on a
+                // failing path): settled before anything else, whatever ended the fetch.
+                var due: [DuePiece] = []
+                var failure: (any Error)?
                 do {
-                    try fetch(assignment.handle, from: &position, target: target, buffer: buffer, lowSpeed: &lowSpeed, sendAhead: &sendAhead)
-                } catch is SegmentEnded {
-                    break
-                } catch is SourceDropped {
+                    try fetch(
+                        assignment.handle, from: &position, target: target, buffer: buffer, lowSpeed: &lowSpeed,
+                        sendAhead: &sendAhead, due: &due)
+                } catch {
+                    failure = error
+                }
+                if !due.isEmpty {
+                    switch settle(&due, target: target, buffer: buffer) {
+                    case .again: break
+                    case .leaveSource: return true
+                    case .stop: return false
+                    }
+                }
+                switch failure {
+                case nil:
+                    continue
+                case is SegmentEnded:
+                    break segment
+                case is SourceDropped:
                     return true
-                } catch is NeedsSample {
+                case is NeedsSample:
                     // The segment goes back to the board while the sample is fetched.
-                    break
-                } catch let expired as URLExpired where target.index == nil {
+                    break segment
+                case let expired as URLExpired where target.index == nil:
                     board.stop(.refreshURL(status: expired.status))
                     return false
-                } catch {
+                case let error?:
                     switch failed(error, target: target, retry: &retry, progress: position - before, lowSpeed: &lowSpeed) {
                     case .again: continue
                     case .leaveSource: return true
@@ -329,6 +364,21 @@ struct SegmentWorker: Sendable {
         guard let range else { return false }
         var served: [UInt8] = []
         served.reserveCapacity(Int(size))
+        try fetchExactly(range, from: target, buffer: buffer, what: "a sample") { bytes, _ in served.append(contentsOf: bytes) }
+        let written = try file.read(count: Int(size), at: range.lowerBound)
+        if case .drop = sources.sampled(index, range: range, equal: written == served) { throw SourceDropped() }
+        return true
+    }
+
+    /// One range request for exactly `range` from `target` (a mirror's sample, a piece fetched again), its
+    /// body handed to `consume` with each run's offset: the answer is checked as a segment's is (a mirror
+    /// that still needs a sample is not sent for one again), never past the range, and complete — else a
+    /// transient error naming `what`.
+    private func fetchExactly(
+        _ range: Range<Int64>, from target: Target, buffer: ReceiveBuffer, what: String,
+        consume: (UnsafeRawBufferPointer, Int64) throws -> Void
+    ) throws {
+        var cursor = range.lowerBound
         _ = try client.execute(
             request(for: range, target: target), cancellation: cancellation, buffer: buffer,
             onHead: { head in
@@ -336,19 +386,17 @@ struct SegmentWorker: Sendable {
                 return .stream
             },
             onBody: { bytes in
-                guard served.count + bytes.count <= Int(size) else {
-                    throw DownloadError(.contentRangeMismatch, "a sample ran past its range", isTransient: true)
+                guard cursor + Int64(bytes.count) <= range.upperBound else {
+                    throw DownloadError(.contentRangeMismatch, "\(what) ran past its range", isTransient: true)
                 }
-                served.append(contentsOf: bytes)
+                try consume(bytes, cursor)
+                cursor += Int64(bytes.count)
             })
-        guard served.count == Int(size) else {
+        guard cursor == range.upperBound else {
             throw DownloadError(
-                .truncated, "a sample of bytes \(range.lowerBound)-\(range.upperBound - 1) ended after \(served.count) bytes",
+                .truncated, "\(what) of bytes \(range.lowerBound)-\(range.upperBound - 1) ended after \(cursor - range.lowerBound) bytes",
                 isTransient: true)
         }
-        let written = try file.read(count: Int(size), at: range.lowerBound)
-        if case .drop = sources.sampled(index, range: range, equal: written == served) { throw SourceDropped() }
-        return true
     }
 
     /// Range requests for the rest of the held segment, at most ``requestSize`` each, one after another
@@ -359,7 +407,7 @@ struct SegmentWorker: Sendable {
     /// response stream's next byte.
     private func fetch(
         _ handle: SegmentHandle, from position: inout Int64, target: Target, buffer: ReceiveBuffer,
-        lowSpeed: inout LowSpeedWindow, sendAhead: inout SendAheadRule
+        lowSpeed: inout LowSpeedWindow, sendAhead: inout SendAheadRule, due: inout [DuePiece]
     ) throws {
         // Bounded requests keep the tail stealable: a sparing thief takes only what no request covers yet.
         guard let first = board.beginRequest(handle, worker: id, maximum: Self.requestSize),
@@ -372,7 +420,11 @@ struct SegmentWorker: Sendable {
         var credited: Int64 = 0
         var window = lowSpeed
         var rule = sendAhead
+        var completed: [Int] = []
+        var decided: [DuePiece] = []
+        let source = target.index ?? 0
         defer {
+            due += decided + completed.map { .unchecked($0) }
             position = cursor
             lowSpeed = window
             sendAhead = rule
@@ -412,12 +464,13 @@ struct SegmentWorker: Sendable {
                 do {
                     try file.write(UnsafeRawBufferPointer(rebasing: bytes[0..<allowed]), at: cursor, written: &written)
                 } catch {
-                    credited += Int64(credit(handle, at: &cursor, count: written))
+                    credited += Int64(credit(handle, at: &cursor, count: written, source: source, completed: &completed))
                     throw error
                 }
                 // Fewer than received: the segment ends inside this buffer; the rest is not ours.
-                let counted = credit(handle, at: &cursor, count: allowed)
+                let counted = credit(handle, at: &cursor, count: allowed, source: source, completed: &completed)
                 credited += Int64(counted)
+                try verify(&completed, decided: &decided, target: target)
                 if counted < allowed || allowed < bytes.count { throw SegmentEnded() }
                 if let rate = window.record(allowed, now: monotonicSeconds()) {
                     throw DownloadError(
@@ -455,13 +508,113 @@ struct SegmentWorker: Sendable {
     }
 
     /// Credits `count` written bytes at the cursor and journals them (after the write: a journalled byte
-    /// is always in the file).
+    /// is always in the file). With piece checksums, the pieces this completed go to `completed`.
     @discardableResult
-    private func credit(_ handle: SegmentHandle, at cursor: inout Int64, count: Int) -> Int {
+    private func credit(_ handle: SegmentHandle, at cursor: inout Int64, count: Int, source: Int, completed: inout [Int]) -> Int {
         let credited = board.record(handle, worker: id, at: cursor, count: count)
         cursor = credited.upperBound
         journal?.append(credited)
+        if let pieces { completed += pieces.credit(credited, from: source) }
         return credited.count
+    }
+
+    /// Checks the pieces just completed, inline (``PieceBoard``: hashed from the file): a good one is verified,
+    /// a bad one's refetch waits in `decided` until this response series ends (its sender only demoted, the
+    /// series goes on); when the decision drops this worker's own source, throws ``SourceDropped``.
+    private func verify(_ completed: inout [Int], decided: inout [DuePiece], target: Target) throws {
+        guard let pieces else { return }
+        while let piece = completed.first {
+            let next = decide(piece, good: try pieces.matches(piece), pieces: pieces)
+            completed.removeFirst()
+            switch next {
+            case .verified: break
+            case .refetch(let index): decided.append(.refetch(piece, from: index))
+            case .fail: throw pieces.failure(piece)
+            }
+        }
+        if let index = target.index, let sources, !sources.isLive(index) { throw SourceDropped() }
+    }
+
+    /// Applies the ``PieceVerifier``'s decision on a checked piece: demotes and drops its senders, journals
+    /// a verified piece, stops the board when no source can give a good copy. Returns what comes next.
+    private func decide(_ piece: Int, good: Bool, pieces: PieceBoard) -> PieceVerifier.Next {
+        let decision = pieces.checked(piece, good: good, eligible: sources?.agreeing ?? [0])
+        for index in decision.demote { sources?.demote(index) }
+        for (index, count) in decision.drop.sorted(by: { $0.key < $1.key }) {
+            _ = sources?.failed(index, .badPieces(count: count))
+        }
+        switch decision.next {
+        case .verified: journal?.appendVerified(piece, fingerprint: pieces.fingerprint)
+        case .fail: board.stop(.failed(pieces.failure(piece)))
+        case .refetch: break
+        }
+        return decision.next
+    }
+
+    /// Settles the pieces this worker completed: an unchecked one is hashed and decided; a bad one is
+    /// fetched again from the source the verifier names and hashed again, until it is verified — or no
+    /// source can give a good copy, and the download fails naming the piece. Returns whether the worker
+    /// goes on with `target`.
+    private func settle(_ due: inout [DuePiece], target: Target, buffer: ReceiveBuffer) -> AfterFailure {
+        guard let pieces else {
+            due = []
+            return .again
+        }
+        do {
+            while let first = due.first {
+                let piece: Int
+                var next: PieceVerifier.Next
+                switch first {
+                case .unchecked(let index):
+                    piece = index
+                    next = decide(index, good: try pieces.matches(index), pieces: pieces)
+                case .refetch(let index, let source):
+                    piece = index
+                    next = .refetch(from: source)
+                }
+                while case .refetch(let source) = next {
+                    try refetch(piece, from: source, buffer: buffer)
+                    next = decide(piece, good: try pieces.matches(piece), pieces: pieces)
+                }
+                if next == .fail { return .stop }
+                due.removeFirst()
+            }
+        } catch {
+            if board.stopReason == nil && control.stopRequest == .none { board.stop(.failed(DownloadError.wrap(error))) }
+            return .stop
+        }
+        if let index = target.index, let sources, !sources.isLive(index) { return .leaveSource }
+        return .again
+    }
+
+    /// Writes `piece` again from source `index` (one range request, retried within the retry rule; past
+    /// it the download fails with the source's error). Its bytes stay credited: they are only replaced.
+    private func refetch(_ piece: Int, from index: Int, buffer: ReceiveBuffer) throws {
+        guard let pieces else { return }
+        let range = pieces.table.range(ofPiece: piece, total: total)
+        let target = target(index)
+        var retry = retryPolicy
+        while true {
+            if board.stopReason != nil || control.stopRequest != .none { throw DownloadError(.cancelled, "stopped") }
+            var progress: Int64 = 0
+            do {
+                try fetchExactly(range, from: target, buffer: buffer, what: PieceChecksums.name(piece, range) + " fetched again") { bytes, offset in
+                    var written = 0
+                    defer { progress += Int64(written) }
+                    try file.write(bytes, at: offset, written: &written)
+                }
+                return
+            } catch is SourceDropped {
+                throw DownloadError(.serverIgnoredRange, "\(target.url): dropped while it sent \(PieceChecksums.name(piece, range)) again")
+            } catch {
+                let failure = DownloadError.wrap(error)
+                guard failure.code != .cancelled, case .retry(let delay, _) = retry.next(after: failure, progress: progress)
+                else { throw failure }
+                if !interruptibleSleep(delay, wakes: control.wakeUps, shouldStop: { board.stopReason != nil || control.stopRequest != .none }) {
+                    throw DownloadError(.cancelled, "stopped")
+                }
+            }
+        }
     }
 
     /// A 206 must cover exactly the asked start, carry the known total and the same validator;

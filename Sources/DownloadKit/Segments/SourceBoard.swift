@@ -39,6 +39,8 @@ final class SourceBoard: Sendable {
     func served(_ index: Int, bytes: Int64, seconds: Double) {
         state.withLock { $0.served(index, bytes: bytes, seconds: seconds) }
     }
+    func demote(_ index: Int) { state.withLock { $0.demote(index) } }
+    var agreeing: [Int] { state.withLock { $0.agreeing } }
     func takeDrops() -> [(index: Int, reason: SourceDropReason)] { state.withLock { $0.takeDrops() } }
     func isLive(_ index: Int) -> Bool { state.withLock { $0.isLive(index) } }
     func phase(_ index: Int) -> SourceScheduler.Phase { state.withLock { $0.sources[index].phase } }

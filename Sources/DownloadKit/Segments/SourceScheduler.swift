@@ -40,6 +40,8 @@ struct SourceScheduler: Sendable {
         var bytes: Int64 = 0
         /// Seconds its responses took (head to end), for its speed.
         var seconds = 0.0
+        /// It sent a piece that failed its checksum (``PieceVerifier``): one connection at most, chosen last.
+        var demoted = false
 
         var isLive: Bool {
             if case .dropped = phase { return false }
@@ -78,18 +80,19 @@ struct SourceScheduler: Sendable {
 
     // MARK: - Events
 
-    /// A source for a worker that has none: the live source with a free connection (a probing one has
-    /// one at most) holding the fewest connections; among those the fastest, then the first listed.
-    /// nil when every live source is full (or none is left): the worker leaves.
+    /// A source for a worker that has none: the live source with a free connection (a probing or demoted
+    /// one has one at most) holding the fewest connections, a demoted one last; among those the fastest,
+    /// then the first listed. nil when every live source is full (or none is left): the worker leaves.
     mutating func assign() -> Int? {
         let open = sources.indices.filter { index in
             let source = sources[index]
             guard source.isLive else { return false }
-            return source.connections < (source.phase == .agreeing ? perSource : 1)
+            return source.connections < (source.phase == .agreeing && !source.demoted ? perSource : 1)
         }
         guard
             let best = open.min(by: { a, b in
                 let (x, y) = (sources[a], sources[b])
+                if x.demoted != y.demoted { return !x.demoted }
                 if x.connections != y.connections { return x.connections < y.connections }
                 if x.speed != y.speed { return x.speed > y.speed }
                 return a < b
@@ -140,6 +143,14 @@ struct SourceScheduler: Sendable {
         if sources.indices.contains(index), sources[index].isLive { _ = drop(index, reason) }
         return hasLiveSource
     }
+
+    /// Source `index` sent a bad piece (``PieceVerifier/Decision/demote``).
+    mutating func demote(_ index: Int) {
+        if sources.indices.contains(index) { sources[index].demoted = true }
+    }
+
+    /// The sources a piece may be fetched again from: live and agreeing, in order.
+    var agreeing: [Int] { sources.indices.filter { sources[$0].phase == .agreeing } }
 
     /// Whether a source other than `index` is live and agreeing: a sample of `index` may still find bytes
     /// to compare with once it writes some.
