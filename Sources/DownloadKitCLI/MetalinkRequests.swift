@@ -1,5 +1,6 @@
 @_spi(DownloadKitInternal) import DownloadKit
 import DownloadKitMetalink
+import DownloadKitRPC
 import Foundation
 import HTTPClient
 import HTTPWire
@@ -40,17 +41,6 @@ enum MetalinkRequests {
         }
     }
 
-    /// The checksum the engine checks for `file`: its strongest hash among the algorithms the engine
-    /// computes (SHA-224 has none in the engine; a document with only SHA-224 gets `nil` and a note).
-    static func checksum(for file: MetalinkFile) -> Checksum? {
-        let supported = file.hashes.filter { DigestAlgorithm(rawValue: $0.algorithm.compactName) != nil }
-        guard let strongest = supported.max(by: { $0.algorithm < $1.algorithm }),
-            let algorithm = DigestAlgorithm(rawValue: strongest.algorithm.compactName)
-        else { return nil }
-        return Checksum(
-            algorithm: algorithm, expectedHex: strongest.bytes.map { String(format: "%02x", $0) }.joined())
-    }
-
     /// One ``MetalinkDownload`` per file of `metalink`, in document order.
     /// - Parameters:
     ///   - source: the Metalink's path, for messages.
@@ -65,31 +55,21 @@ enum MetalinkRequests {
                 description: "-o FILE takes a Metalink with one file; --metalink \(source) holds \(metalink.files.count) (use -d DIR)")
         }
         return try metalink.files.map { file throws(MetalinkInputError) in
-            let http = file.httpURLs.map(\.url)
-            guard let first = http.first else {
+            guard let sources = MetalinkFilePlan(file, checkable: Checksum.engineComputes) else {
                 throw MetalinkInputError(
                     description: "--metalink \(source): file '\(file.name)' has no http or https URL (metaurls and other schemes are not downloaded)")
             }
-            var notes: [String] = []
-            let skipped = file.metaURLs.count + file.urls.count - http.count
-            if skipped > 0 {
-                notes.append(
-                    "\(file.name): \(skipped) URL(s) skipped (metaurls, torrents and non-http schemes are not downloaded)")
-            }
-            let checksum = checksum(for: file)
-            if checksum == nil && !file.hashes.isEmpty {
-                notes.append("\(file.name): no hash the engine computes (only \(file.hashes.map(\.algorithm.rawValue).joined(separator: ", "))); not verified")
-            }
+            var notes = sources.notes
+            let checksum = sources.hash.flatMap(Checksum.init(metalink:))
             if !file.pieces.isEmpty {
                 notes.append("\(file.name): piece hashes are not verified yet (only the whole-file hash)")
             }
             let destination =
                 output ?? (directory.hasSuffix("/") ? directory + file.name : directory + "/" + file.name)
             var request = DownloadRequest(
-                url: first, destination: .file(destination), headers: headers, checksum: checksum)
-            request.mirrors = Array(http.dropFirst())
-            return MetalinkDownload(
-                request: request, expectedSize: checksum == nil ? file.size : nil, notes: notes)
+                url: sources.url, destination: .file(destination), headers: headers, checksum: checksum)
+            request.mirrors = sources.mirrors
+            return MetalinkDownload(request: request, expectedSize: sources.sizeToCheck, notes: notes)
         }
     }
 }

@@ -222,6 +222,23 @@ public struct Aria2TaskOptions: Sendable, Hashable {
         if let out, out.isEmpty || out.contains("/") || out == "." || out == ".." { throw Self.bad("out") }
     }
 
+    /// The task these options ask for: `url` with its `mirrors`, `destination` and `checksum`, the
+    /// options' headers and rate limit; a live download of the URL is reused (two transfers would
+    /// share one partial file; a stopped one stays in tellStopped and a new download is made, as aria2),
+    /// and with `pause` the task is made paused, never started (enqueue-then-pause let the scheduler
+    /// start it in between).
+    func taskRequest(
+        url: String, mirrors: [String], destination: DownloadDestination, checksum: Checksum?
+    ) -> DownloadManager.TaskRequest {
+        var request = DownloadManager.TaskRequest(
+            url: url, destination: destination, checksum: checksum, headers: headers,
+            rateLimit: maxDownloadLimit.flatMap { $0 > 0 ? $0 : nil })
+        request.mirrors = mirrors
+        request.reusesLiveTaskOnly = true
+        request.startsPaused = pause
+        return request
+    }
+
     /// aria2's message for an option it could not use.
     static func bad(_ name: String) -> RPCError {
         .aria2("We encountered a problem while processing the option '--\(name)'.")
