@@ -534,6 +534,14 @@ public actor Aria2RPCService {
         if let limit = options.maxDownloadLimit {
             try await perform { try await manager.setRateLimit(taskID: task.id, bytesPerSecond: limit > 0 ? limit : nil) }
         }
+        if options.split != nil || options.maxConnectionPerServer != nil {
+            // A running download restarts from its bytes with the new counts, as aria2 restarts it.
+            try await perform {
+                try await manager.setConnections(
+                    taskID: task.id, connections: options.split ?? task.connections,
+                    perSource: options.maxConnectionPerServer ?? task.connectionsPerSource)
+            }
+        }
         return .string("OK")
     }
 
@@ -629,7 +637,7 @@ public actor Aria2RPCService {
         let download = manager.configuration.download
         return [
             "split": .string(String(download.connections)),
-            "max-connection-per-server": .string(String(download.client.maxConnectionsPerOrigin)),
+            "max-connection-per-server": .string(String(download.connectionsPerSource)),
             "max-tries": .string(String(download.retries + 1)),
             "timeout": .string(String(Int(download.client.idleTimeout.asSeconds))),
         ]
@@ -649,6 +657,10 @@ public actor Aria2RPCService {
             options["checksum"] = .string("\(name)=\(checksum.expectedHex)")
         }
         options["max-download-limit"] = .string(String(task.rateLimit ?? 0))
+        if let connections = task.connections { options["split"] = .string(String(connections)) }
+        if let perSource = task.connectionsPerSource {
+            options["max-connection-per-server"] = .string(String(perSource))
+        }
         return options
     }
 
