@@ -251,12 +251,7 @@ extension DownloadManager {
         if idByURL[task.currentURL] == taskID, task.currentURL != task.originalURL { idByURL[task.currentURL] = nil }
         task.currentURL = newURL
         if idByURL[newURL] == nil { idByURL[newURL] = taskID }
-        store(task)
-        if active[taskID] != nil {
-            stopTransfer(taskID)
-            launch(taskID)
-        }
-        try await commit()
+        try await storeRestartingTransfer(task)
     }
 
     /// Replaces a task's mirrors (``ManagedTask/mirrors``; each an http(s) URL, else `invalidURL` and
@@ -268,12 +263,7 @@ extension DownloadManager {
         var task = try existing(taskID)
         guard task.mirrors != mirrors else { return }
         task.mirrors = mirrors
-        store(task)
-        if active[taskID] != nil {
-            stopTransfer(taskID)
-            launch(taskID)
-        }
-        try await commit()
+        try await storeRestartingTransfer(task)
     }
 
     /// Sets a task's connection count and its connections per source (``ManagedTask/connections``,
@@ -292,10 +282,17 @@ extension DownloadManager {
         guard task.connections != connections || task.connectionsPerSource != perSource else { return }
         task.connections = connections
         task.connectionsPerSource = perSource
+        try await storeRestartingTransfer(task)
+    }
+
+    /// Stores a task whose URL, sources or connection counts changed and commits it; its running transfer,
+    /// if any, restarts from its durable bytes with them (the rule of ``refreshURL(taskID:newURL:)``,
+    /// ``setMirrors(taskID:mirrors:)`` and ``setConnections(taskID:connections:perSource:)``).
+    private func storeRestartingTransfer(_ task: ManagedTask) async throws {
         store(task)
-        if active[taskID] != nil {
-            stopTransfer(taskID)
-            launch(taskID)
+        if active[task.id] != nil {
+            stopTransfer(task.id)
+            launch(task.id)
         }
         try await commit()
     }
