@@ -117,7 +117,9 @@ let package = Package(
         .target(
             name: "DownloadKitRPC",
             dependencies: [
-                "DownloadKit", "DownloadKitManager", "HTTPClient",
+                "DownloadKit", "DownloadKitManager", "HTTPClient", "HTTPWire",
+                // aria2.addMetalink: the document parsed and planned as the CLI's `get --metalink` does.
+                "DownloadKitMetalink",
                 .product(name: "Hummingbird", package: "hummingbird", condition: tools),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket", condition: tools),
                 .product(name: "NIOCore", package: "swift-nio", condition: tools),

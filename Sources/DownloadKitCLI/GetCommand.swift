@@ -38,7 +38,7 @@ struct GetCommand: AsyncParsableCommand {
     @Option(name: .customShort("d"), help: "Destination directory (default: the current directory).")
     var directory: String?
 
-    @Option(name: .customShort("i"), help: "Read URLs from a file, one per line (# starts a comment).")
+    @Option(name: .customShort("i"), help: "Read URLs from a file, one download per line (# starts a comment); several URLs of the same file on one line, separated by TAB, are its sources (the first the URL, the others mirrors), as aria2's input file.")
     var inputFile: String?
 
     @Option(name: .customLong("max-concurrent"), help: "At most this many files at a time, whatever their hosts.")
@@ -164,6 +164,8 @@ struct GetCommand: AsyncParsableCommand {
 
     func run() async throws {
         var allURLs = urls
+        // The mirrors of each `-i` line's URL (its other TAB-separated URIs).
+        var inputMirrors: [String: [String]] = [:]
         var planned: [MetalinkDownload] = []
         if let metalink {
             do {
@@ -179,8 +181,14 @@ struct GetCommand: AsyncParsableCommand {
             guard let text = try? String(contentsOfFile: inputFile, encoding: .utf8) else {
                 throw ValidationError("cannot read -i \(inputFile)")
             }
-            allURLs += text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }
-                .filter { !$0.isEmpty && !$0.hasPrefix("#") }
+            do {
+                for entry in try InputFile.parse(text, path: inputFile) {
+                    allURLs.append(entry.url)
+                    if inputMirrors[entry.url] == nil { inputMirrors[entry.url] = entry.mirrors }
+                }
+            } catch {
+                throw ValidationError(error.description)
+            }
         }
         if output != nil && allURLs.count > 1 {
             throw ValidationError("-o FILE takes a single URL; use -d DIR for several")
@@ -243,7 +251,7 @@ struct GetCommand: AsyncParsableCommand {
                 destination: output.map { .file($0) } ?? .directory(directory ?? ".", naming: .fromResponse),
                 headers: extraHeaders, checksum: checksum)
             request.credentialHeaderNames = credentialNames
-            request.mirrors = mirrors
+            request.mirrors = inputMirrors[url] ?? mirrors
             request.existingFile = noClobber ? .keep : ifModified ? .keepIfNotModified : .replace
             return request
         }

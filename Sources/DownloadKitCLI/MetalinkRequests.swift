@@ -1,5 +1,6 @@
 @_spi(DownloadKitInternal) import DownloadKit
 import DownloadKitMetalink
+import DownloadKitRPC
 import Foundation
 import HTTPClient
 import HTTPWire
@@ -41,27 +42,6 @@ enum MetalinkRequests {
         }
     }
 
-    /// The checksum the engine checks for `file`: its strongest hash among the algorithms the engine
-    /// computes (SHA-224 has none in the engine; a document with only SHA-224 gets `nil` and a note).
-    static func checksum(for file: MetalinkFile) -> Checksum? {
-        let supported = file.hashes.filter { DigestAlgorithm(rawValue: $0.algorithm.compactName) != nil }
-        guard let strongest = supported.max(by: { $0.algorithm < $1.algorithm }),
-            let algorithm = DigestAlgorithm(rawValue: strongest.algorithm.compactName)
-        else { return nil }
-        return Checksum(
-            algorithm: algorithm, expectedHex: strongest.bytes.map { String(format: "%02x", $0) }.joined())
-    }
-
-    /// The piece hashes the engine verifies for `file`: its strongest piece list among the algorithms the
-    /// engine computes (nil without one).
-    static func pieceChecksums(for file: MetalinkFile) -> PieceChecksums? {
-        let supported = file.pieces.filter { DigestAlgorithm(rawValue: $0.algorithm.compactName) != nil }
-        guard let strongest = supported.max(by: { $0.algorithm < $1.algorithm }),
-            let algorithm = DigestAlgorithm(rawValue: strongest.algorithm.compactName)
-        else { return nil }
-        return PieceChecksums(algorithm: algorithm, pieceLength: strongest.length, digests: strongest.hashes.map(\.bytes))
-    }
-
     /// One ``MetalinkDownload`` per file of `metalink`, in document order.
     /// - Parameters:
     ///   - source: the Metalink's path, for messages.
@@ -76,34 +56,19 @@ enum MetalinkRequests {
                 description: "-o FILE takes a Metalink with one file; --metalink \(source) holds \(metalink.files.count) (use -d DIR)")
         }
         return try metalink.files.map { file throws(MetalinkInputError) in
-            let http = file.httpURLs.map(\.url)
-            guard let first = http.first else {
+            guard let sources = MetalinkFilePlan(file, checkable: Checksum.engineComputes) else {
                 throw MetalinkInputError(
                     description: "--metalink \(source): file '\(file.name)' has no http or https URL (metaurls and other schemes are not downloaded)")
             }
-            var notes: [String] = []
-            let skipped = file.metaURLs.count + file.urls.count - http.count
-            if skipped > 0 {
-                notes.append(
-                    "\(file.name): \(skipped) URL(s) skipped (metaurls, torrents and non-http schemes are not downloaded)")
-            }
-            let checksum = checksum(for: file)
-            if checksum == nil && !file.hashes.isEmpty {
-                notes.append("\(file.name): no hash the engine computes (only \(file.hashes.map(\.algorithm.rawValue).joined(separator: ", "))); not verified")
-            }
-            let pieces = pieceChecksums(for: file)
-            if pieces == nil && !file.pieces.isEmpty {
-                notes.append(
-                    "\(file.name): no piece hashes the engine computes (only \(file.pieces.map(\.algorithm.rawValue).joined(separator: ", "))); pieces not verified")
-            }
+            let notes = sources.notes
+            let checksum = sources.hash.flatMap(Checksum.init(metalink:))
             let destination =
                 output ?? (directory.hasSuffix("/") ? directory + file.name : directory + "/" + file.name)
             var request = DownloadRequest(
-                url: first, destination: .file(destination), headers: headers, checksum: checksum)
-            request.mirrors = Array(http.dropFirst())
-            request.pieceChecksums = pieces
-            return MetalinkDownload(
-                request: request, expectedSize: checksum == nil ? file.size : nil, notes: notes)
+                url: sources.url, destination: .file(destination), headers: headers, checksum: checksum)
+            request.mirrors = sources.mirrors
+            request.pieceChecksums = sources.pieces.flatMap(PieceChecksums.init(metalink:))
+            return MetalinkDownload(request: request, expectedSize: sources.sizeToCheck, notes: notes)
         }
     }
 }

@@ -81,7 +81,7 @@ extension DownloadManager {
                 headers: request.headers, metadata: request.metadata,
                 requiresUnmeteredNetwork: request.requiresUnmeteredNetwork, rateLimit: request.rateLimit, error: nil,
                 createdAt: now, updatedAt: now, finishedAt: nil, connections: request.connections,
-                mirrors: request.mirrors)
+                mirrors: request.mirrors, connectionsPerSource: request.connectionsPerSource)
             if request.startsPaused {
                 // Never handed to the scheduler: `resume` puts it at the end of the line, as for any paused task.
                 task.state = .paused
@@ -251,12 +251,7 @@ extension DownloadManager {
         if idByURL[task.currentURL] == taskID, task.currentURL != task.originalURL { idByURL[task.currentURL] = nil }
         task.currentURL = newURL
         if idByURL[newURL] == nil { idByURL[newURL] = taskID }
-        store(task)
-        if active[taskID] != nil {
-            stopTransfer(taskID)
-            launch(taskID)
-        }
-        try await commit()
+        try await storeRestartingTransfer(task)
     }
 
     /// Replaces a task's mirrors (``ManagedTask/mirrors``; each an http(s) URL, else `invalidURL` and
@@ -268,10 +263,36 @@ extension DownloadManager {
         var task = try existing(taskID)
         guard task.mirrors != mirrors else { return }
         task.mirrors = mirrors
+        try await storeRestartingTransfer(task)
+    }
+
+    /// Sets a task's connection count and its connections per source (``ManagedTask/connections``,
+    /// ``ManagedTask/connectionsPerSource``; each 1…64, or nil for the configuration's; anything else is
+    /// `invalidState` and nothing changes), keeping the task, its id and its bytes. A running transfer
+    /// restarts from its durable bytes with the new counts (as aria2 restarts a download whose `split`
+    /// changes).
+    public func setConnections(taskID: String, connections: Int?, perSource: Int?) async throws {
+        try ensureOpen()
+        for (name, count) in [("connections", connections), ("connectionsPerSource", perSource)] {
+            if let count, !(1...64).contains(count) {
+                throw DownloadManagerError(.invalidState, "\(name) must be 1 to 64, not \(count)")
+            }
+        }
+        var task = try existing(taskID)
+        guard task.connections != connections || task.connectionsPerSource != perSource else { return }
+        task.connections = connections
+        task.connectionsPerSource = perSource
+        try await storeRestartingTransfer(task)
+    }
+
+    /// Stores a task whose URL, sources or connection counts changed and commits it; its running transfer,
+    /// if any, restarts from its durable bytes with them (the rule of ``refreshURL(taskID:newURL:)``,
+    /// ``setMirrors(taskID:mirrors:)`` and ``setConnections(taskID:connections:perSource:)``).
+    private func storeRestartingTransfer(_ task: ManagedTask) async throws {
         store(task)
-        if active[taskID] != nil {
-            stopTransfer(taskID)
-            launch(taskID)
+        if active[task.id] != nil {
+            stopTransfer(task.id)
+            launch(task.id)
         }
         try await commit()
     }

@@ -37,6 +37,9 @@ public actor DownloadManager {
         public var rateLimit: Int?
         /// This task's range connections (1…64); nil for the configuration's `download.connections`.
         public var connections: Int?
+        /// This task's connections to one source (1…64); nil for the configuration's
+        /// `download.connectionsPerSource`.
+        public var connectionsPerSource: Int?
         /// Other URLs of the same resource, tried beside ``url`` (``DownloadRequest/mirrors``). Default none.
         public var mirrors: [String] = []
         /// Whether an existing task of the same URL (or file id) is reused only while it is waiting,

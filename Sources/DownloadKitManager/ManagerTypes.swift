@@ -81,6 +81,9 @@ public struct ManagedTask: Sendable, Hashable, Identifiable {
     /// This task's range connections (1…64), overriding the configuration's `download.connections`; nil
     /// for the configuration's count.
     public var connections: Int?
+    /// This task's connections to one source (1…64, ``DownloadConfiguration/connectionsPerSource``; aria2's
+    /// `max-connection-per-server`), overriding the configuration's; nil for the configuration's.
+    public var connectionsPerSource: Int?
     /// Other URLs of the same resource (``DownloadRequest/mirrors``): the transfer spreads its segments over
     /// the task's URL and these. Empty for a single-source task.
     public var mirrors: [String]
@@ -102,7 +105,7 @@ public struct ManagedTask: Sendable, Hashable, Identifiable {
         path: String?, state: ManagedTaskState, bytesReceived: Int64, totalBytes: Int64?, priority: DownloadPriority,
         queueOrder: Int64, group: String?, checksum: Checksum?, headers: [String: String], metadata: [String: String],
         requiresUnmeteredNetwork: Bool, rateLimit: Int?, error: ManagedTaskError?, createdAt: Date, updatedAt: Date,
-        finishedAt: Date?, connections: Int? = nil, mirrors: [String] = []
+        finishedAt: Date?, connections: Int? = nil, mirrors: [String] = [], connectionsPerSource: Int? = nil
     ) {
         self.id = id
         self.originalURL = originalURL
@@ -127,6 +130,7 @@ public struct ManagedTask: Sendable, Hashable, Identifiable {
         self.finishedAt = finishedAt
         self.connections = connections
         self.mirrors = mirrors
+        self.connectionsPerSource = connectionsPerSource
     }
 }
 

@@ -14,7 +14,8 @@ extension ManagedTask {
     /// The request carries the task's URL (its current URL as the replacement when it was refreshed), its
     /// destination, header fields (sorted by name, then `extraHeaders`), checksum and mirrors. The configuration is
     /// `base` with its own rate limit replaced by `limiters` (the caller's global bucket and the task's
-    /// own, shared with whatever else draws from them) and the task's ``connections`` when it has a count.
+    /// own, shared with whatever else draws from them), the task's ``connections`` and
+    /// ``connectionsPerSource`` when it has them.
     public func download(
         base: DownloadConfiguration, limiters: [TokenBucket], extraHeaders: [(String, String)] = []
     ) -> (request: DownloadRequest, configuration: DownloadConfiguration) {
@@ -22,6 +23,7 @@ extension ManagedTask {
         configuration.rateLimit = nil
         configuration.sharedRateLimiters += limiters
         if let connections, connections > 0 { configuration.connections = connections }
+        if let connectionsPerSource, connectionsPerSource > 0 { configuration.connectionsPerSource = connectionsPerSource }
         let fields = headers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) } + extraHeaders
         var request = DownloadRequest(
             url: originalURL, destination: destination, headers: DKHTTPHeaders(fields), checksum: checksum,
@@ -40,5 +42,12 @@ extension ManagedTask {
         let legacy = metadata.removeValue(forKey: legacyConnectionsMetadataKey).flatMap { Int64($0) }
         guard let count = stored ?? legacy, (1...64).contains(count) else { return (nil, metadata) }
         return (Int(count), metadata)
+    }
+
+    /// The task's connections per source as a store reads it back: a count outside 1…64 (a damaged row)
+    /// reads as none.
+    @_spi(DownloadKitInternal) public static func connectionsPerSource(stored: Int64?) -> Int? {
+        guard let stored, (1...64).contains(stored) else { return nil }
+        return Int(stored)
     }
 }

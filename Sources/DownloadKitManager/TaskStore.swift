@@ -98,6 +98,13 @@ public final class TaskStore: TaskStoring {
                 table.add(column: "mirrors", .text)
             }
         }
+        // The task's connections per source (``ManagedTask/connectionsPerSource``); NULL for the
+        // configuration's.
+        migrator.registerMigration("v4: connections per source") { db in
+            try db.alter(table: TaskRecord.databaseTableName) { table in
+                table.add(column: "connectionsPerSource", .integer)
+            }
+        }
         return migrator
     }
 
@@ -244,6 +251,8 @@ struct TaskRecord: FetchableRecord, TableRecord, Sendable {
     var connections: Int64?
     /// ``ManagedTask/mirrors``.
     var mirrors: [String]
+    /// ``ManagedTask/connectionsPerSource``.
+    var connectionsPerSource: Int64?
     /// Seconds since 1970.
     var createdAt: Double
     var updatedAt: Double
@@ -288,6 +297,7 @@ struct TaskRecord: FetchableRecord, TableRecord, Sendable {
         errorCause = Self.text(row, 28)
         connections = Self.integer(row, 29)
         mirrors = StringArrayJSON.decode(Self.text(row, 30))
+        connectionsPerSource = Self.integer(row, 31)
     }
 
     private static func text(_ row: Row, _ index: Int) -> String? {
@@ -308,7 +318,7 @@ struct TaskRecord: FetchableRecord, TableRecord, Sendable {
         "finalPath", "state", "bytesReceived", "totalBytes", "priority", "queueOrder", "groupName", "checksum", "headers",
         "metadata", "requiresUnmeteredNetwork", "rateLimit", "errorCode", "errorMessage", "createdAt", "updatedAt",
         "finishedAt", "errorCategory", "errorHTTPStatus", "errorTransient", "errorCause", "connections",
-        "mirrors",
+        "mirrors", "connectionsPerSource",
     ]
 
     /// Every column of the table, in ``columnNames``' order.
@@ -387,6 +397,7 @@ struct TaskRecord: FetchableRecord, TableRecord, Sendable {
         binder.bind(errorCause)
         binder.bind(connections)
         binder.bind(StringArrayJSON.encode(mirrors))
+        binder.bind(connectionsPerSource)
         assert(binder.next == Int32(Self.columnNames.count) + 1, "every column bound once")
         defer {
             sqlite3_reset(statement)
@@ -432,6 +443,7 @@ struct TaskRecord: FetchableRecord, TableRecord, Sendable {
         errorCause = task.error?.cause?.storageText
         connections = task.connections.map(Int64.init)
         mirrors = task.mirrors
+        connectionsPerSource = task.connectionsPerSource.map(Int64.init)
         createdAt = task.createdAt.timeIntervalSince1970
         updatedAt = task.updatedAt.timeIntervalSince1970
         finishedAt = task.finishedAt?.timeIntervalSince1970
@@ -462,7 +474,7 @@ struct TaskRecord: FetchableRecord, TableRecord, Sendable {
                 },
             createdAt: Date(timeIntervalSince1970: createdAt), updatedAt: Date(timeIntervalSince1970: updatedAt),
             finishedAt: finishedAt.map(Date.init(timeIntervalSince1970:)), connections: stored.connections,
-            mirrors: mirrors)
+            mirrors: mirrors, connectionsPerSource: ManagedTask.connectionsPerSource(stored: connectionsPerSource))
     }
 }
 

@@ -33,3 +33,11 @@ public enum TaskFieldsJSON {
     /// The dictionary a JSON object of strings holds; anything else (or nil) reads as empty.
     public static func decode(_ text: String?) -> [String: String] { StringDictionaryJSON.decode(text) }
 }
+
+/// A task's mirrors (``ManagedTask/mirrors``) as the JSON array text the stores keep them in.
+public enum TaskMirrorsJSON {
+    /// The array's text; nil (SQL NULL) for no mirrors.
+    public static func encode(_ mirrors: [String]) -> String? { StringArrayJSON.encode(mirrors) }
+    /// The mirrors a JSON array of strings holds; anything else (or nil: a damaged row) reads as none.
+    public static func decode(_ text: String?) -> [String] { StringArrayJSON.decode(text) }
+}

@@ -167,10 +167,13 @@ public struct Aria2TaskOptions: Sendable, Hashable {
     public var maxDownloadLimit: Int?
     /// `pause: true` adds the task paused.
     public var pause = false
-    /// `split`, `max-connection-per-server`, `max-tries`, `timeout`: validated; DownloadKit applies these
-    /// per manager, not per task (see docs/RPC.md).
+    /// `split`: the task's connection count (``ManagedTask/connections``), 1…64.
     public var split: Int?
+    /// `max-connection-per-server`: the task's connections per source
+    /// (``ManagedTask/connectionsPerSource``), 1…16 as aria2 allows.
     public var maxConnectionPerServer: Int?
+    /// `max-tries`, `timeout`: validated; DownloadKit applies these per manager, not per task (see
+    /// docs/RPC.md).
     public var maxTries: Int?
     public var timeout: Int?
     /// `allow-overwrite=true`: an existing file at `dir/out` may be replaced (aria2's default: false).
@@ -210,8 +213,9 @@ public struct Aria2TaskOptions: Sendable, Hashable {
                 maxDownloadLimit = limit
             case "pause":
                 pause = try Self.bool(name, value)
-            case "split": split = try Self.positive(name, value)
-            case "max-connection-per-server": maxConnectionPerServer = try Self.positive(name, value)
+            case "split": split = try Self.count(name, value, in: Self.splitRange)
+            case "max-connection-per-server":
+                maxConnectionPerServer = try Self.count(name, value, in: Self.connectionsPerServerRange)
             case "max-tries": maxTries = try Self.count(name, value)
             case "timeout": timeout = try Self.positive(name, value)
             case "allow-overwrite": allowOverwrite = try Self.bool(name, value)
@@ -220,6 +224,25 @@ public struct Aria2TaskOptions: Sendable, Hashable {
             }
         }
         if let out, out.isEmpty || out.contains("/") || out == "." || out == ".." { throw Self.bad("out") }
+    }
+
+    /// The task these options ask for: `url` with its `mirrors`, `destination` and `checksum`, the
+    /// options' headers, rate limit, `split` and `max-connection-per-server`; a live download of the URL is reused (two transfers would
+    /// share one partial file; a stopped one stays in tellStopped and a new download is made, as aria2),
+    /// and with `pause` the task is made paused, never started (enqueue-then-pause let the scheduler
+    /// start it in between).
+    func taskRequest(
+        url: String, mirrors: [String], destination: DownloadDestination, checksum: Checksum?
+    ) -> DownloadManager.TaskRequest {
+        var request = DownloadManager.TaskRequest(
+            url: url, destination: destination, checksum: checksum, headers: headers,
+            rateLimit: maxDownloadLimit.flatMap { $0 > 0 ? $0 : nil })
+        request.mirrors = mirrors
+        request.connections = split
+        request.connectionsPerSource = maxConnectionPerServer
+        request.reusesLiveTaskOnly = true
+        request.startsPaused = pause
+        return request
     }
 
     /// aria2's message for an option it could not use.
@@ -240,9 +263,16 @@ public struct Aria2TaskOptions: Sendable, Hashable {
         return text == "true"
     }
 
-    /// A count within ``RPCParams/countRange`` (a larger number is refused, never trapped on).
-    private static func count(_ name: String, _ value: JSONValue) throws(RPCError) -> Int {
-        guard let number = Int64(try string(name, value)), RPCParams.countRange.contains(number) else { throw bad(name) }
+    /// What `split` accepts: the engine's connection counts (aria2 has no upper bound).
+    public static let splitRange: ClosedRange<Int64> = 1...64
+    /// What `max-connection-per-server` accepts (aria2's range).
+    public static let connectionsPerServerRange: ClosedRange<Int64> = 1...16
+
+    /// A count within `range` (a number outside it, or beyond 64 bits, is refused, never trapped on).
+    private static func count(
+        _ name: String, _ value: JSONValue, in range: ClosedRange<Int64> = RPCParams.countRange
+    ) throws(RPCError) -> Int {
+        guard let number = Int64(try string(name, value)), range.contains(number) else { throw bad(name) }
         return Int(number)
     }
 

@@ -264,7 +264,7 @@ public actor Aria2RPCService {
         switch method {
         case "aria2.addUri": return try await addUri(p)
         case "aria2.addTorrent": throw .aria2("BitTorrent is not supported by DownloadKit.")
-        case "aria2.addMetalink": throw .aria2("Metalink is not supported by DownloadKit.")
+        case "aria2.addMetalink": return try await addMetalink(p)
         case "aria2.getPeers":
             _ = try await task(p.gid(0))
             return .array([])
@@ -393,31 +393,58 @@ public actor Aria2RPCService {
         let options = try Aria2TaskOptions(p.object(1) ?? [:])
         let position = try p.optionalInt(2, "position", in: Params.signedRange)
         let destination = try options.destination(defaultDirectory: defaultDirectory, exists: FileProbe.exists)
-        var request = DownloadManager.TaskRequest(
-            url: url, destination: destination,
-            checksum: options.checksum, headers: options.headers,
-            rateLimit: options.maxDownloadLimit.flatMap { $0 > 0 ? $0 : nil })
         // Every URI is a source of the one file: the first the task's URL, the others its mirrors (text
         // that is not an http(s) URL skipped, as aria2 skips a URI it cannot use).
-        request.mirrors = uris.dropFirst().filter(Aria2URIList.isUsable)
-        // A download of this URL that is still live is answered with its GID (two transfers would share
-        // one partial file); a stopped one stays in tellStopped and a new download is made, as aria2.
-        request.reusesLiveTaskOnly = true
-        // Made paused, never started (enqueue-then-pause let the scheduler start it in between).
-        request.startsPaused = options.pause
-        let id = try await perform { try await manager.enqueue([request])[0] }
-        if options.pause, await manager.task(id)?.state != .paused {
-            // A live download of this URL was reused: pausing it is what aria2's option asks of the GID answered.
-            try await perform { try await manager.pause(taskID: id) }
-        } else if let position, await manager.task(id)?.state == .waiting {
-            let line = await manager.waitingTaskIDs()
-            try await perform {
-                try await manager.move(taskID: id, toPosition: min(max(0, position), line.count - 1))
-            }
+        let request = options.taskRequest(
+            url: url, mirrors: uris.dropFirst().filter(Aria2URIList.isUsable), destination: destination,
+            checksum: options.checksum)
+        return .string(try await add([request], pause: options.pause, position: position)[0])
+    }
+
+    /// `addMetalink(metalink, options, position)`: one download per `<file>` of the base64 Metalink
+    /// (``Aria2Metalink``), each named by the document under `dir` (aria2's rule for an existing file
+    /// applies to each), from its best http(s) URL with the others as mirrors, checked against its
+    /// strongest hash the engine computes. Answers their GIDs in document order; a document that cannot
+    /// be read or a file that cannot be downloaded adds nothing.
+    private func addMetalink(_ p: Params) async throws(RPCError) -> JSONValue {
+        let metalink = try Aria2Metalink.document(base64: p.string(0))
+        let options = try Aria2TaskOptions(p.object(1) ?? [:])
+        let position = try p.optionalInt(2, "position", in: Params.signedRange)
+        var requests: [DownloadManager.TaskRequest] = []
+        for plan in try Aria2Metalink.plans(metalink) {
+            var named = options
+            named.out = plan.name
+            requests.append(
+                options.taskRequest(
+                    url: plan.url, mirrors: plan.mirrors,
+                    destination: try named.destination(defaultDirectory: defaultDirectory, exists: FileProbe.exists),
+                    checksum: plan.hash.flatMap(Checksum.init(metalink:)) ?? options.checksum))
         }
-        let gid = Aria2GID.gid(forTaskID: id)
-        gidToTask[gid] = id
-        return .string(gid)
+        return .array(try await add(requests, pause: options.pause, position: position).map(JSONValue.string))
+    }
+
+    /// Enqueues `requests` (made paused when `pause`; else the waiting ones moved to `position`,
+    /// `position + 1`, … in order) and answers their GIDs.
+    private func add(
+        _ requests: [DownloadManager.TaskRequest], pause: Bool, position: Int?
+    ) async throws(RPCError) -> [String] {
+        let ids = try await perform { try await manager.enqueue(requests) }
+        var gids: [String] = []
+        for (offset, id) in ids.enumerated() {
+            if pause, await manager.task(id)?.state != .paused {
+                // A live download of this URL was reused: pausing it is what aria2's option asks of the GID answered.
+                try await perform { try await manager.pause(taskID: id) }
+            } else if let position, await manager.task(id)?.state == .waiting {
+                let line = await manager.waitingTaskIDs()
+                try await perform {
+                    try await manager.move(taskID: id, toPosition: min(max(0, position + offset), line.count - 1))
+                }
+            }
+            let gid = Aria2GID.gid(forTaskID: id)
+            gidToTask[gid] = id
+            gids.append(gid)
+        }
+        return gids
     }
 
     private func remove(_ gid: String) async throws(RPCError) -> JSONValue {
@@ -506,6 +533,14 @@ public actor Aria2RPCService {
         let options = try Aria2TaskOptions(p.object(1) ?? [:])
         if let limit = options.maxDownloadLimit {
             try await perform { try await manager.setRateLimit(taskID: task.id, bytesPerSecond: limit > 0 ? limit : nil) }
+        }
+        if options.split != nil || options.maxConnectionPerServer != nil {
+            // A running download restarts from its bytes with the new counts, as aria2 restarts it.
+            try await perform {
+                try await manager.setConnections(
+                    taskID: task.id, connections: options.split ?? task.connections,
+                    perSource: options.maxConnectionPerServer ?? task.connectionsPerSource)
+            }
         }
         return .string("OK")
     }
@@ -602,7 +637,7 @@ public actor Aria2RPCService {
         let download = manager.configuration.download
         return [
             "split": .string(String(download.connections)),
-            "max-connection-per-server": .string(String(download.client.maxConnectionsPerOrigin)),
+            "max-connection-per-server": .string(String(download.connectionsPerSource)),
             "max-tries": .string(String(download.retries + 1)),
             "timeout": .string(String(Int(download.client.idleTimeout.asSeconds))),
         ]
@@ -622,6 +657,10 @@ public actor Aria2RPCService {
             options["checksum"] = .string("\(name)=\(checksum.expectedHex)")
         }
         options["max-download-limit"] = .string(String(task.rateLimit ?? 0))
+        if let connections = task.connections { options["split"] = .string(String(connections)) }
+        if let perSource = task.connectionsPerSource {
+            options["max-connection-per-server"] = .string(String(perSource))
+        }
         return options
     }
 

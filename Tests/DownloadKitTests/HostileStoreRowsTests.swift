@@ -10,14 +10,14 @@ import DownloadKit
 /// `tasks.sqlite` gets a typed error or a clamped value, never a trap.
 @Suite("Manager: hostile task-store rows", .serialized)
 struct HostileStoreRowsTests {
-    /// Every column of the v3 schema, in order (v1's, then the typed error's and the connection count, then
-    /// the mirrors).
+    /// Every column of the v4 schema, in order (v1's, then the typed error's and the connection count, then
+    /// the mirrors, then the connections per source).
     static let columns = [
         "id", "originalURL", "currentURL", "fileID", "destinationKind", "destinationPath", "namingRule", "namingFileID",
         "finalPath", "state", "bytesReceived", "totalBytes", "priority", "queueOrder", "groupName", "checksum", "headers",
         "metadata", "requiresUnmeteredNetwork", "rateLimit", "errorCode", "errorMessage", "createdAt", "updatedAt",
         "finishedAt", "errorCategory", "errorHTTPStatus", "errorTransient", "errorCause", "connections",
-        "mirrors",
+        "mirrors", "connectionsPerSource",
     ]
 
     /// A task store as a damaged copy might hold it: the same columns, no NOT NULL constraints and no
@@ -28,7 +28,7 @@ struct HostileStoreRowsTests {
         try await queue.write { db in
             try db.execute(sql: "CREATE TABLE task (\(Self.columns.joined(separator: ", ")), PRIMARY KEY (id))")
             try db.execute(sql: "CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY)")
-            try db.execute(sql: "INSERT INTO grdb_migrations VALUES ('v1: tasks'), ('v2: typed errors, connections'), ('v3: mirrors')")
+            try db.execute(sql: "INSERT INTO grdb_migrations VALUES ('v1: tasks'), ('v2: typed errors, connections'), ('v3: mirrors'), ('v4: connections per source')")
         }
         return queue
     }
@@ -162,6 +162,35 @@ struct HostileStoreRowsTests {
         }
     }
 
+    /// The connections-per-source column as a damaged row may hold it: a count outside 1…64 or a value of
+    /// another type reads as none (the configuration's); a sound count reads back as stored.
+    @Test func aConnectionsPerSourceOutsideOneToSixtyFourReadsAsNone() async throws {
+        let scratch = try ScratchDirectory()
+        let state = scratch.file("state")
+        let first = try await DownloadManager(stateDirectory: state, configuration: managerConfiguration())
+        var request = DownloadManager.TaskRequest(url: "http://127.0.0.1:1/c.bin", destination: .file(scratch.file("c.bin")))
+        request.connectionsPerSource = 2
+        request.startsPaused = true
+        let id = try await first.enqueue([request])[0]
+        await first.close()
+        let hostile: [(DatabaseValue, Int?)] = [
+            (Int64(3).databaseValue, 3), (Int64(0).databaseValue, nil), (Int64(65).databaseValue, nil),
+            (Int64(-1).databaseValue, nil), (Int64.max.databaseValue, nil), (Int64.min.databaseValue, nil),
+            // The column's INTEGER affinity stores the text "4" as 4; other text stays text.
+            ("4".databaseValue, 4), ("four".databaseValue, nil), (3.5.databaseValue, nil), (.null, nil),
+        ]
+        for (value, expected) in hostile {
+            let queue = try DatabaseQueue(path: state + "/" + TaskStore.fileName)
+            try await queue.write { db in
+                try db.execute(sql: "UPDATE task SET connectionsPerSource = ? WHERE id = ?", arguments: [value, id])
+            }
+            try queue.close()
+            let manager = try await DownloadManager(stateDirectory: state, configuration: managerConfiguration())
+            #expect(await manager.task(id)?.connectionsPerSource == expected, "\(value)")
+            await manager.close()
+        }
+    }
+
     /// A waiting row whose queue order is near Int64.max: restoring it added the order step and trapped
     /// on the overflow (Scheduler.restore). Now the order is clamped, the task runs and new tasks queue
     /// behind it.
@@ -244,13 +273,14 @@ struct HostileStoreRowsTests {
 
     static let integerColumns: Set = [
         "bytesReceived", "totalBytes", "priority", "queueOrder", "rateLimit", "errorHTTPStatus", "errorTransient",
-        "connections",
+        "connections", "connectionsPerSource",
     ]
     static let realColumns: Set = ["createdAt", "updatedAt", "finishedAt"]
     static let optionalColumns: Set = [
         "fileID", "namingRule", "namingFileID", "finalPath", "totalBytes", "groupName", "checksum",
         "headers", "metadata", "rateLimit", "errorCode", "errorMessage", "finishedAt", "errorCategory",
         "errorHTTPStatus", "errorTransient", "errorCause", "connections", "mirrors",
+        "connectionsPerSource",
     ]
 
     /// A value of the column's own type, often extreme.

@@ -60,13 +60,14 @@ struct ManagedTaskErrorTests {
         }
     }
 
-    /// Every typed field, the connection count and the mirrors survive the SQLite store.
+    /// Every typed field, the connection counts and the mirrors survive the SQLite store.
     @Test func theSQLiteStoreRoundTripsEveryTypedField() async throws {
         let scratch = try ScratchDirectory()
         let store = try TaskStore(directory: scratch.file("state"))
         var task = Self.task(id: "t1")
         task.state = .failed
         task.connections = 6
+        task.connectionsPerSource = 3
         task.mirrors = ["http://b.example/a", "https://c.example/pub/a?x=\"y\""]
         task.error = ManagedTaskError(
             code: .transport, category: .network, httpStatus: nil, isTransient: true,
@@ -80,7 +81,7 @@ struct ManagedTaskErrorTests {
         let loaded = Dictionary(uniqueKeysWithValues: try await reopened.loadTasks().map { ($0.id, $0) })
         #expect(loaded["t1"] == task)
         #expect(loaded["t2"] == second)
-        #expect(try reopened.appliedMigrations() == ["v1: tasks", "v2: typed errors, connections", "v3: mirrors"])
+        #expect(try reopened.appliedMigrations() == ["v1: tasks", "v2: typed errors, connections", "v3: mirrors", "v4: connections per source"])
     }
 
     /// A database written before the typed columns (schema v1: code and message only, the connection count

@@ -180,6 +180,12 @@ public final class PostgresTaskStore: TaskStoring {
                 """
             ]
         ),
+        (
+            // The task's mirrors (a JSON array of strings, NULL for none) and its connections per source, as the
+            // SQLite store's v3 and v4 keep them; nullable, so older rows read as before.
+            "v3: mirrors, connections per source",
+            ["ALTER TABLE downloadkit_task ADD COLUMN mirrors text, ADD COLUMN connections_per_source bigint"]
+        ),
     ]
 
     /// The names of the migrations this version applies, oldest first.
@@ -284,37 +290,68 @@ public final class PostgresTaskStore: TaskStoring {
         }
     }
 
-    /// Inserts the task or updates its own columns (never the lease).
+    /// The task's own columns (never the lease), each with how a task's value is bound: the one list that
+    /// the writes (``upsert(_:)``, ``add(_:defaultDirectory:)``) and the reads (``taskColumns``) spell.
+    static let ownColumns: [(name: String, bind: @Sendable (inout PostgresBindings, ManagedTask) -> Void)] = [
+        ("id", { $0.append($1.id) }),
+        ("original_url", { $0.append($1.originalURL) }),
+        ("current_url", { $0.append($1.currentURL) }),
+        ("file_id", { $0.append($1.fileID) }),
+        ("destination_kind", { $0.append(DestinationColumns($1.destination).kind) }),
+        ("destination_path", { $0.append(DestinationColumns($1.destination).path) }),
+        ("naming_rule", { $0.append(DestinationColumns($1.destination).namingRule) }),
+        ("naming_file_id", { $0.append(DestinationColumns($1.destination).namingFileID) }),
+        ("final_path", { $0.append($1.path) }),
+        ("state", { $0.append($1.state.rawValue) }),
+        ("bytes_received", { $0.append($1.bytesReceived) }),
+        ("total_bytes", { $0.append($1.totalBytes) }),
+        ("priority", { $0.append(Int64($1.priority.rawValue)) }),
+        ("queue_order", { $0.append($1.queueOrder) }),
+        ("group_name", { $0.append($1.group) }),
+        ("checksum", { $0.append($1.checksum?.description) }),
+        ("headers", { $0.append(TaskFieldsJSON.encode($1.headers)) }),
+        ("metadata", { $0.append(TaskFieldsJSON.encode($1.metadata)) }),
+        ("requires_unmetered_network", { $0.append($1.requiresUnmeteredNetwork) }),
+        ("rate_limit", { $0.append($1.rateLimit.map(Int64.init)) }),
+        ("error_code", { $0.append($1.error?.code.name) }),
+        ("error_message", { $0.append($1.error?.message) }),
+        ("error_category", { $0.append($1.error?.category.rawValue) }),
+        ("error_http_status", { $0.append($1.error?.httpStatus.map(Int64.init)) }),
+        ("error_transient", { $0.append($1.error?.isTransient) }),
+        ("error_cause", { $0.append($1.error?.cause?.storageText) }),
+        ("connections", { $0.append($1.connections.map(Int64.init)) }),
+        ("mirrors", { $0.append(TaskMirrorsJSON.encode($1.mirrors)) }),
+        ("connections_per_source", { $0.append($1.connectionsPerSource.map(Int64.init)) }),
+        ("created_at", { $0.append($1.createdAt.timeIntervalSince1970) }),
+        ("updated_at", { $0.append($1.updatedAt.timeIntervalSince1970) }),
+        ("finished_at", { $0.append($1.finishedAt?.timeIntervalSince1970) }),
+    ]
+
+    /// `INSERT INTO downloadkit_task (every own column) VALUES (…)` with `task`'s values bound, but SQL
+    /// `expressions` in place of the named columns' values.
+    static func insert(_ task: ManagedTask, expressions: [String: String] = [:]) -> (sql: String, binds: PostgresBindings) {
+        var binds = PostgresBindings(capacity: ownColumns.count)
+        var values: [String] = []
+        for column in ownColumns {
+            if let expression = expressions[column.name] {
+                values.append(expression)
+            } else {
+                column.bind(&binds, task)
+                values.append("$\(binds.count)")
+            }
+        }
+        let names = ownColumns.map(\.name).joined(separator: ", ")
+        return ("INSERT INTO downloadkit_task (\(names)) VALUES (\(values.joined(separator: ", ")))", binds)
+    }
+
+    /// Inserts the task or updates its own columns (never the lease; never its `original_url` and
+    /// `created_at`, which identify it).
     static func upsert(_ task: ManagedTask) -> PostgresQuery {
-        let columns = DestinationColumns(task.destination)
-        return """
-            INSERT INTO downloadkit_task (id, original_url, current_url, file_id, destination_kind, destination_path,
-                naming_rule, naming_file_id, final_path, state, bytes_received, total_bytes, priority, queue_order,
-                group_name, checksum, headers, metadata, requires_unmetered_network, rate_limit, error_code,
-                error_message, error_category, error_http_status, error_transient, error_cause, connections,
-                created_at, updated_at, finished_at)
-            VALUES (\(task.id), \(task.originalURL), \(task.currentURL), \(task.fileID), \(columns.kind),
-                \(columns.path), \(columns.namingRule), \(columns.namingFileID), \(task.path),
-                \(task.state.rawValue), \(task.bytesReceived), \(task.totalBytes), \(Int64(task.priority.rawValue)),
-                \(task.queueOrder), \(task.group), \(task.checksum?.description), \(TaskFieldsJSON.encode(task.headers)),
-                \(TaskFieldsJSON.encode(task.metadata)), \(task.requiresUnmeteredNetwork), \(task.rateLimit.map(Int64.init)),
-                \(task.error?.code.name), \(task.error?.message), \(task.error?.category.rawValue),
-                \(task.error?.httpStatus.map(Int64.init)), \(task.error?.isTransient), \(task.error?.cause?.storageText),
-                \(task.connections.map(Int64.init)), \(task.createdAt.timeIntervalSince1970),
-                \(task.updatedAt.timeIntervalSince1970), \(task.finishedAt?.timeIntervalSince1970))
-            ON CONFLICT (id) DO UPDATE SET current_url = EXCLUDED.current_url, file_id = EXCLUDED.file_id,
-                destination_kind = EXCLUDED.destination_kind, destination_path = EXCLUDED.destination_path,
-                naming_rule = EXCLUDED.naming_rule, naming_file_id = EXCLUDED.naming_file_id,
-                final_path = EXCLUDED.final_path, state = EXCLUDED.state, bytes_received = EXCLUDED.bytes_received,
-                total_bytes = EXCLUDED.total_bytes, priority = EXCLUDED.priority, queue_order = EXCLUDED.queue_order,
-                group_name = EXCLUDED.group_name, checksum = EXCLUDED.checksum, headers = EXCLUDED.headers,
-                metadata = EXCLUDED.metadata, requires_unmetered_network = EXCLUDED.requires_unmetered_network,
-                rate_limit = EXCLUDED.rate_limit, error_code = EXCLUDED.error_code,
-                error_message = EXCLUDED.error_message, error_category = EXCLUDED.error_category,
-                error_http_status = EXCLUDED.error_http_status, error_transient = EXCLUDED.error_transient,
-                error_cause = EXCLUDED.error_cause, connections = EXCLUDED.connections, updated_at = EXCLUDED.updated_at,
-                finished_at = EXCLUDED.finished_at
-            """
+        let insert = insert(task)
+        let kept: Set = ["id", "original_url", "created_at"]
+        let updates = ownColumns.map(\.name).filter { !kept.contains($0) }.map { "\($0) = EXCLUDED.\($0)" }
+        return PostgresQuery(
+            unsafeSQL: insert.sql + " ON CONFLICT (id) DO UPDATE SET " + updates.joined(separator: ", "), binds: insert.binds)
     }
 
     // MARK: - The queue
@@ -327,10 +364,12 @@ public final class PostgresTaskStore: TaskStoring {
         -> [(id: String, added: Bool)]
     {
         for request in requests {
-            do {
-                _ = try HTTPURL(request.url)
-            } catch {
-                throw DownloadManagerError(.invalidURL, "not an http(s) URL: \(HTTPURL.redacting(request.url)) (\(error.detail))")
+            for url in [request.url] + request.mirrors {
+                do {
+                    _ = try HTTPURL(url)
+                } catch {
+                    throw DownloadManagerError(.invalidURL, "not an http(s) URL: \(HTTPURL.redacting(url)) (\(error.detail))")
+                }
             }
         }
         let now = Date()
@@ -348,24 +387,12 @@ public final class PostgresTaskStore: TaskStoring {
                     totalBytes: nil, priority: request.priority, queueOrder: 0, group: request.group,
                     checksum: request.checksum, headers: request.headers, metadata: request.metadata,
                     requiresUnmeteredNetwork: request.requiresUnmeteredNetwork, rateLimit: request.rateLimit,
-                    error: nil, createdAt: now, updatedAt: now, finishedAt: nil, connections: request.connections)
-                let columns = DestinationColumns(task.destination)
+                    error: nil, createdAt: now, updatedAt: now, finishedAt: nil, connections: request.connections,
+                    mirrors: request.mirrors, connectionsPerSource: request.connectionsPerSource)
+                let insert = Self.insert(task, expressions: ["queue_order": "nextval('downloadkit_queue_order')"])
                 let inserted = try await connection.query(
-                    """
-                    INSERT INTO downloadkit_task (id, original_url, current_url, file_id, destination_kind,
-                        destination_path, naming_rule, naming_file_id, final_path, state, priority, queue_order,
-                        group_name, checksum, headers, metadata, requires_unmetered_network, rate_limit, connections,
-                        created_at, updated_at)
-                    VALUES (\(task.id), \(task.originalURL), \(task.currentURL), \(task.fileID),
-                        \(columns.kind), \(columns.path), \(columns.namingRule),
-                        \(columns.namingFileID), \(task.path), 'waiting', \(Int64(task.priority.rawValue)),
-                        nextval('downloadkit_queue_order'), \(task.group), \(task.checksum?.description),
-                        \(TaskFieldsJSON.encode(task.headers)), \(TaskFieldsJSON.encode(task.metadata)),
-                        \(task.requiresUnmeteredNetwork), \(task.rateLimit.map(Int64.init)),
-                        \(task.connections.map(Int64.init)), \(now.timeIntervalSince1970), \(now.timeIntervalSince1970))
-                    ON CONFLICT DO NOTHING
-                    RETURNING id
-                    """, logger: logger
+                    PostgresQuery(unsafeSQL: insert.sql + " ON CONFLICT DO NOTHING RETURNING id", binds: insert.binds),
+                    logger: logger
                 ).collect()
                 if !inserted.isEmpty {
                     results.append((task.id, true))
@@ -726,13 +753,8 @@ public final class PostgresTaskStore: TaskStoring {
 
     // MARK: - Rows
 
-    static let taskColumns = """
-        id, original_url, current_url, file_id, destination_kind, destination_path, naming_rule, naming_file_id, \
-        final_path, state, bytes_received, total_bytes, priority, queue_order, group_name, checksum, headers, \
-        metadata, requires_unmetered_network, rate_limit, error_code, error_message, error_category, \
-        error_http_status, error_transient, error_cause, connections, created_at, updated_at, finished_at, \
-        lease_owner, lease_epoch, lease_until
-        """
+    /// What the reads select: the task's own columns (``ownColumns``) and its lease.
+    static let taskColumns = (ownColumns.map(\.name) + ["lease_owner", "lease_epoch", "lease_until"]).joined(separator: ", ")
 
     static func fleetTask(_ row: PostgresRandomAccessRow) throws -> FleetTask {
         let id = try row["id"].decode(String.self)
@@ -777,7 +799,11 @@ public final class PostgresTaskStore: TaskStoring {
             createdAt: Date(timeIntervalSince1970: try row["created_at"].decode(Double.self)),
             updatedAt: Date(timeIntervalSince1970: try row["updated_at"].decode(Double.self)),
             finishedAt: try row["finished_at"].decode(Double?.self).map(Date.init(timeIntervalSince1970:)),
-            connections: stored.connections)
+            connections: stored.connections,
+            // Read leniently as the SQLite store does: anything but a JSON array of strings is no mirrors, a
+            // count outside 1…64 is none.
+            mirrors: TaskMirrorsJSON.decode(text("mirrors")),
+            connectionsPerSource: ManagedTask.connectionsPerSource(stored: integer("connections_per_source")))
         let until = try row["lease_until"].decode(Date?.self)
         let serverNow = try row["server_now"].decode(Date.self)
         return FleetTask(
