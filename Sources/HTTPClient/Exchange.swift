@@ -107,6 +107,9 @@ public final class CancellationToken: Sendable {
     private struct State {
         var isCancelled = false
         var canceller: ConnectionCanceller?
+        /// Called once on cancellation: waits that are not on the connection (a slot in the pool).
+        var onCancel: [Int: @Sendable () -> Void] = [:]
+        var nextOnCancel = 0
     }
 
     private let state = LockedValue(State())
@@ -119,11 +122,29 @@ public final class CancellationToken: Sendable {
 
     /// Cancels the current and any future exchange using this token.
     public func cancel() {
-        let canceller: ConnectionCanceller? = state.withLock { state in
+        let (canceller, onCancel) = state.withLock { state in
             state.isCancelled = true
-            return state.canceller
+            defer { state.onCancel = [:] }
+            return (state.canceller, state.onCancel.values)
         }
         canceller?.cancel()
+        for wake in onCancel { wake() }
+    }
+
+    /// Registers `wake` to be called (once, from the cancelling thread, outside this token's lock) when the
+    /// token is cancelled; `nil` when it already is. Remove it with ``removeOnCancel(_:)`` when done.
+    func onCancel(_ wake: @escaping @Sendable () -> Void) -> Int? {
+        state.withLock { state in
+            if state.isCancelled { return nil }
+            defer { state.nextOnCancel += 1 }
+            state.onCancel[state.nextOnCancel] = wake
+            return state.nextOnCancel
+        }
+    }
+
+    /// Forgets a closure registered with ``onCancel(_:)``.
+    func removeOnCancel(_ key: Int) {
+        _ = state.withLock { $0.onCancel.removeValue(forKey: key) }
     }
 
     /// Registers the connection of the running exchange. Returns `false` if already cancelled.
@@ -775,8 +796,7 @@ public final class DKHTTPClient: Sendable {
         let origin = ConnectionKey(origin: url.origin, proxy: proxy)
         let deadline = Deadline.after(configuration.connectTimeout)
         let slot = try pool.reserve(
-            origin: origin, deadline: deadline, preferFresh: preferFresh,
-            isCancelled: { cancellation?.isCancelled ?? false })
+            origin: origin, deadline: deadline, preferFresh: preferFresh, cancellation: cancellation)
         switch slot {
         case .idle(let lease):
             logger?.debug(

@@ -1,5 +1,15 @@
 import Glibc
 
+/// The outcome of a non-blocking system call that transfers bytes.
+enum SyscallResult: Equatable {
+    /// The call transferred this many bytes (0 from a read means end of stream).
+    case processed(Int)
+    /// The call would block (`EAGAIN`/`EWOULDBLOCK`); wait with `poll(2)` and try again.
+    case wouldBlock
+    /// The call failed with this error (never `EINTR`, which is retried).
+    case failed(DKErrno)
+}
+
 /// Thin wrappers over the socket system calls this module uses, on non-blocking descriptors.
 ///
 /// Each wrapper retries `EINTR`, reports `EAGAIN` as ``SyscallResult/wouldBlock`` and captures
