@@ -131,8 +131,9 @@ let package = Package(
         ),
         // A fault-injecting HTTP/1.1 origin on loopback plus nginx and PostgreSQL launchers (tests, benchmarks).
         .target(name: "TestOrigin", dependencies: ["HTTPWire", .product(name: "Logging", package: "swift-log")]),
-        // Background sessions (docs/DAEMON.md): the wire protocol and client (Foundation only), the daemon.
-        .target(name: "DownloadKitSession"),
+        // Background sessions (docs/DAEMON.md): the wire protocol and client (Foundation and the runtime layer
+        // only), the daemon.
+        .target(name: "DownloadKitSession", dependencies: ["DownloadKitRuntime"]),
         .target(
             name: "DownloadKitDaemon",
             dependencies: [
