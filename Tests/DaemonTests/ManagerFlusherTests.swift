@@ -25,8 +25,8 @@ struct ManagerFlusherTests {
         while await manager.progressFlushes == 0, Date().timeIntervalSince(started) < 10 {
             try await Task.sleep(for: .milliseconds(20))
         }
+        // Only the flusher counts: a task's completion is written by the commit of its state, not by it.
         #expect(await manager.progressFlushes > 0, "no progress was written while the task ran")
-        #expect(await manager.task(id)?.state == .running)
         try await manager.pause(taskID: id)
         await manager.close()
     }

@@ -109,4 +109,25 @@ struct RuntimeLayerTests {
         }
         #expect(result == 7)
     }
+
+    /// The public errors that carry a raw `errno` also give it typed; the cookie file reader's system calls go
+    /// through the one EINTR wrapper and name the failed step.
+    @Test func publicErrorsGiveTheirErrnoTyped() {
+        #expect(throws: AuthFileError.self) { try CookieJar.readFile("/nonexistent/downloadkit-cookies") }
+        do {
+            _ = try CookieJar.readFile("/nonexistent/downloadkit-cookies")
+        } catch {
+            #expect(error.errorNumber == DKErrno(rawValue: ENOENT))
+            #expect(error.detail == "cannot open: No such file or directory", "\(error)")
+        }
+        do {
+            _ = try CookieJar.readFile("/")
+        } catch {
+            #expect(error.errorNumber == DKErrno(rawValue: EISDIR))
+            #expect(error.detail.hasPrefix("cannot read: "), "\(error)")
+        }
+        #expect(TransportError(.connectFailed, errno: ECONNREFUSED, detail: "x").errorNumber == .connectionRefused)
+        #expect(TransportError(.readTimeout, detail: "x").errorNumber == nil)
+        #expect(BodyFileWriteError(errno: ENOSPC).errorNumber == DKErrno(rawValue: ENOSPC))
+    }
 }
