@@ -80,11 +80,15 @@ let package = Package(
         // there. Not a product yet (the CLI's `--metalink` depends on it), so no consumer resolves anything
         // new; as a product it would add nothing either: HTTPWire is already part of `DownloadKit`.
         .target(name: "DownloadKitMetalink", dependencies: ["HTTPWire"], path: "Sources/Metalink"),
+        // The runtime layer (docs/ARCHITECTURE.md, "Runtime layer"): the one lock and wait/wake primitive, the
+        // monotonic clock, the async<->thread bridge, errno and the one EINTR rule. Standard library and Glibc
+        // only. Not a product: HTTPClient re-exports it, so every product that has HTTPClient carries it.
+        .target(name: "DownloadKitRuntime", path: "Sources/Runtime"),
         // Sockets, DNS, TLS, connection pool, one request/response exchange.
         .target(
             name: "HTTPClient",
             dependencies: [
-                "HTTPWire", "COpenSSL", "CDownloadKitShims", "CDownloadKitSystem",
+                "DownloadKitRuntime", "HTTPWire", "COpenSSL", "CDownloadKitShims", "CDownloadKitSystem",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -129,8 +133,9 @@ let package = Package(
         ),
         // A fault-injecting HTTP/1.1 origin on loopback plus nginx and PostgreSQL launchers (tests, benchmarks).
         .target(name: "TestOrigin", dependencies: ["HTTPWire", .product(name: "Logging", package: "swift-log")]),
-        // Background sessions (docs/DAEMON.md): the wire protocol and client (Foundation only), the daemon.
-        .target(name: "DownloadKitSession"),
+        // Background sessions (docs/DAEMON.md): the wire protocol and client (Foundation and the runtime layer
+        // only), the daemon.
+        .target(name: "DownloadKitSession", dependencies: ["DownloadKitRuntime"]),
         .target(
             name: "DownloadKitDaemon",
             dependencies: [
@@ -176,7 +181,7 @@ let package = Package(
         .testTarget(name: "MetalinkTests", dependencies: ["DownloadKitMetalink", "HTTPWire"]),
         .testTarget(
             name: "HTTPClientTests",
-            dependencies: ["HTTPClient", "HTTPWire", "TestOrigin", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["DownloadKitRuntime", "HTTPClient", "HTTPWire", "TestOrigin", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "DownloadKitTests",

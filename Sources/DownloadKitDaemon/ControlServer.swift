@@ -170,7 +170,10 @@ public final class ControlServer: @unchecked Sendable {
     let wakeup: Wakeup
     private let mailbox = LockedValue<[(Int, Mail)]>([])
     private let stopRequested = LockedValue(false)
-    private let stopped = DispatchSemaphore(value: 0)
+    /// How many times the poll loop woke (tests: none while nothing happens).
+    let pollReturns = LockedValue(0)
+    /// Set by the poll thread when its loop has ended (``stop()`` waits for it).
+    private let stopped = LockedValue(false)
     private var listenFD: Int32 = -1
     // Owned by the poll thread.
     private var connections: [Int: Connection] = [:]
@@ -253,7 +256,7 @@ public final class ControlServer: @unchecked Sendable {
             "serving at most \(connectionCap) connections (descriptor limit \(descriptorLimit)), \(limits.maxBufferedBytes) bytes buffered in all")
         let thread = Thread { [self] in
             loop()
-            stopped.signal()
+            stopped.withLockWakingWaiters { $0 = true }
         }
         thread.name = "downloadkitd-socket"
         thread.start()
@@ -264,7 +267,7 @@ public final class ControlServer: @unchecked Sendable {
         guard listenFD >= 0 else { return }
         stopRequested.withLock { $0 = true }
         wakeup.signal()
-        stopped.wait()
+        _ = stopped.wait { $0 ? () : nil }
         unlink(socketPath)
     }
 
@@ -296,6 +299,7 @@ public final class ControlServer: @unchecked Sendable {
                 fds.append(pollfd(fd: connection.fd, events: events, revents: 0))
             }
             _ = poll(&fds, nfds_t(fds.count), pollTimeout(now: now))
+            pollReturns.withLock { $0 += 1 }
             now = Self.now()
             if fds[1].revents != 0 { wakeup.drain() }
             if listening && fds[0].revents & Int16(POLLIN) != 0 { acceptAll(now: now) }
@@ -340,15 +344,19 @@ public final class ControlServer: @unchecked Sendable {
 
     /// Milliseconds until the next deadline (a frame, a hello, an idle connection, a paused accept), at
     /// most one second.
+    /// How long `poll(2)` may sleep: until the next timer of a connection, the end of an accept pause or a
+    /// pending trim, else forever (-1). No periodic tick: replies, events and stop come through ``Wakeup``.
     private func pollTimeout(now: Double) -> Int32 {
-        var next = now + 1
+        var next = Double.infinity
         if let until = acceptPausedUntil { next = min(next, until) }
+        if trimPending { next = min(next, lastTrim + 1) }
         for connection in connections.values {
             if let since = connection.closingSince ?? connection.partialSince { next = min(next, since + limits.frameTimeout) }
             if !connection.receivedFrame { next = min(next, connection.acceptedAt + limits.frameTimeout) }
             if !connection.subscribed { next = min(next, connection.lastActivity + limits.idleTimeout) }
         }
-        return Int32(max(10, min(1000, (next - now) * 1000 + 1)))
+        guard next.isFinite else { return -1 }
+        return Int32(max(10, min(Double(Int32.max), (next - now) * 1000 + 1)))
     }
 
     private func acceptAll(now: Double) {

@@ -165,8 +165,10 @@ extension DownloadManager {
         }
     }
 
-    /// Writes bytes received by running tasks (at most every `progressPersistInterval`).
+    /// Writes bytes received by running tasks (the flusher, at most every `progressPersistInterval`).
     func flushProgress() {
+        progressFlushes += 1
+        flusherWoken = false
         dirty.formUnion(progressDirty)
         progressDirty = []
         commitInBackground()

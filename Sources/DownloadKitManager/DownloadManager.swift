@@ -102,7 +102,21 @@ public actor DownloadManager {
     var nextRun = 1
     var dirty: Set<String> = []
     var deleted: Set<String> = []
-    var progressDirty: Set<String> = []
+    /// Tasks whose bytes received changed since the last write; the first one wakes the flusher. (The
+    /// observer does not read `oldValue`, so an insert still mutates the set in place.)
+    var progressDirty: Set<String> = [] {
+        didSet {
+            guard !flusherWoken, !progressDirty.isEmpty else { return }
+            flusherWoken = true
+            flusherWake.yield()
+        }
+    }
+    /// Wakes the flusher (one wake-up buffered): it sleeps while nothing is dirty instead of ticking.
+    let flusherWake: AsyncStream<Void>.Continuation
+    /// Whether the flusher was woken and has not flushed yet.
+    var flusherWoken = false
+    /// How many times the flusher wrote progress (tests: none while idle).
+    var progressFlushes = 0
     var lastProgressEvent: [String: Double] = [:]
     var eventHandler: (@Sendable (ManagerEvent) -> Void)?
     var completionHandler: (@Sendable (TaskCompletion) -> Void)?
@@ -158,6 +172,8 @@ public actor DownloadManager {
         self.stateDirectory = stateDirectory
         self.configuration = configuration
         self.store = store
+        let (flusherWakes, flusherWake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        self.flusherWake = flusherWake
         do {
             client = try DKHTTPClient(configuration: configuration.download.client, logger: configuration.logger)
         } catch {
@@ -178,11 +194,13 @@ public actor DownloadManager {
                 }
             }
         }
+        // Woken by the first dirty task, then writes after one interval: progress is written at most once
+        // per interval and at most an interval late, and an idle manager never wakes (no timed poll).
         let interval = max(0.05, configuration.progressPersistInterval.asSeconds)
         flusher = Task { [weak self] in
-            while !Task.isCancelled {
+            for await _ in flusherWakes {
                 try? await Task.sleep(nanoseconds: UInt64(interval * 1e9))
-                guard let self else { return }
+                guard let self, !Task.isCancelled else { return }
                 await self.flushProgress()
             }
         }
@@ -191,6 +209,7 @@ public actor DownloadManager {
     deinit {
         networkWatcher?.cancel()
         flusher?.cancel()
+        flusherWake.finish()
     }
 
     // MARK: - Events and hooks

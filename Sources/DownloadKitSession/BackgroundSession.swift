@@ -1,3 +1,4 @@
+import DownloadKitRuntime
 import Foundation
 
 #if canImport(Glibc)
@@ -30,7 +31,10 @@ public final class BackgroundSession: Sendable {
     /// The daemon's socket.
     public let socketPath: String
 
-    private let state = SessionLock(ClientState())
+    private let state = LockedValue(ClientState())
+    /// How many times the I/O thread woke from a wait (tests: none while the session is idle; it sleeps
+    /// until a request, ``close()`` or the daemon's bytes wake it).
+    let ioWakeUps = LockedValue(0)
     private let wakeFDs: (read: Int32, write: Int32)
 
     /// How to start the daemon when none answers; nil (the default): never start one.
@@ -233,7 +237,7 @@ public final class BackgroundSession: Sendable {
             let (closed, wanted) = state.withLock { ($0.isClosed, !$0.connectWaiters.isEmpty || $0.reconnects) }
             if closed { break }
             if !wanted {
-                waitForWake(timeout: 1)
+                waitForWake(timeout: nil)
                 continue
             }
             switch handshake() {
@@ -264,9 +268,11 @@ public final class BackgroundSession: Sendable {
         }
     }
 
-    private func waitForWake(timeout: Double) {
+    /// Sleeps until ``wake()`` (a request, ``close()``) or `timeout` seconds (nil: no timeout).
+    private func waitForWake(timeout: Double?) {
         var pfd = pollfd(fd: wakeFDs.read, events: Int16(POLLIN), revents: 0)
-        _ = poll(&pfd, 1, Int32(timeout * 1000))
+        _ = poll(&pfd, 1, timeout.map { Int32($0 * 1000) } ?? -1)
+        ioWakeUps.withLock { $0 += 1 }
         drainWake()
     }
 
@@ -286,10 +292,10 @@ public final class BackgroundSession: Sendable {
         let hello = FrameEncoder.frame(SessionCodec.encode(ClientMessage(id: 0, .hello(version: SessionProtocol.version, session: identifier))))
         var decoder = FrameDecoder()
         var outbound = hello[...]
-        let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline {
+        let deadline = Deadline.after(seconds: 10)
+        while !deadline.hasPassed {
             var pfd = pollfd(fd: fd, events: Int16(POLLIN) | (outbound.isEmpty ? 0 : Int16(POLLOUT)), revents: 0)
-            _ = poll(&pfd, 1, 200)
+            _ = poll(&pfd, 1, deadline.remainingMilliseconds)
             if !outbound.isEmpty {
                 let sent = outbound.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
                 if sent > 0 { outbound = outbound.dropFirst(sent) }
@@ -431,7 +437,9 @@ public final class BackgroundSession: Sendable {
                 pollfd(fd: fd, events: Int16(POLLIN) | (outbound.isEmpty ? 0 : Int16(POLLOUT)), revents: 0),
                 pollfd(fd: wakeFDs.read, events: Int16(POLLIN), revents: 0),
             ]
-            _ = poll(&fds, 2, 1000)
+            // No timeout: requests and close() write the wake pipe, the daemon's bytes wake the socket.
+            _ = poll(&fds, 2, -1)
+            ioWakeUps.withLock { $0 += 1 }
             drainWake()
             if !outbound.isEmpty {
                 let sent = outbound.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -507,19 +515,5 @@ private struct ClientState {
         nextID += 1
         if let reply { pending[id] = reply }
         outbox.append(FrameEncoder.frame(SessionCodec.encode(ClientMessage(id: id, request))))
-    }
-}
-
-/// A value guarded by a pthread mutex (NSLock); the session module stays Foundation-only.
-final class SessionLock<Value>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: Value
-
-    init(_ value: Value) { self.value = value }
-
-    func withLock<T>(_ body: (inout Value) throws -> T) rethrows -> T {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
     }
 }

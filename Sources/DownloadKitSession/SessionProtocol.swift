@@ -1,3 +1,4 @@
+import DownloadKitRuntime
 import Foundation
 
 // The wire protocol between `downloadkitd` and its clients (docs/DAEMON.md). Foundation only, so the
@@ -118,6 +119,9 @@ public struct SessionTaskError: Sendable, Hashable, Codable {
             self.errno = errno
             self.operation = operation
         }
+
+        /// ``errno`` typed, when the lower error was a failed system call.
+        public var errorNumber: DKErrno? { errno.map(DKErrno.init(rawValue:)) }
     }
 
     /// The code's name (`httpStatus`, `diskFull`, `invalidDestination`, …).

@@ -1,4 +1,3 @@
-import Foundation
 import HTTPWire
 
 /// What a pooled connection is good for: requests to one origin over one route (direct, or through
@@ -56,11 +55,12 @@ final class ConnectionPool: Sendable {
         var refusesPipelining: Set<ConnectionKey> = []
         var nextConnectionID = 1
         var connectionsOpened = 0
+        /// How many times a caller of `reserve` waiting for a slot woke up (tests: the wait sleeps until a
+        /// connection comes back, the caller is cancelled or its deadline passes, with no timed slices).
+        var wakeUps = 0
     }
 
-    private let condition = NSCondition()
-    // Guarded by `condition`. `nonisolated(unsafe)` because NSCondition is the lock.
-    nonisolated(unsafe) private var state = State()
+    private let state = LockedValue(State())
     let maxPerOrigin: Int
     let idleLifetime: Double
 
@@ -74,45 +74,34 @@ final class ConnectionPool: Sendable {
     }
 
     /// How many TCP connections this pool has opened since it was created.
-    var connectionsOpened: Int {
-        condition.lock()
-        defer { condition.unlock() }
-        return state.connectionsOpened
-    }
+    var connectionsOpened: Int { state.withLock { $0.connectionsOpened } }
+
+    /// How many times callers waiting in ``reserve(origin:deadline:preferFresh:cancellation:)`` woke up.
+    var waitWakeUps: Int { state.withLock { $0.wakeUps } }
 
     /// How many idle connections the pool holds for `origin` (through `proxy`).
     func idleCount(for origin: Origin, proxy: ProxyURL? = nil) -> Int {
-        condition.lock()
-        defer { condition.unlock() }
-        return state.origins[ConnectionKey(origin: origin, proxy: proxy)]?.idle.count ?? 0
+        state.withLock { $0.origins[ConnectionKey(origin: origin, proxy: proxy)]?.idle.count ?? 0 }
     }
 
     /// Whether a request sent ahead on `origin` once went unanswered (see ``DKHTTPClient``'s series).
     func refusesPipelining(_ origin: ConnectionKey) -> Bool {
-        condition.lock()
-        defer { condition.unlock() }
-        return state.refusesPipelining.contains(origin)
+        state.withLock { $0.refusesPipelining.contains(origin) }
     }
 
     /// Stops pipelining on `origin` for the pool's lifetime.
     func recordPipeliningRefused(_ origin: ConnectionKey) {
-        condition.lock()
-        state.refusesPipelining.insert(origin)
-        condition.unlock()
+        state.withLock { _ = $0.refusesPipelining.insert(origin) }
     }
 
     /// The family that won the last connection to `hostAndPort`, tried first next time.
     func preferredFamily(for hostAndPort: String) -> AddressFamily? {
-        condition.lock()
-        defer { condition.unlock() }
-        return state.families[hostAndPort]
+        state.withLock { $0.families[hostAndPort] }
     }
 
     /// Remembers the family a connection to `hostAndPort` used.
     func recordFamily(_ family: AddressFamily, for hostAndPort: String) {
-        condition.lock()
-        state.families[hostAndPort] = family
-        condition.unlock()
+        state.withLock { $0.families[hostAndPort] = family }
     }
 
     enum Slot {
@@ -121,19 +110,24 @@ final class ConnectionPool: Sendable {
     }
 
     /// Takes an idle connection or reserves the right to open a new one. Blocks while the origin is at
-    /// its bound. `preferFresh` skips idle connections (used for the one retry after a stale reuse).
-    func reserve(origin: ConnectionKey, deadline: Deadline, preferFresh: Bool, isCancelled: () -> Bool) throws(TransportError)
-        -> Slot
+    /// its bound, until a connection is returned or discarded, `cancellation` is cancelled (it wakes the
+    /// wait) or the deadline passes. `preferFresh` skips idle connections (used for the one retry after a
+    /// stale reuse).
+    func reserve(origin: ConnectionKey, deadline: Deadline, preferFresh: Bool, cancellation: CancellationToken?)
+        throws(TransportError) -> Slot
     {
         var stale: [ConnectionLease] = []
         defer {
             // Close discarded connections outside the lock.
             for lease in stale { lease.connection.close() }
         }
-        condition.lock()
-        defer { condition.unlock() }
-        while true {
-            if isCancelled() {
+        let wake = cancellation?.onCancel { [state] in state.wakeWaiters() }
+        defer { if let wake { cancellation?.removeOnCancel(wake) } }
+        var woken = false
+        let slot = try state.wait(until: deadline) { (state) throws(TransportError) -> Slot? in
+            if woken { state.wakeUps += 1 }
+            woken = true
+            if cancellation?.isCancelled == true {
                 throw TransportError(.cancelled, detail: "the request was cancelled while waiting for a connection")
             }
             var originState = state.origins[origin] ?? OriginState()
@@ -165,53 +159,47 @@ final class ConnectionPool: Sendable {
                 return .new(connectionID: id)
             }
             state.origins[origin] = originState
-            if deadline.hasPassed {
-                throw TransportError(
-                    .connectTimeout,
-                    detail: "timed out waiting for a free connection to \(origin) (limit \(maxPerOrigin) per origin)")
-            }
-            // Wake up periodically to notice cancellation and the deadline.
-            _ = condition.wait(until: Date(timeIntervalSinceNow: min(0.05, max(0.001, Double(deadline.remainingMilliseconds) / 1000))))
+            return nil
         }
+        guard let slot else {
+            throw TransportError(
+                .connectTimeout,
+                detail: "timed out waiting for a free connection to \(origin) (limit \(maxPerOrigin) per origin)")
+        }
+        return slot
     }
 
     /// Gives back a reserved slot whose connection could not be opened.
     func cancelReservation(origin: ConnectionKey) {
-        condition.lock()
-        state.origins[origin, default: OriginState()].open -= 1
-        condition.broadcast()
-        condition.unlock()
+        state.withLockWakingWaiters { $0.origins[origin, default: OriginState()].open -= 1 }
     }
 
     /// Returns a connection after an exchange. Reusable connections go back to the idle list;
     /// others are closed.
     func release(_ lease: ConnectionLease, reusable: Bool) {
-        condition.lock()
-        if reusable {
-            lease.idleSince = monotonicSeconds()
-            state.origins[lease.origin, default: OriginState()].idle.append(lease)
-            condition.broadcast()
-            condition.unlock()
-        } else {
-            state.origins[lease.origin, default: OriginState()].open -= 1
-            condition.broadcast()
-            condition.unlock()
-            lease.connection.close()
+        state.withLockWakingWaiters { state in
+            if reusable {
+                lease.idleSince = monotonicSeconds()
+                state.origins[lease.origin, default: OriginState()].idle.append(lease)
+            } else {
+                state.origins[lease.origin, default: OriginState()].open -= 1
+            }
         }
+        if !reusable { lease.connection.close() }
     }
 
     /// Closes every idle connection. Busy connections are closed when their exchange returns them.
     func closeAll() {
-        condition.lock()
-        var toClose: [ConnectionLease] = []
-        for (origin, var originState) in state.origins {
-            toClose += originState.idle
-            originState.open -= originState.idle.count
-            originState.idle = []
-            state.origins[origin] = originState
+        let toClose = state.withLockWakingWaiters { state in
+            var toClose: [ConnectionLease] = []
+            for (origin, var originState) in state.origins {
+                toClose += originState.idle
+                originState.open -= originState.idle.count
+                originState.idle = []
+                state.origins[origin] = originState
+            }
+            return toClose
         }
-        condition.broadcast()
-        condition.unlock()
         for lease in toClose { lease.connection.close() }
     }
 }

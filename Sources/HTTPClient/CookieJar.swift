@@ -11,6 +11,9 @@ public struct AuthFileError: Error, Hashable, Sendable, CustomStringConvertible 
     /// The cause in plain words (the format error with its line, or the system error).
     public var detail: String
 
+    /// ``errno`` typed, when a system call failed.
+    public var errorNumber: DKErrno? { errno.map(DKErrno.init(rawValue:)) }
+
     public var description: String { "\(path): \(detail)" }
 }
 
@@ -110,20 +113,24 @@ public final class CookieJar: Sendable, Hashable {
     }
 
     static func readFile(_ path: String) throws(AuthFileError) -> String {
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else {
-            let code = errno
-            throw AuthFileError(path: path, errno: code, detail: "cannot open: \(String(cString: strerror(code)))")
+        func failure(_ what: String, _ error: SystemCallError) -> AuthFileError {
+            AuthFileError(path: path, errno: error.errno.rawValue, detail: "\(what): \(error.errno)")
+        }
+        let fd: Int32
+        do {
+            fd = try retryingEINTR("open") { open(path, O_RDONLY | O_CLOEXEC) }
+        } catch {
+            throw failure("cannot open", error)
         }
         defer { close(fd) }
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 64 << 10)
         while true {
-            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                let code = errno
-                throw AuthFileError(path: path, errno: code, detail: "cannot read: \(String(cString: strerror(code)))")
+            let count: Int
+            do {
+                count = try retryingEINTR("read") { chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) } }
+            } catch {
+                throw failure("cannot read", error)
             }
             if count == 0 { break }
             bytes += chunk[0..<count]
@@ -151,8 +158,7 @@ public final class CookieJar: Sendable, Hashable {
         let bytes = Array(text.utf8)
         var written = 0
         while ok && written < bytes.count {
-            let count = bytes[written...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
+            let (count, _) = retryingInterrupts { bytes[written...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } }
             if count <= 0 { ok = false } else { written += count }
         }
         if ok { ok = fsync(fd) == 0 }

@@ -76,6 +76,9 @@ public struct BodyFileWriteError: Error, Hashable, Sendable, CustomStringConvert
     /// `errno` from `splice(2)` into the file.
     public var errno: Int32
 
+    /// ``errno`` typed.
+    public var errorNumber: DKErrno { DKErrno(rawValue: errno) }
+
     public var description: String {
         "splice into the file failed: \(String(cString: strerror(errno))) (errno \(errno))"
     }
@@ -107,6 +110,9 @@ public final class CancellationToken: Sendable {
     private struct State {
         var isCancelled = false
         var canceller: ConnectionCanceller?
+        /// Called once on cancellation: waits that are not on the connection (a slot in the pool).
+        var onCancel: [Int: @Sendable () -> Void] = [:]
+        var nextOnCancel = 0
     }
 
     private let state = LockedValue(State())
@@ -119,11 +125,29 @@ public final class CancellationToken: Sendable {
 
     /// Cancels the current and any future exchange using this token.
     public func cancel() {
-        let canceller: ConnectionCanceller? = state.withLock { state in
+        let (canceller, onCancel) = state.withLock { state in
             state.isCancelled = true
-            return state.canceller
+            defer { state.onCancel = [:] }
+            return (state.canceller, state.onCancel.values)
         }
         canceller?.cancel()
+        for wake in onCancel { wake() }
+    }
+
+    /// Registers `wake` to be called (once, from the cancelling thread, outside this token's lock) when the
+    /// token is cancelled; `nil` when it already is. Remove it with ``removeOnCancel(_:)`` when done.
+    func onCancel(_ wake: @escaping @Sendable () -> Void) -> Int? {
+        state.withLock { state in
+            if state.isCancelled { return nil }
+            defer { state.nextOnCancel += 1 }
+            state.onCancel[state.nextOnCancel] = wake
+            return state.nextOnCancel
+        }
+    }
+
+    /// Forgets a closure registered with ``onCancel(_:)``.
+    func removeOnCancel(_ key: Int) {
+        _ = state.withLock { $0.onCancel.removeValue(forKey: key) }
     }
 
     /// Registers the connection of the running exchange. Returns `false` if already cancelled.
@@ -632,11 +656,11 @@ public final class DKHTTPClient: Sendable {
         do {
             while moved < count {
                 let want = Int(min(count - moved, Int64(pipe.capacity)))
-                let received = dk_splice(
-                    connection.fileDescriptor, nil, pipe.write, nil, want, dk_splice_flags_nonblocking())
-                if received < 0 {
-                    let code = errno
-                    if code == EINTR { continue }
+                let (received, failure) = retryingInterrupts {
+                    dk_splice(connection.fileDescriptor, nil, pipe.write, nil, want, dk_splice_flags_nonblocking())
+                }
+                if let failure {
+                    let code = failure.rawValue
                     if code == EAGAIN {
                         guard try connection.waitForReadable(deadline: .after(idleTimeout)) else {
                             throw TransportError(
@@ -660,10 +684,11 @@ public final class DKHTTPClient: Sendable {
                 }
                 inPipe = received
                 while inPipe > 0 {
-                    let written = dk_splice(pipe.read, nil, fileDescriptor, &fileOffset, inPipe, dk_splice_flags_move())
-                    if written < 0 {
-                        let code = errno
-                        if code == EINTR { continue }
+                    let (written, failure) = retryingInterrupts {
+                        dk_splice(pipe.read, nil, fileDescriptor, &fileOffset, inPipe, dk_splice_flags_move())
+                    }
+                    if let failure {
+                        let code = failure.rawValue
                         if code == EINVAL && moved == 0 && inPipe == received {
                             // This file system cannot take spliced pages: hand these bytes over normally.
                             try drain(pipe: pipe.read, count: inPipe, into: buffer, onBody: onBody)
@@ -714,11 +739,14 @@ public final class DKHTTPClient: Sendable {
         var left = count
         while left > 0 {
             let chunk = min(left, buffer.storage.count)
-            let n = read(pipe, buffer.storage.baseAddress, chunk)
-            if n < 0 {
-                if errno == EINTR { continue }
+            let n: Int
+            do {
+                n = try retryingEINTR("read") { read(pipe, buffer.storage.baseAddress, chunk) }
+            } catch {
                 buffer.discardPipe()
-                throw TransportError(.systemCall, errno: errno, operation: "read", detail: "draining the splice pipe failed")
+                throw TransportError(
+                    .systemCall, errno: error.errno.rawValue, operation: error.call,
+                    detail: "draining the splice pipe failed: \(error.errno)")
             }
             try onBody(UnsafeRawBufferPointer(rebasing: buffer.storage[0..<n]))
             left -= n
@@ -775,8 +803,7 @@ public final class DKHTTPClient: Sendable {
         let origin = ConnectionKey(origin: url.origin, proxy: proxy)
         let deadline = Deadline.after(configuration.connectTimeout)
         let slot = try pool.reserve(
-            origin: origin, deadline: deadline, preferFresh: preferFresh,
-            isCancelled: { cancellation?.isCancelled ?? false })
+            origin: origin, deadline: deadline, preferFresh: preferFresh, cancellation: cancellation)
         switch slot {
         case .idle(let lease):
             logger?.debug(

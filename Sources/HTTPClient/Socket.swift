@@ -1,5 +1,15 @@
 import Glibc
 
+/// The outcome of a non-blocking system call that transfers bytes.
+enum SyscallResult: Equatable {
+    /// The call transferred this many bytes (0 from a read means end of stream).
+    case processed(Int)
+    /// The call would block (`EAGAIN`/`EWOULDBLOCK`); wait with `poll(2)` and try again.
+    case wouldBlock
+    /// The call failed with this error (never `EINTR`, which is retried).
+    case failed(DKErrno)
+}
+
 /// Thin wrappers over the socket system calls this module uses, on non-blocking descriptors.
 ///
 /// Each wrapper retries `EINTR`, reports `EAGAIN` as ``SyscallResult/wouldBlock`` and captures
@@ -60,17 +70,13 @@ enum Socket {
     static func poll(_ fd: Int32, for events: Events, deadline: Deadline) -> Result<Int16?, DKErrno> {
         var entry = pollfd(fd: fd, events: events.rawValue, revents: 0)
         while true {
-            let count = Glibc.poll(&entry, 1, deadline.remainingMilliseconds)
+            // Each retry after EINTR waits only for the time left.
+            let (count, error) = retryingInterrupts { Glibc.poll(&entry, 1, deadline.remainingMilliseconds) }
+            if let error { return .failure(error) }
             if count > 0 { return .success(entry.revents) }
-            if count == 0 {
-                // poll may wake up to a millisecond early on some kernels; only report a timeout once
-                // the deadline really passed.
-                if deadline.hasPassed { return .success(nil) }
-                continue
-            }
-            let error = DKErrno.current
-            if error == .interrupted { continue }
-            return .failure(error)
+            // poll may wake up to a millisecond early on some kernels; only report a timeout once the
+            // deadline really passed.
+            if deadline.hasPassed { return .success(nil) }
         }
     }
 
@@ -78,11 +84,8 @@ enum Socket {
     /// timeout).
     static func isReadableNow(_ fd: Int32) -> Bool {
         var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        while true {
-            let count = Glibc.poll(&entry, 1, 0)
-            if count >= 0 { return count > 0 && entry.revents != 0 }
-            if DKErrno.current != .interrupted { return true }
-        }
+        let (count, error) = retryingInterrupts { Glibc.poll(&entry, 1, 0) }
+        return error != nil || (count > 0 && entry.revents != 0)
     }
 
     /// Reads up to `buffer.count` bytes. Wraps `recv(2)`.

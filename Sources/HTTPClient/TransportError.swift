@@ -58,6 +58,8 @@ public struct TransportError: Error, Hashable, Sendable, CustomStringConvertible
     public var code: Code
     /// The POSIX error number, when a system call failed.
     public var errno: Int32?
+    /// ``errno`` typed, when a system call failed.
+    public var errorNumber: DKErrno? { errno.map(DKErrno.init(rawValue:)) }
     /// The operation that failed, for example `"connect"`, `"recv"` or `"SSL_connect"`.
     public var operation: String?
     /// A human-readable explanation that names the cause in plain words, including OpenSSL's reason

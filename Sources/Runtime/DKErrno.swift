@@ -3,8 +3,9 @@ import Glibc
 /// A POSIX error number (`errno`), with Swift names for the values this module reacts to.
 ///
 /// The C name of each constant is given in its doc comment. `EINTR` is retried inside the syscall
-/// wrappers and `EAGAIN`/`EWOULDBLOCK` come back as ``SyscallResult/wouldBlock`` rather than as an
-/// error, so callers only ever see errors that mean something.
+/// wrappers (``retryingEINTR(_:_:)``, the one place that retries it) and the socket wrappers report
+/// `EAGAIN`/`EWOULDBLOCK` as "would block" rather than as an error, so callers only ever see errors
+/// that mean something.
 public struct DKErrno: Error, RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     /// The raw C value.
     public var rawValue: Int32
@@ -15,7 +16,7 @@ public struct DKErrno: Error, RawRepresentable, Hashable, Sendable, CustomString
     /// The calling thread's current `errno`. Read it immediately after the failing call, with
     /// nothing in between that could allocate or release objects (which may overwrite `errno`).
     @inline(__always)
-    static var current: DKErrno { DKErrno(rawValue: Glibc.errno) }
+    package static var current: DKErrno { DKErrno(rawValue: Glibc.errno) }
 
     /// `EINTR`: a signal interrupted the call before it did anything; retried by the wrappers.
     public static let interrupted = DKErrno(rawValue: EINTR)
@@ -65,28 +66,5 @@ public struct DKErrno: Error, RawRepresentable, Hashable, Sendable, CustomString
         // call from several threads at once.
         guard let message = strerror(rawValue) else { return "errno \(rawValue)" }
         return String(cString: message)
-    }
-}
-
-/// The outcome of a non-blocking system call that transfers bytes.
-enum SyscallResult: Equatable {
-    /// The call transferred this many bytes (0 from a read means end of stream).
-    case processed(Int)
-    /// The call would block (`EAGAIN`/`EWOULDBLOCK`); wait with `poll(2)` and try again.
-    case wouldBlock
-    /// The call failed with this error (never `EINTR`, which is retried).
-    case failed(DKErrno)
-}
-
-/// Calls `body` until it does not fail with `EINTR`, returning its result and the `errno` captured
-/// immediately after a `-1` return.
-@inline(__always)
-func retryingInterrupts<Result: BinaryInteger>(_ body: () -> Result) -> (result: Result, errno: DKErrno?) {
-    while true {
-        let result = body()
-        if result != -1 { return (result, nil) }
-        let error = DKErrno.current
-        if error == .interrupted { continue }
-        return (result, error)
     }
 }
