@@ -59,10 +59,11 @@ dk=Sources/DownloadKit
 # Every harness and every library source any of them exercises, compiled into one module and one binary
 # (Fuzz/FuzzMain.swift): HTTPWire for parser, grammars, proxy, filenames, netrc, cookies and challenges;
 # FileNaming for filenames, resumeinfo and metalink; the resume-info decoders; the session framing; the RPC decoder;
-# the Metalink reader.
+# the Metalink reader; the runtime layer's DKErrno, which the session protocol's errors carry (imported under
+# `#if canImport(DownloadKitRuntime)`, so that here, in one module, it is simply part of it).
 sources=(Sources/HTTPWire/*.swift "$dk/FileNaming.swift" "$dk/ResumeInfo/ResumeInfo.swift" "$dk/ResumeInfo/ResumeInfoError.swift"
     "$dk/ResumeInfo/AppleResumeData.swift" "$dk/ResumeInfo/KeyedArchive.swift" "$dk/ResumeInfo/BinaryPropertyList.swift"
-    Sources/DownloadKitSession/Framing.swift Sources/DownloadKitSession/SessionProtocol.swift
+    Sources/Runtime/DKErrno.swift Sources/DownloadKitSession/Framing.swift Sources/DownloadKitSession/SessionProtocol.swift
     Sources/DownloadKitRPC/JSONValue.swift Sources/DownloadKitRPC/JSONRPC.swift Sources/Metalink/*.swift Fuzz/Fuzz*.swift)
 max_len_for() {
     case "$1" in
@@ -111,7 +112,7 @@ in_parallel() {
 # of it compiling HTTPWire seven times); the whole module is optimised together, so LLVM's share of the
 # work runs on FUZZ_JOBS threads.
 echo "== building Fuzz/bin/fuzz-all"
-if ! swiftc -sanitize=fuzzer,address -parse-as-library -O -wmo -num-threads "$jobs_allowed" "${sources[@]}" \
+if ! swiftc -sanitize=fuzzer,address -parse-as-library -O -wmo -num-threads "$jobs_allowed" -package-name DownloadKit "${sources[@]}" \
     -o Fuzz/bin/fuzz-all 2> >(grep -v "Cannot export local symbol" >&2); then
     echo "build of Fuzz/bin/fuzz-all failed" >&2
     exit 1

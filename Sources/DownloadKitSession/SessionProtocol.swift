@@ -1,8 +1,11 @@
-import DownloadKitRuntime
+#if canImport(DownloadKitRuntime)
+    import DownloadKitRuntime
+#endif
 import Foundation
 
-// The wire protocol between `downloadkitd` and its clients (docs/DAEMON.md). Foundation only, so the
-// fuzz target (Fuzz/FuzzSessionProtocol.swift) compiles it on its own.
+// The wire protocol between `downloadkitd` and its clients (docs/DAEMON.md). Foundation and the runtime layer's
+// DKErrno only, so the fuzz target (Fuzz/FuzzSessionProtocol.swift) compiles it with Sources/Runtime/DKErrno.swift
+// in one module of its own (Scripts/fuzz.sh).
 
 /// Constants of the session protocol.
 public enum SessionProtocol {
