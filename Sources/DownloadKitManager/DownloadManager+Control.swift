@@ -248,10 +248,30 @@ extension DownloadManager {
         try validate(url: newURL)
         var task = try existing(taskID)
         guard task.currentURL != newURL else { return }
-        if idByURL[task.currentURL] == taskID, task.currentURL != task.originalURL { idByURL[task.currentURL] = nil }
-        task.currentURL = newURL
-        if idByURL[newURL] == nil { idByURL[newURL] = taskID }
+        rebind(&task, to: newURL)
         try await storeRestartingTransfer(task)
+    }
+
+    /// Replaces a task's URL and mirrors at once (aria2's `changeUri`): what ``refreshURL(taskID:newURL:)`` and
+    /// ``setMirrors(taskID:mirrors:)`` do, with one restart of a running transfer instead of two. Every URL must
+    /// be http(s) (else `invalidURL` and nothing changes).
+    public func setSources(taskID: String, url: String, mirrors: [String]) async throws {
+        try ensureOpen()
+        try validate(url: url)
+        for mirror in mirrors { try validate(url: mirror) }
+        var task = try existing(taskID)
+        guard task.currentURL != url || task.mirrors != mirrors else { return }
+        if task.currentURL != url { rebind(&task, to: url) }
+        task.mirrors = mirrors
+        try await storeRestartingTransfer(task)
+    }
+
+    /// Points `task` at `url`, keeping the URL index true: its old current URL stops naming it (the original
+    /// one always does), the new one names it unless another task has it.
+    private func rebind(_ task: inout ManagedTask, to url: String) {
+        if idByURL[task.currentURL] == task.id, task.currentURL != task.originalURL { idByURL[task.currentURL] = nil }
+        task.currentURL = url
+        if idByURL[url] == nil { idByURL[url] = task.id }
     }
 
     /// Replaces a task's mirrors (``ManagedTask/mirrors``; each an http(s) URL, else `invalidURL` and

@@ -464,10 +464,11 @@ public actor Aria2RPCService {
     /// `changeUri(gid, fileIndex, delUris, addUris[, position])`: the task's URIs (its URL, then its
     /// mirrors) after deleting (one occurrence per entry) and inserting (at `position`, else at the
     /// end; text that is not an http(s) URL is skipped, as aria2 skips what it cannot use) must be at
-    /// least one. The first becomes the task's URL (``DownloadManager/refreshURL(taskID:newURL:)``: its
-    /// bytes are kept when the server's validator still matches), the rest its mirrors
-    /// (``DownloadManager/setMirrors(taskID:mirrors:)``). Answers aria2's
-    /// `[numDeleted, numAdded]`. Waiting or paused downloads only; nothing changes when it fails.
+    /// least one. The first becomes the task's URL (its bytes are kept when the server's validator still
+    /// matches), the rest its mirrors. Answers aria2's
+    /// `[numDeleted, numAdded]`. Waiting, paused or active downloads (an active one restarts from its durable
+    /// bytes with the new sources: ``DownloadManager/setSources(taskID:url:mirrors:)``); nothing changes when it
+    /// fails.
     private func changeUri(_ p: Params) async throws(RPCError) -> JSONValue {
         let gid = try p.gid(0)
         let fileIndex = try p.int(1, "fileIndex", in: Int64.min...Int64.max)
@@ -481,21 +482,14 @@ public actor Aria2RPCService {
         if let position, position < 0 { throw .aria2("Position must be greater than or equal to 0.") }
         let task = try await task(gid)
         if Aria2Status.isStopped(task.state) { throw .aria2("Cannot remove URIs from GID#\(gid)") }
-        guard task.state == .waiting || task.state == .paused else {
-            throw .aria2("GID#\(gid) is active: DownloadKit changes the URI of a waiting or paused download only (pause it first).")
-        }
         let change = Aria2URIList.change(
             [task.currentURL] + task.mirrors, deleting: deleted, adding: added, at: position)
         guard let url = change.uris.first else {
             throw .aria2("GID#\(gid) would have no URI left: add another URI in the same changeUri.")
         }
-        let mirrors = Array(change.uris.dropFirst())
-        if url != task.currentURL {
-            try await perform { try await manager.refreshURL(taskID: task.id, newURL: url) }
-        }
-        if mirrors != task.mirrors {
-            try await perform { try await manager.setMirrors(taskID: task.id, mirrors: mirrors) }
-        }
+        // An active download restarts from its durable bytes with the new sources (at most its requests in
+        // flight are fetched again); aria2 adds them to the running download.
+        try await perform { try await manager.setSources(taskID: task.id, url: url, mirrors: Array(change.uris.dropFirst())) }
         return .array([.int(Int64(change.deletedCount)), .int(Int64(change.addedCount))])
     }
 

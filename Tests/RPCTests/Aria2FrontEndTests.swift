@@ -319,6 +319,37 @@ extension Aria2CompatibilityTests {
         }
     }
 
+    /// `changeUri` on an active download (aria2 applies it to the running download; before, ours refused
+    /// with "pause it first"): both answer [0, 1] and list the same URIs; ours restarts the transfer from its
+    /// bytes with the added mirror, which then serves ranges; both files end right.
+    @Test func changeUriAddsAMirrorToAnActiveDownload() async throws {
+        try await sideBySide { sides, origin, scratch, _ in
+            let size: Int64 = 6 << 20
+            for path in ["/a1.bin", "/a2.bin"] {
+                origin.serve(path, .resource(Resource(size: size, seed: 12, bytesPerSecond: 1_000_000)))
+            }
+            try await add(&sides, "active", origin.url("/a1.bin")) {
+                ["out": .string("active-\($0).bin"), "split": .string("2"), "min-split-size": .string("1M")]
+            }
+            try await waitFor(sides, "active", ["active"])
+            let mirror = JSONValue.string(origin.url("/a2.bin"))
+            let changed = try await both(sides, "aria2.changeUri") { [.string($0.gids["active"]!), .int(1), .array([]), .array([mirror])] }
+            #expect(changed.0 == changed.1 && result(changed.1) == .array([.int(0), .int(1)]), "aria2 \(changed.0.serialized) vs ours \(changed.1.serialized)")
+            let listed = try await both(sides, "aria2.getUris") { [.string($0.gids["active"]!)] }
+            // aria2 lists the first URI twice here (it repeats a URI to open `split` connections to it); both
+            // list the added mirror, ours each source once.
+            let uris = [listed.0, listed.1].map { result($0)?.arrayValue?.compactMap { $0.objectValue?["uri"] } ?? [] }
+            #expect(uris[0].contains(mirror) && uris[1] == [.string(origin.url("/a1.bin")), mirror], "aria2 \(listed.0.serialized) vs ours \(listed.1.serialized)")
+            try await waitFor(sides, "active", ["complete"])
+            #expect(fileMatchesPattern(scratch.path + "/aria2/active-0.bin", size: size, seed: 12))
+            #expect(fileMatchesPattern(scratch.path + "/dk/active-1.bin", size: size, seed: 12))
+            let ours = origin.requests("/a2.bin").filter {
+                $0.method == "GET" && !($0.header("User-Agent") ?? "").hasPrefix("aria2") && $0.header("Range") != nil
+            }
+            #expect(!ours.isEmpty, "DownloadKit sent no range request to the mirror added mid-download")
+        }
+    }
+
     /// `changeUri` adds and deletes mirrors of a paused download, and refuses to leave it without a URI.
     @Test func changeUriAddsAndDeletesMirrors() async throws {
         try await sideBySide { sides, origin, _, _ in
