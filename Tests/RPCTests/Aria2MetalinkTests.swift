@@ -56,7 +56,7 @@ extension Aria2CompatibilityTests {
                 let added = try await rpcPost(
                     port: sides[index].port, rpcCall("aria2.addMetalink", [.string("token:s3"), base64, .object(options)]))
                 let gids = (result(added)?.arrayValue ?? []).compactMap { $0.stringValue }
-                #expect(gids.count == 3 && gids.allSatisfy(Aria2GID.isValid), "\(sides[index].name): \(added.serialized)")
+                try #require(gids.count == 3 && gids.allSatisfy(Aria2GID.isValid), "\(sides[index].name): \(added.serialized)")
                 for (name, gid) in zip(names, gids) { sides[index].gids[name] = gid }
             }
             for name in names {
