@@ -198,6 +198,16 @@ public struct DownloadConfiguration: Sendable {
     /// sources when smaller (each source gets a connection); a mirror not yet proved to agree holds one.
     /// Capped by the client's `maxConnectionsPerOrigin`.
     public var connectionsPerSource: Int = 1
+    /// RFC 6249 (Metalink/HTTP): up to this many `Link: <URL>; rel=duplicate` targets of the first
+    /// response join a segmented download as mirrors (best first; absolute `http`/`https` URLs without
+    /// userinfo, never sent credential headers; checked by the agreement rule like ``DownloadRequest/mirrors``
+    /// and listed after them in ``DownloadResult/sources``). Default 4; 0 turns it off.
+    public var maxLinkMirrors: Int = 4
+    /// RFC 6249: when the request has no ``DownloadRequest/checksum``, a `Repr-Digest` or `Digest` header
+    /// of a response of the whole file (a 200, or a 206 of every byte) is checked as the whole-file
+    /// checksum before the final rename (the strongest algorithm the engine computes; the file is read
+    /// once more to hash it). Default true.
+    public var checksDigestHeader: Bool = true
     /// Segments are never split below this many bytes. Default 1 MiB.
     public var minimumSegmentSize: Int64 = 1 << 20
     /// Whether downloads write whole 4 KiB blocks with `O_DIRECT`, past the page cache, where the file

@@ -130,6 +130,42 @@ struct MirrorPieceTests {
         #expect(!dir.contents.contains("p"))
     }
 
+    /// A server without ranges (one connection): a table of another count fails at the head, before a
+    /// byte; a corrupt piece fails before the rename naming it, and nothing is kept (nothing can be
+    /// fetched again alone); a right file passes.
+    @Test func oneConnectionChecksEveryPieceBeforeTheRename() async throws {
+        let origin = try FaultOrigin()
+        func serve(_ path: String, corrupt: [Range<Int64>] = []) {
+            var resource = Self.resource(corrupt: corrupt)
+            resource.honorsRanges = false
+            origin.serve(path, .resource(resource))
+        }
+        serve("/right")
+        serve("/bad", corrupt: [(7 << 20) + 1..<(7 << 20) + 2])
+        for (path, table, code) in [
+            ("/right", Self.table(size: Self.size + 1), DownloadError.Code.invalidPieceChecksums),
+            ("/bad", Self.table(), .pieceChecksumMismatch),
+        ] {
+            let dir = try ScratchDirectory()
+            var request = DownloadRequest(url: origin.url(path), destination: .file(dir.file("p")))
+            request.pieceChecksums = table
+            let (result, _) = await runDownload(request, configuration: Self.configuration())
+            guard case .failure(let error) = result else {
+                Issue.record("\(path) must fail")
+                continue
+            }
+            #expect(error.code == code, "\(error)")
+            #expect(code != .pieceChecksumMismatch || error.detail.contains("piece 7 (bytes 7340032-8388607)"), "\(error.detail)")
+            #expect(dir.contents.isEmpty, "\(dir.contents)")
+        }
+        let dir = try ScratchDirectory()
+        var request = DownloadRequest(url: origin.url("/right"), destination: .file(dir.file("p")))
+        request.pieceChecksums = Self.table()
+        let (result, _) = await runDownload(request, configuration: Self.configuration())
+        _ = try result.get()
+        #expect(fileMatchesPattern(dir.file("p"), size: Self.size, seed: Self.seed))
+    }
+
     /// A piece table of the wrong count for the served length: the typed error naming both counts, before
     /// any byte is written (nothing left in the directory).
     @Test func aPieceTableOfAnotherLengthIsRefusedBeforeAnyByte() async throws {

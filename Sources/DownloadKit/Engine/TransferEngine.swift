@@ -355,6 +355,10 @@ final class TransferEngine {
                         case .abandon(let failure):
                             throw failure
                         case .write(let restart):
+                            // One connection: a piece table that cannot describe this length fails before a byte.
+                            if let table = self.request.pieceChecksums, let total = self.machine.resource.totalLength {
+                                try table.validate(total: total)
+                            }
                             if restart != nil { try self.discardPartialData() }
                             try self.reserveSpace()
                             if let md5Text = head.headers.first(name: "Content-MD5"), let md5 = try? ContentMD5(parsing: md5Text) {
@@ -589,8 +593,19 @@ final class TransferEngine {
 
     /// The sources of a segmented run: where requests go now, then each mirror, whose requests carry the
     /// request's credential headers only when it shares the first URL's origin. Empty without mirrors.
+    /// The first response's `Link: rel=duplicate` targets (RFC 6249, ``DownloadConfiguration/maxLinkMirrors``)
+    /// come last, never with credentials.
     private func sources() -> [DownloadSource] {
-        guard !mirrors.isEmpty else { return [] }
+        let linked = machine.acceptedHead.map { head in
+            RFC6249.mirrors(
+                in: head.headers, first: machine.currentURL, known: mirrors + [machine.originalURL],
+                limit: configuration.maxLinkMirrors)
+        } ?? []
+        guard !mirrors.isEmpty || !linked.isEmpty else { return [] }
+        if !linked.isEmpty {
+            configuration.logger?.info(
+                "\(linked.count) mirror(s) from the Link header: \(linked.map(\.listingDescription).joined(separator: ", "))")
+        }
         let credentialFree = DownloadStateMachine.withoutCredentials(
             request.headers, credentialHeaderNames: request.credentialHeaderNames)
         return [DownloadSource(url: machine.currentURL, headers: machine.requestHeaders)]
@@ -598,6 +613,7 @@ final class TransferEngine {
                 DownloadSource(
                     url: mirror, headers: mirror.origin == machine.originalURL.origin ? request.headers : credentialFree)
             }
+            + linked.map { DownloadSource(url: $0, headers: credentialFree) }
     }
 
     // MARK: - Body, progress, checkpoints
@@ -806,6 +822,20 @@ final class TransferEngine {
         durableOffset = offset
         try checkPiecesOnOneConnection(total: offset, file: file)
         var checksumHex: String?
+        if request.checksum == nil, configuration.checksDigestHeader, let head = machine.acceptedHead,
+            let stated = RFC6249.checksum(in: head, total: offset)
+        {
+            // The server's own digest of the whole file (RFC 6249 §4): hashed from the file, which holds it all.
+            let digest = DKDigest(stated.algorithm)
+            try hashPrefix(into: digest, count: offset, from: file)
+            let hex = DKDigest.hex(digest.finalize())
+            checksumHex = hex
+            if hex != stated.expectedHex {
+                throw DownloadError(
+                    .checksumMismatch,
+                    "checksum mismatch: \(stated.algorithm.rawValue) of the download is \(hex); the server's digest header states \(stated.expectedHex)")
+            }
+        }
         if let checksum = request.checksum, let digest {
             let hex = DKDigest.hex(digest.finalize())
             self.digest = nil
