@@ -55,67 +55,31 @@ public final class TokenBucket: Sendable {
     }
 }
 
-/// What ends a transfer's waits early: a `pthread_cond_t` that ``wake()`` broadcasts (a stop request, a
-/// segment board that stops). A wait sleeps until its deadline or a wake-up — no periodic polling, so a
-/// thousand transfers waiting out rate limits or retry delays cost nothing until one has work, and a pause
-/// during a wait takes effect at once (issue #12).
-///
-/// `@unchecked Sendable`: `generation` is only touched with the mutex held; the mutex and condition live on
-/// the heap (a pthread object must not move).
-final class WakeSignal: @unchecked Sendable {
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-    private var generation = 0
+/// What ends a transfer's waits early: the runtime's wait/wake (``LockedValue``) over a generation that
+/// ``wake()`` bumps (a stop request, a segment board that stops). A wait sleeps until its deadline or a
+/// wake-up — no periodic polling, so a thousand transfers waiting out rate limits or retry delays cost nothing
+/// until one has work, and a pause during a wait takes effect at once (issue #12).
+final class WakeSignal: Sendable {
+    private let generation = LockedValue(0)
 
-    init() {
-        mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
-        condition.initialize(to: pthread_cond_t())
-        var attributes = pthread_condattr_t()
-        pthread_condattr_init(&attributes)
-        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)  // the deadline does not move with the wall clock
-        pthread_cond_init(condition, &attributes)
-        pthread_condattr_destroy(&attributes)
-    }
-
-    deinit {
-        pthread_cond_destroy(condition)
-        condition.deinitialize(count: 1)
-        condition.deallocate()
-        pthread_mutex_destroy(mutex)
-        mutex.deinitialize(count: 1)
-        mutex.deallocate()
-    }
+    init() {}
 
     /// Wakes every waiter; each checks its `shouldStop` again.
     func wake() {
-        pthread_mutex_lock(mutex)
-        generation &+= 1
-        pthread_cond_broadcast(condition)
-        pthread_mutex_unlock(mutex)
+        generation.withLockWakingWaiters { $0 &+= 1 }
     }
 
     /// Sleeps for `seconds`, returning early (false) when `shouldStop` holds — checked first and after every
-    /// wake-up. `shouldStop` must not call ``wake()``.
+    /// wake-up (a spurious one, which leaves the generation alone, waits on). `shouldStop` must not call
+    /// ``wake()``.
     func sleep(_ seconds: Double, shouldStop: () -> Bool) -> Bool {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        let whole = seconds.rounded(.down)
-        var deadline = timespec(
-            tv_sec: now.tv_sec + Int(min(whole, 1e9)), tv_nsec: now.tv_nsec + Int((seconds - whole) * 1e9))
-        if deadline.tv_nsec >= 1_000_000_000 {
-            deadline.tv_sec += 1
-            deadline.tv_nsec -= 1_000_000_000
+        var seen: Int?
+        let stopped: Bool? = generation.wait(until: .after(seconds: seconds)) { generation in
+            if generation == seen { return nil }
+            seen = generation
+            return shouldStop() ? true : nil
         }
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        while true {
-            if shouldStop() { return false }
-            let seen = generation
-            repeat {
-                if pthread_cond_timedwait(condition, mutex, &deadline) == ETIMEDOUT { return !shouldStop() }
-            } while generation == seen  // a spurious wake-up: wait on
-        }
+        return stopped == nil ? !shouldStop() : false
     }
 }
 

@@ -72,6 +72,8 @@ public final class SessionDaemon: Sendable {
             socketPath: options.socketPath, registry: registry, wakeup: wakeup, limits: options.limits, logger: logger)
         let signals = SignalWaiter()
         try server.start()
+        // A session that started this daemon waits for this, not for the socket to appear.
+        DaemonLaunch.announceReady()
         logger.info("downloadkitd listening on \(options.socketPath), state in \(options.stateRoot)")
         await registry.openExisting()
         var stopFrontEnd: (@Sendable () async -> Void)?

@@ -35,6 +35,8 @@ public final class BackgroundSession: Sendable {
     /// How many times the I/O thread woke from a wait (tests: none while the session is idle; it sleeps
     /// until a request, ``close()`` or the daemon's bytes wake it).
     let ioWakeUps = LockedValue(0)
+    /// How many times a wait for a daemon this session started ended (tests: once, not every 20 ms).
+    let launchWakeUps = LockedValue(0)
     private let wakeFDs: (read: Int32, write: Int32)
 
     /// How to start the daemon when none answers; nil (the default): never start one.
@@ -355,29 +357,42 @@ public final class BackgroundSession: Sendable {
                 return !state.launched
             })
         else { return .failure(unavailable) }
-        let pid: pid_t
+        let started: (pid: pid_t, readiness: Int32)
         do {
-            pid = try launch.spawn(socketPath: socketPath)
+            started = try launch.spawn(socketPath: socketPath)
         } catch {
             return .failure(error)
         }
-        let deadline = Date().addingTimeInterval(launch.timeout)
-        while Date() < deadline {
-            switch UnixSocket.connectToDaemon(socketPath) {
-            case .success(let fd): return .success(fd)
-            case .failure(.untrusted(let reason)): return .failure(SessionError(.permissionDenied, reason))
-            case .failure(.unreachable(let error)): failure = error
-            }
-            var status: Int32 = 0
-            if waitpid(pid, &status, WNOHANG) == pid {
-                return .failure(
-                    SessionError(
-                        .daemonUnavailable,
-                        "the daemon started for \(socketPath) exited with status \((status >> 8) & 0xff) (log: \(launch.logPath))"))
-            }
-            usleep(20_000)
+        defer { Glibc.close(started.readiness) }
+        // Sleeps until the daemon says it listens (a byte on its readiness pipe) or stops (end of file), or the
+        // timeout passes; then connects once. No polling of the socket meanwhile.
+        let deadline = Deadline.after(seconds: launch.timeout)
+        var readiness = pollfd(fd: started.readiness, events: Int16(POLLIN), revents: 0)
+        var answered = false
+        while !answered && !deadline.hasPassed {
+            let (count, error) = retryingInterrupts { poll(&readiness, 1, deadline.remainingMilliseconds) }
+            answered = count > 0 || error != nil
         }
-        return .failure(SessionError(.daemonUnavailable, "the daemon started for \(socketPath) did not answer within \(launch.timeout) s (\(failure))"))
+        launchWakeUps.withLock { $0 += 1 }
+        switch UnixSocket.connectToDaemon(socketPath) {
+        case .success(let fd): return .success(fd)
+        case .failure(.untrusted(let reason)): return .failure(SessionError(.permissionDenied, reason))
+        case .failure(.unreachable(let error)): failure = error
+        }
+        var status: Int32 = 0
+        if waitpid(started.pid, &status, WNOHANG) == started.pid {
+            return .failure(
+                SessionError(
+                    .daemonUnavailable,
+                    "the daemon started for \(socketPath) exited with status \((status >> 8) & 0xff) (log: \(launch.logPath))"))
+        }
+        guard answered else {
+            return .failure(SessionError(.daemonUnavailable, "the daemon started for \(socketPath) did not answer within \(launch.timeout) s (\(failure))"))
+        }
+        return .failure(
+            SessionError(
+                .daemonUnavailable,
+                "the daemon started for \(socketPath) stopped before it listened (\(failure); log: \(launch.logPath))"))
     }
 
     /// Reads what is available; false on EOF or a hard error.

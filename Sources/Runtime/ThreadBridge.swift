@@ -8,10 +8,10 @@ import Glibc
 /// - ``wait(until:_:)``: a blocking thread (an engine or checkpoint thread, never the cooperative pool)
 ///   asks an async question and sleeps until the answer or the deadline, cancelling the question when the
 ///   deadline passes first.
-package enum ThreadBridge {
+public enum ThreadBridge {
     /// Runs `body` on a new thread and returns what it returns. Cancelling the calling task calls
     /// `onCancel` once, from the cancelling thread.
-    package static func run<Result: Sendable>(
+    public static func run<Result: Sendable>(
         onCancel: @escaping @Sendable () -> Void = {},
         _ body: @escaping @Sendable () throws -> Result
     ) async throws -> Result {
@@ -28,7 +28,7 @@ package enum ThreadBridge {
 
     /// Asks `question` on a task and blocks the calling thread until it answers or `deadline` passes; then
     /// the task is cancelled and the result is `nil` (so is a thrown error's).
-    package static func wait<Result: Sendable>(
+    public static func wait<Result: Sendable>(
         until deadline: Deadline, _ question: @escaping @Sendable () async throws -> Result
     ) -> Result? {
         let answer = LockedValue<Swift.Result<Result, any Error>?>(nil)

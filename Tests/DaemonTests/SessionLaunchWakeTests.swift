@@ -1,0 +1,61 @@
+@testable import DownloadKitSession
+import Foundation
+import Testing
+import TestOrigin
+
+/// A session that starts the daemon waits for the daemon to say it listens (a byte on a readiness pipe), not
+/// by trying the socket every 20 ms; a daemon that stops first is reported at once with its exit status.
+@Suite(.timeLimit(.minutes(2)))
+struct SessionLaunchWakeTests {
+    /// A launcher script that waits a second before it becomes the daemon (`exec`, same pid).
+    static func slowLauncher(in scratch: ScratchDirectory, exitingWith status: Int32? = nil) throws -> String {
+        let executable = try DaemonHarness.requireExecutable()
+        let script = scratch.file("slow-daemon.sh")
+        let body = status.map { "exit \($0)" } ?? "exec '\(executable)' \"$@\""
+        try "#!/bin/sh\nsleep 1\n\(body)\n".write(toFile: script, atomically: true, encoding: .utf8)
+        chmod(script, 0o755)
+        return script
+    }
+
+    @Test func theSessionSleepsUntilTheStartedDaemonListens() async throws {
+        let harness = try DaemonHarness()
+        let log = harness.scratch.file("launched.log")
+        let session = BackgroundSession(
+            identifier: "slow", socketPath: harness.socketPath,
+            launch: DaemonLaunch(
+                executable: try Self.slowLauncher(in: harness.scratch), arguments: ["daemon", "--state", harness.stateRoot],
+                logPath: log))
+        defer { session.close() }
+        try await session.connect()
+        #expect(session.launchWakeUps.withLock { $0 } == 1, "the session looked for the daemon's socket more than once")
+        #expect(try await session.list().isEmpty)
+        session.close()
+        let pidText = try String(contentsOfFile: harness.stateRoot + "/daemon.lock", encoding: .utf8)
+        let pid = try #require(pid_t(pidText.trimmingCharacters(in: .whitespacesAndNewlines)))
+        kill(pid, SIGTERM)
+        let status = try await offloaded { () -> Int32 in
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
+            return (status >> 8) & 0xff
+        }
+        #expect(status == 0, "\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
+    }
+
+    @Test func aStartedDaemonThatExitsFirstIsReportedWithItsStatus() async throws {
+        let harness = try DaemonHarness()
+        let session = BackgroundSession(
+            identifier: "gone", socketPath: harness.socketPath,
+            launch: DaemonLaunch(executable: try Self.slowLauncher(in: harness.scratch, exitingWith: 3), timeout: 60))
+        defer { session.close() }
+        let started = Date()
+        do {
+            try await session.connect()
+            Issue.record("connected to a daemon that exited")
+        } catch {
+            #expect(error.code == .daemonUnavailable)
+            #expect(error.detail.contains("exited with status 3") || error.detail.contains("stopped before it listened"), "\(error)")
+        }
+        #expect(Date().timeIntervalSince(started) < 30, "the exit was noticed only at the timeout")
+        #expect(session.launchWakeUps.withLock { $0 } == 1)
+    }
+}
