@@ -9,7 +9,8 @@ import HTTPClient
 /// right (a short write, a stolen tail or a second writer would make a digest of the received stream
 /// prove nothing about the file), a piece may be written by several requests and sources in any order
 /// (work stealing splits segments), and a resumed download must check pieces it never received in this
-/// run anyway. The cost is one read of each piece from the page cache, which it has just been written to.
+/// run anyway. The cost is one read of each piece: from the page cache it was just written to, or from the disk
+/// for the blocks ``DownloadConfiguration/directWrites`` sent past the cache.
 final class PieceBoard: Sendable {
     let table: PieceChecksums
     let total: Int64
