@@ -333,7 +333,8 @@ public actor Aria2RPCService {
         case "aria2.getVersion":
             return .object([
                 "version": .string(DownloadKitVersion.string),
-                "enabledFeatures": .array(["HTTPS", "Message Digest"].map(JSONValue.string)),
+                // "Metalink": front ends (AriaNg) offer the Metalink upload (addMetalink) only when it is listed.
+                "enabledFeatures": .array(["HTTPS", "Message Digest", "Metalink"].map(JSONValue.string)),
             ])
         case "aria2.getSessionInfo": return .object(["sessionId": .string(sessionID)])
         case "aria2.saveSession": return .string("OK")  // every change is already committed to tasks.sqlite

@@ -47,6 +47,11 @@ extension Aria2CompatibilityTests {
                 ("third.bin", 100_000, String(repeating: "ab", count: 32), [origin.url("/ml/third.bin")]),
             ])
             let base64 = JSONValue.string(Data(document.utf8).base64EncodedString())
+            // Front ends offer a Metalink upload when getVersion lists the feature, as aria2c's does.
+            let version = try await both(sides, "aria2.getVersion")
+            for answer in [version.0, version.1] {
+                #expect(result(answer)?.objectValue?["enabledFeatures"]?.arrayValue?.contains(.string("Metalink")) == true, "\(answer.serialized)")
+            }
             let names = ["first", "second", "third"]
             for index in sides.indices {
                 let options: [String: JSONValue] = [
