@@ -112,10 +112,7 @@ extension ScenarioContext {
             try requireSuccess(measurement, logBase: logBase)
             try verifyDownloads(
                 in: directory, files: names.map { ($0, Self.concurrencyFileBytes, BenchRunner.seed) })
-            return Sample(
-                wallSeconds: measurement.wallSeconds, userSeconds: measurement.userSeconds,
-                systemSeconds: measurement.systemSeconds, maxRSSKiB: measurement.maxRSSKiB,
-                rssIsExact: measurement.rssIsExact)
+            return Sample(measurement)
         }
         return ScenarioResult(
             name: .concurrency, summary: ScenarioName.concurrency.summary,

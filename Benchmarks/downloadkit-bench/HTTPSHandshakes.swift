@@ -127,15 +127,15 @@ extension ScenarioContext {
             // One entry per request; a connection's handshake resumed or not, whichever of its requests says so.
             var connections: [Int: Bool] = [:]
             for entry in entries { connections[entry.connection] = entry.tlsSessionReused }
-            return Sample(
-                wallSeconds: measurement.wallSeconds, userSeconds: measurement.userSeconds,
-                systemSeconds: measurement.systemSeconds, maxRSSKiB: measurement.maxRSSKiB,
-                rssIsExact: measurement.rssIsExact,
+            var sample = Sample(
+                measurement,
                 metrics: [
                     "tcpConnections": Double(connections.count),
                     "resumedHandshakes": Double(connections.values.filter { $0 }.count),
-                ],
-                tlsProtocol: entries.first?.tlsProtocol, tlsCipher: entries.first?.tlsCipher)
+                ])
+            sample.tlsProtocol = entries.first?.tlsProtocol
+            sample.tlsCipher = entries.first?.tlsCipher
+            return sample
         }
         try? FileManager.default.removeItem(atPath: runsDirectory)
         return ScenarioResult(

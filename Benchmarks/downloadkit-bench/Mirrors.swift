@@ -72,9 +72,7 @@ extension ScenarioContext {
             let bySource = Dictionary(grouping: entries, by: \.address).mapValues { $0.reduce(Int64(0)) { $0 + $1.bytes } }
             let shares = (1...sources).map { Double(bySource["127.0.1.\($0)"] ?? 0) / Double(bytes) }
             return Sample(
-                wallSeconds: measurement.wallSeconds, userSeconds: measurement.userSeconds,
-                systemSeconds: measurement.systemSeconds, maxRSSKiB: measurement.maxRSSKiB,
-                rssIsExact: measurement.rssIsExact,
+                measurement,
                 metrics: [
                     "sentBytes": Double(sent), "requests": Double(entries.count),
                     "smallestSourceShare": 100 * (shares.min() ?? 0), "sourcesUsed": Double(shares.filter { $0 > 0 }.count),

@@ -180,6 +180,16 @@ struct Sample: Codable, Sendable {
     var originCPUSeconds: Double? = nil
 }
 
+extension Sample {
+    /// The sample of one measured run: its wall, CPU and peak RSS figures, and the scenario's own `metrics`.
+    init(_ measurement: Measurement, metrics: [String: Double]? = nil) {
+        self.init(
+            wallSeconds: measurement.wallSeconds, userSeconds: measurement.userSeconds,
+            systemSeconds: measurement.systemSeconds, maxRSSKiB: measurement.maxRSSKiB,
+            rssIsExact: measurement.rssIsExact, metrics: metrics)
+    }
+}
+
 /// One client in one scenario: its samples and their statistics.
 struct Row: Codable, Sendable {
     /// What the table shows (the client, plus the size in the rss scenario).

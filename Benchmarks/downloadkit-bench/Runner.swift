@@ -321,11 +321,11 @@ struct ScenarioContext {
                 throw BenchError("downloaded file: \(problem)")
             }
         }
-        return Sample(
-            wallSeconds: measurement.wallSeconds, userSeconds: measurement.userSeconds,
-            systemSeconds: measurement.systemSeconds, maxRSSKiB: measurement.maxRSSKiB,
-            rssIsExact: measurement.rssIsExact, tlsProtocol: entries.last?.tlsProtocol, tlsCipher: entries.last?.tlsCipher,
-            originCPUSeconds: originBefore.flatMap { before in originAfter.map { $0 - before } })
+        var sample = Sample(measurement)
+        sample.tlsProtocol = entries.last?.tlsProtocol
+        sample.tlsCipher = entries.last?.tlsCipher
+        sample.originCPUSeconds = originBefore.flatMap { before in originAfter.map { $0 - before } }
+        return sample
     }
 }
 

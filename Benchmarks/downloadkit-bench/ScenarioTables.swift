@@ -16,35 +16,16 @@ enum ScenarioTables {
             text += "| client | connections | file | MB/s median (min–max) | % of N × cap | CPU-s/GiB median | peak RSS MiB "
             text += "| nginx sent / file size | TCP connections |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n"
             for row in scenario.rows {
-                guard let rate = usable(row, row.megabytesPerSecond) else {
-                    text += failedRow(row, columns: 9)
-                    continue
-                }
-                let ideal = cap * Double(row.connections ?? 1)
-                let sent = row.metric("sentBytes").map { format($0.median / Double(row.bytes), 3) } ?? "?"
-                text += "| \(row.label) | \(row.connections ?? 1) | \(sizeText(row.bytes)) | \(spreadText(rate)) "
-                text += "| \(ideal > 0 ? format(100 * rate.median / ideal, 1) + " %" : "—") "
-                text += "| \(format(row.cpuSecondsPerGiB?.median ?? 0, 3)) | \(format(row.peakRSSMiB?.median ?? 0, 1)) "
-                text += "| \(sent) | \(format(row.metric("tcpConnections")?.median ?? 0, 0)) |\n"
+                text += cappedRow(row, cap: cap) { format($0.metric("tcpConnections")?.median ?? 0, 0) }
             }
         case .mirrors:
             let cap = Double(results.mode.mirrors.capBytesPerSecond) / 1e6
             text += " — nginx limit_rate \(format(cap, 0)) MB/s per connection, one connection to each source\n\n"
             text += "\(scenario.summary) The file is \(sizeText(results.mode.segmentedBytes(connections: 1))) per source.\n\n"
-            text += "| client | sources | file | MB/s median (min–max) | % of N × cap | smallest source's share % (min) "
-            text += "| CPU-s/GiB median | peak RSS MiB | nginx sent / file size |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+            text += "| client | sources | file | MB/s median (min–max) | % of N × cap | CPU-s/GiB median | peak RSS MiB "
+            text += "| nginx sent / file size | smallest source's share % (min) |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n"
             for row in scenario.rows {
-                guard let rate = usable(row, row.megabytesPerSecond) else {
-                    text += failedRow(row, columns: 9)
-                    continue
-                }
-                let ideal = cap * Double(row.connections ?? 1)
-                let sent = row.metric("sentBytes").map { format($0.median / Double(row.bytes), 3) } ?? "?"
-                text += "| \(row.label) | \(row.connections ?? 1) | \(sizeText(row.bytes)) | \(spreadText(rate)) "
-                text += "| \(ideal > 0 ? format(100 * rate.median / ideal, 1) + " %" : "—") "
-                text += "| \(format(row.metric("smallestSourceShare")?.min ?? 0, 1)) "
-                text += "| \(format(row.cpuSecondsPerGiB?.median ?? 0, 3)) | \(format(row.peakRSSMiB?.median ?? 0, 1)) "
-                text += "| \(sent) |\n"
+                text += cappedRow(row, cap: cap) { format($0.metric("smallestSourceShare")?.min ?? 0, 1) }
             }
         case .smallFiles:
             let files = scenario.rows.first?.files ?? 0
@@ -148,6 +129,18 @@ enum ScenarioTables {
     }
 
     private static func usable(_ row: Row, _ spread: Spread?) -> Spread? { row.isUsable ? spread : nil }
+
+    /// A row of a table of capped connections (segmented, mirrors): client, N, file, MB/s, % of N × `cap` (MB/s),
+    /// CPU-s/GiB, peak RSS, nginx's bytes sent per file byte, then the scenario's own `last` column.
+    private static func cappedRow(_ row: Row, cap: Double, last: (Row) -> String) -> String {
+        guard let rate = usable(row, row.megabytesPerSecond) else { return failedRow(row, columns: 9) }
+        let ideal = cap * Double(row.connections ?? 1)
+        let sent = row.metric("sentBytes").map { format($0.median / Double(row.bytes), 3) } ?? "?"
+        return "| \(row.label) | \(row.connections ?? 1) | \(sizeText(row.bytes)) | \(spreadText(rate)) "
+            + "| \(ideal > 0 ? format(100 * rate.median / ideal, 1) + " %" : "—") "
+            + "| \(format(row.cpuSecondsPerGiB?.median ?? 0, 3)) | \(format(row.peakRSSMiB?.median ?? 0, 1)) "
+            + "| \(sent) | \(last(row)) |\n"
+    }
 
     private static func spreadText(_ spread: Spread) -> String {
         "\(grouped(spread.median)) (\(grouped(spread.min))–\(grouped(spread.max)))"

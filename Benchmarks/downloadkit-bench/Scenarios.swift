@@ -144,9 +144,7 @@ extension ScenarioContext {
             }
             let connectionsUsed = Set(entries.map(\.connection)).count
             return Sample(
-                wallSeconds: measurement.wallSeconds, userSeconds: measurement.userSeconds,
-                systemSeconds: measurement.systemSeconds, maxRSSKiB: measurement.maxRSSKiB,
-                rssIsExact: measurement.rssIsExact,
+                measurement,
                 metrics: [
                     "sentBytes": Double(sent), "requests": Double(entries.count),
                     "tcpConnections": Double(connectionsUsed),
@@ -221,9 +219,7 @@ extension ScenarioContext {
                 in: directory,
                 files: (0..<count).map { (Self.smallFileName($0), Self.smallFileBytes, BenchRunner.seed &+ UInt64($0)) })
             return Sample(
-                wallSeconds: measurement.wallSeconds, userSeconds: measurement.userSeconds,
-                systemSeconds: measurement.systemSeconds, maxRSSKiB: measurement.maxRSSKiB,
-                rssIsExact: measurement.rssIsExact,
+                measurement,
                 metrics: ["tcpConnections": Double(Set(entries.map(\.connection)).count)])
         }
         return ScenarioResult(name: .smallFiles, summary: ScenarioName.smallFiles.summary, bytes: total, rows: rows)
@@ -348,9 +344,7 @@ extension ScenarioContext {
                 let restore = values["restore_ms"]
             else { throw BenchError("unexpected output: \(tail(of: logBase + ".out"))") }
             return Sample(
-                wallSeconds: measurement.wallSeconds, userSeconds: measurement.userSeconds,
-                systemSeconds: measurement.systemSeconds, maxRSSKiB: measurement.maxRSSKiB,
-                rssIsExact: measurement.rssIsExact,
+                measurement,
                 metrics: [
                     "enqueueMs": enqueue, "restoreMs": restore, "openEmptyMs": values["open_ms"] ?? 0,
                     "closeMs": values["close_ms"] ?? 0,
@@ -396,9 +390,8 @@ extension ScenarioContext {
                 metrics[key] = values[key]
             }
             return Sample(
-                wallSeconds: measurement.wallSeconds, userSeconds: measurement.userSeconds,
-                systemSeconds: measurement.systemSeconds, maxRSSKiB: measurement.maxRSSKiB,
-                rssIsExact: measurement.rssIsExact, metrics: metrics)
+                measurement,
+                metrics: metrics)
         }
         return ScenarioResult(
             name: .allocations, summary: ScenarioName.allocations.summary, bytes: Self.allocationBodyBytes, rows: rows)

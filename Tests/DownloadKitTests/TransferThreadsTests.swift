@@ -39,17 +39,15 @@ struct TransferThreadsTests {
         #expect(pool.parkedCount <= 4)
     }
 
-    @Test func aFinishedThreadRunsTheNextJobAndRenamesItself() async throws {
-        // Idle time far beyond the test's: a loaded machine must not let the parked thread exit between jobs.
-        let pool = TransferThreads(idleSeconds: 600, maxParked: 4)
-        let ids = Mutex<[String]>([])
-        let names = Mutex<[String]>([])
-        for index in 0..<10 {
+    /// Runs a job named by each of `names` on `pool`, one after the other, each once the thread of the one before
+    /// has parked again. Returns the kernel's id and name (comm) of the thread each job ran on.
+    static func runOneAfterAnother(_ pool: TransferThreads, _ names: [String]) async throws -> [(id: String, comm: String)] {
+        let seen = Mutex<[(id: String, comm: String)]>([])
+        for name in names {
             let done = DispatchSemaphore(value: 0)
-            pool.run(name: "dk-job-\(index)") {
-                ids.withLock { $0.append(Self.threadID()) }
+            pool.run(name: name) {
                 let comm = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? ""
-                names.withLock { $0.append(comm.trimmingCharacters(in: .whitespacesAndNewlines)) }
+                seen.withLock { $0.append((Self.threadID(), comm.trimmingCharacters(in: .whitespacesAndNewlines))) }
                 done.signal()
             }
             done.wait()
@@ -57,27 +55,23 @@ struct TransferThreadsTests {
             let deadline = Date(timeIntervalSinceNow: 10)
             while pool.parkedCount == 0 && Date() < deadline { try await Task.sleep(for: .milliseconds(1)) }
         }
-        #expect(Set(ids.withLock { $0 }).count == 1, "ten jobs one after another took \(Set(ids.withLock { $0 }).count) threads")
-        #expect(names.withLock { $0 } == (0..<10).map { "dk-job-\($0)" })
+        return seen.withLock { $0 }
+    }
+
+    @Test func aFinishedThreadRunsTheNextJobAndRenamesItself() async throws {
+        // Idle time far beyond the test's: a loaded machine must not let the parked thread exit between jobs.
+        let pool = TransferThreads(idleSeconds: 600, maxParked: 4)
+        let seen = try await Self.runOneAfterAnother(pool, (0..<10).map { "dk-job-\($0)" })
+        #expect(Set(seen.map(\.id)).count == 1, "ten jobs one after another took \(Set(seen.map(\.id)).count) threads")
+        #expect(seen.map(\.comm) == (0..<10).map { "dk-job-\($0)" })
     }
 
     /// The kernel keeps 15 bytes of a thread's name, and glibc refuses a longer one (ERANGE) instead of cutting it:
     /// the thread then kept the name of the job it ran before, so ps and /proc showed the wrong transfer.
     @Test func aLongNameIsCutToFifteenBytesNotLeftAtThePreviousJob() async throws {
         let pool = TransferThreads(idleSeconds: 600, maxParked: 4)
-        let names = Mutex<[String]>([])
-        for name in ["dk-short", "dk-segment-12345678"] {
-            let done = DispatchSemaphore(value: 0)
-            pool.run(name: name) {
-                let comm = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? ""
-                names.withLock { $0.append(comm.trimmingCharacters(in: .whitespacesAndNewlines)) }
-                done.signal()
-            }
-            done.wait()
-            let deadline = Date(timeIntervalSinceNow: 10)
-            while pool.parkedCount == 0 && Date() < deadline { try await Task.sleep(for: .milliseconds(1)) }
-        }
-        #expect(names.withLock { $0 } == ["dk-short", "dk-segment-1234"])
+        let seen = try await Self.runOneAfterAnother(pool, ["dk-short", "dk-segment-12345678"])
+        #expect(seen.map(\.comm) == ["dk-short", "dk-segment-1234"])
     }
 
     @Test func parkedThreadsExitAfterTheirIdleTime() throws {
