@@ -139,7 +139,7 @@ let package = Package(
         .target(
             name: "DownloadKitDaemon",
             dependencies: [
-                "DownloadKit", "DownloadKitManager", "DownloadKitSession", "HTTPClient",
+                "DownloadKit", "DownloadKitManager", "DownloadKitSession", "DownloadKitRuntime", "HTTPClient",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift", condition: manager),
                 .product(name: "ArgumentParser", package: "swift-argument-parser", condition: tools),

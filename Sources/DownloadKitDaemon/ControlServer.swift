@@ -1,6 +1,6 @@
+import DownloadKitRuntime
 import DownloadKitSession
 import Foundation
-import HTTPClient
 import Logging
 
 #if canImport(Glibc)

@@ -1,9 +1,9 @@
 import Dispatch
 import DownloadKit
 import DownloadKitManager
+import DownloadKitRuntime
 import DownloadKitSession
 import Foundation
-import HTTPClient
 import Logging
 
 #if canImport(Glibc)

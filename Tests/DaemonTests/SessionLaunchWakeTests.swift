@@ -7,14 +7,15 @@ import TestOrigin
 /// by trying the socket every 20 ms; a daemon that stops first is reported at once with its exit status.
 @Suite(.timeLimit(.minutes(2)))
 struct SessionLaunchWakeTests {
-    /// A launcher script that waits a second before it becomes the daemon (`exec`, same pid).
-    static func slowLauncher(in scratch: ScratchDirectory, exitingWith status: Int32? = nil) throws -> String {
+    /// A launch through `/bin/sh -c` that waits a second before it becomes the daemon (`exec`, same pid), or
+    /// exits with `status` instead. No script file: one written here could still be open in a child another
+    /// test forks meanwhile (`ETXTBSY` on exec).
+    static func slowLaunch(_ arguments: [String], exitingWith status: Int32? = nil, logPath: String = "/dev/null")
+        throws -> DaemonLaunch
+    {
         let executable = try DaemonHarness.requireExecutable()
-        let script = scratch.file("slow-daemon.sh")
-        let body = status.map { "exit \($0)" } ?? "exec '\(executable)' \"$@\""
-        try "#!/bin/sh\nsleep 1\n\(body)\n".write(toFile: script, atomically: true, encoding: .utf8)
-        chmod(script, 0o755)
-        return script
+        let script = status.map { "sleep 1; exit \($0)" } ?? "sleep 1; exec '\(executable)' \"$@\""
+        return DaemonLaunch(executable: "/bin/sh", arguments: ["-c", script, "sh"] + arguments, logPath: logPath, timeout: 60)
     }
 
     @Test func theSessionSleepsUntilTheStartedDaemonListens() async throws {
@@ -22,9 +23,7 @@ struct SessionLaunchWakeTests {
         let log = harness.scratch.file("launched.log")
         let session = BackgroundSession(
             identifier: "slow", socketPath: harness.socketPath,
-            launch: DaemonLaunch(
-                executable: try Self.slowLauncher(in: harness.scratch), arguments: ["daemon", "--state", harness.stateRoot],
-                logPath: log))
+            launch: try Self.slowLaunch(["daemon", "--state", harness.stateRoot], logPath: log))
         defer { session.close() }
         try await session.connect()
         #expect(session.launchWakeUps.withLock { $0 } == 1, "the session looked for the daemon's socket more than once")
@@ -45,7 +44,7 @@ struct SessionLaunchWakeTests {
         let harness = try DaemonHarness()
         let session = BackgroundSession(
             identifier: "gone", socketPath: harness.socketPath,
-            launch: DaemonLaunch(executable: try Self.slowLauncher(in: harness.scratch, exitingWith: 3), timeout: 60))
+            launch: try Self.slowLaunch([], exitingWith: 3))
         defer { session.close() }
         let started = Date()
         do {

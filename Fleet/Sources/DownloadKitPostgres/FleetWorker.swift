@@ -4,7 +4,6 @@ import Foundation
 import HTTPClient
 import HTTPWire
 import Logging
-import Synchronization
 
 /// One worker of a fleet: downloads the tasks it claims from a shared ``PostgresTaskStore`` under leases
 /// (docs/FLEET.md).
@@ -34,7 +33,8 @@ public actor FleetWorker {
         public var lease: Duration
         /// How often leases are renewed (default: a third of the lease).
         public var heartbeat: Duration?
-        /// How often the worker looks for work when it has a free slot.
+        /// How often the worker looks for work while it cannot listen to the store's task changes (its
+        /// LISTEN connection is lost); while it listens, it looks when a change is announced.
         public var pollInterval: Duration
         /// How long to wait before trying a task again whose partial another writer still holds open.
         public var busyRetryDelay: Duration
@@ -131,6 +131,10 @@ public actor FleetWorker {
     private var summary = Summary()
     private var eventHandler: (@Sendable (Event) -> Void)?
     private var logger: Logger { configuration.logger }
+    /// Wakes ``run()``'s claim loop (set while it runs).
+    private var wake: AsyncStream<Void>.Continuation?
+    /// How many times ``run()`` looked for work (tests: once per cause, never on a timer while listening).
+    var claimRounds = 0
 
     /// A worker on `store`; nothing runs until ``run()``.
     /// - Throws: when the HTTP client cannot be made from `configuration.download.client` (TLS settings).
@@ -154,11 +158,30 @@ public actor FleetWorker {
 
     /// Works until the queue is empty (``Configuration/stopsWhenQueueIsEmpty``) or ``stop()``; returns what
     /// this worker did. Database errors are logged and retried; the leases run out meanwhile.
+    ///
+    /// It looks for work when something may have changed, not on a timer: the store announces every task
+    /// change on the `downloadkit_task` channel (LISTEN/NOTIFY: a task added, resumed, finished or given back
+    /// by any worker), a slot of this worker frees up, ``stop()`` is called, or the heartbeat runs (a dead
+    /// worker's lease runs out without any NOTIFY; the heartbeat, every third of a lease by default, is when
+    /// this worker looks for such tasks). Only while the listening connection is lost does it look every
+    /// ``Configuration/pollInterval`` until it listens again.
     public func run() async throws -> Summary {
         try await store.register(worker: configuration.workerID, maxConcurrent: configuration.maxConcurrent)
+        let (wakes, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        self.wake = wake
         let heartbeat = Task { [weak self] in await self?.heartbeatLoop() }
-        defer { heartbeat.cancel() }
-        while !stopping {
+        let listener = Task { [store, configuration] in
+            await Self.listen(to: store, waking: wake, fallback: configuration.pollInterval, logger: configuration.logger)
+        }
+        defer {
+            heartbeat.cancel()
+            listener.cancel()
+            wake.finish()
+        }
+        wake.yield()
+        for await _ in wakes {
+            if stopping { break }
+            claimRounds += 1
             let free = configuration.maxConcurrent - running.count - finishing
             if free > 0 {
                 let sent = WriteFence.now
@@ -173,16 +196,40 @@ public actor FleetWorker {
             if configuration.stopsWhenQueueIsEmpty, running.isEmpty, finishing == 0, !stopping {
                 if let pending = try? await store.pendingCount(), pending == 0, running.isEmpty, finishing == 0 { break }
             }
-            try? await Task.sleep(for: configuration.pollInterval)
         }
+        self.wake = nil
         await releaseAll()
         return summary
+    }
+
+    /// Wakes the claim loop of ``run()`` once (wake-ups coalesce while it is busy).
+    private func wakeClaimLoop() {
+        wake?.yield()
+    }
+
+    /// Listens to the store's task changes and wakes the claim loop on each; when the listening connection
+    /// is lost (or cannot be made), wakes it every `fallback` while trying to listen again.
+    private static func listen(
+        to store: PostgresTaskStore, waking wake: AsyncStream<Void>.Continuation, fallback: Duration, logger: Logger
+    ) async {
+        while !Task.isCancelled {
+            do {
+                for try await _ in store.taskEvents() { wake.yield() }
+            } catch {
+                logger.warning(
+                    "listening for task changes failed (looking for work every \(fallback) until it is back): \(String(reflecting: error))")
+            }
+            if Task.isCancelled { return }
+            try? await Task.sleep(for: fallback)
+            wake.yield()
+        }
     }
 
     /// Stops claiming, stops every transfer with its bytes checkpointed and gives its task back to the
     /// queue (another worker may take it at once). ``run()`` then returns.
     public func stop() async {
         stopping = true
+        wakeClaimLoop()
         await releaseAll()
     }
 
@@ -259,7 +306,10 @@ public actor FleetWorker {
     /// runs ahead of it (the per-worker limit holds in the database's view too).
     private func record(_ lease: Lease, as ending: LeaseEnding) async throws -> Bool {
         finishing += 1
-        defer { finishing -= 1 }
+        defer {
+            finishing -= 1
+            wakeClaimLoop()  // its slot is free now
+        }
         return try await store.finish(lease, worker: configuration.workerID, as: ending)
     }
 
@@ -339,6 +389,7 @@ public actor FleetWorker {
     /// The lease on `id` is gone: refuse every further write at once, stop the transfer, forget the task.
     private func lost(_ id: String) {
         guard let entry = running.removeValue(forKey: id) else { return }
+        wakeClaimLoop()
         entry.fence.revoke()
         summary.lost.append(id)
         logger.warning(
@@ -364,6 +415,8 @@ public actor FleetWorker {
         while !Task.isCancelled {
             try? await Task.sleep(for: interval)
             await heartbeat()
+            // Leases of dead workers run out without a NOTIFY: look for them now.
+            wakeClaimLoop()
         }
     }
 
@@ -436,25 +489,9 @@ public actor FleetWorker {
     }
 
     /// Runs `question` and waits for its answer on the calling thread (an engine or checkpoint thread, never
-    /// the cooperative pool): false when it throws or takes longer than `seconds`.
+    /// the cooperative pool): false when it throws or takes longer than `seconds` (``ThreadBridge``).
     static func blockingAnswer(seconds: Double, _ question: @escaping @Sendable () async throws -> Bool) -> Bool {
-        let semaphore = DispatchSemaphore(value: 0)
-        let answer = AnswerBox()
-        let asking = Task {
-            let value = (try? await question()) ?? false
-            answer.value.withLock { $0 = value }
-            semaphore.signal()
-        }
-        if semaphore.wait(timeout: .now() + seconds) == .timedOut {
-            asking.cancel()
-            return false
-        }
-        return answer.value.withLock { $0 }
-    }
-
-    /// Where the asking task leaves its answer for ``blockingAnswer(seconds:_:)``.
-    private final class AnswerBox: Sendable {
-        let value = Mutex(false)
+        ThreadBridge.wait(until: .after(seconds: seconds), question) ?? false
     }
 
     /// The size of a task's partial file now (0 without one).
