@@ -28,7 +28,7 @@
 # 8. checks that every test SECURITY.md cites exists (Scripts/check-security-citations.sh). (DownloadKit
 #    imported beside AsyncHTTPClient, NIO, swift-crypto without ambiguity is Fleet/Tests/EcosystemTests, run by Scripts/test-fleet.sh in step 5.)
 # 9. builds the .deb (Scripts/package-deb.sh: release, --static-swift-stdlib, man pages, completions, the user
-#    unit; started at nice 19 right after the debug build, beside every step after it) and, last, proves it in a
+#    unit; started at nice 19 after step 2, beside every step after it) and, last, proves it in a
 #    clean Debian 12 root made by debootstrap (Scripts/check-deb.sh: dpkg -i, --version, man -w, ldd without Swift,
 #    downloads from a loopback nginx, demo, systemd-analyze
 #    verify, no BoringSSL symbol).
@@ -49,24 +49,6 @@ timed() {
 timed bash Scripts/install-deps.sh
 source Scripts/sanitizer-flags.sh  # tools_flags: the package trait the executables and tests need
 timed swift build --build-tests "${tools_flags[@]}"
-# The .deb (docs/INSTALL.md): the release build of downloadkit and downloadkitd with the Swift runtime linked
-# statically, packaged by Scripts/package-deb.sh in its own scratch directory (.build-deb), starts now at nice 19
-# and runs beside every later step until step 9 installs and exercises the package. It is the one build no later
-# step waits for, so it takes the CPU the others leave: the suite's and the sanitizer runs' waits on sockets and
-# timers, the second core of the stress step (which pins itself to CPU 0). Beside the fuzz step at the same
-# priority (until 2026-11-29) it held that step for about 890 s where the fuzzers alone need about 150 s.
-# In a session of its own (setsid), so that a failing step's exit stops the whole build, not only its shell.
-deb_log=.build/package-deb.log
-packaging=""
-stop_packaging() { [ -z "$packaging" ] || kill -- "-$packaging" 2>/dev/null || true; }
-if [ "${DOWNLOADKIT_QUICK_TESTS:-0}" != 1 ]; then
-    mkdir -p .build
-    setsid nice -n 19 bash -c 'bash Scripts/package-deb.sh --output .build/deb; status=$?
-        echo "test.sh: $SECONDS s for: the .deb'"'"'s build (nice 19, beside the steps after the debug build)"; exit $status' \
-        >"$deb_log" 2>&1 &
-    packaging=$!
-    trap stop_packaging EXIT
-fi
 # The suite runs with closecheck preloaded (Tests/Support/closecheck): a close(2) of a descriptor that is
 # not open, in the test process, is the visible half of a double close — whose other half closes
 # someone else's socket or file — and fails the run even when every test passed.
@@ -84,6 +66,23 @@ closecheck_report .build || exit 1
 timed bash Scripts/check-products.sh
 timed bash Scripts/check-security-citations.sh
 if [ "${DOWNLOADKIT_QUICK_TESTS:-0}" = 1 ]; then exit 0; fi
+# The .deb (docs/INSTALL.md): the release build of downloadkit and downloadkitd with the Swift runtime linked
+# statically, packaged by Scripts/package-deb.sh in its own scratch directory (.build-deb), starts now at nice 19
+# and runs beside every later step until step 9 installs and exercises the package. It is the one build no later
+# step waits for, so it takes the CPU the others leave: the sanitizer runs' waits on sockets and timers, the second
+# core of the stress step (which pins itself to CPU 0). Beside the fuzz step at the same priority (until
+# 2026-11-29) it held that step for about 890 s where the fuzzers alone need about 150 s. Not beside step 2: even
+# at nice 19 it slowed the suite by a fifth (164 s against 126-137 s), and a test whose 1 s sleep on the
+# cooperative pool resumed 30 s late failed (a fresh-clone run, 2026-11-29).
+# In a session of its own (setsid), so that a failing step's exit stops the whole build, not only its shell.
+deb_log=.build/package-deb.log
+packaging=""
+stop_packaging() { [ -z "$packaging" ] || kill -- "-$packaging" 2>/dev/null || true; }
+setsid nice -n 19 bash -c 'bash Scripts/package-deb.sh --output .build/deb; status=$?
+    echo "test.sh: $SECONDS s for: the .deb'"'"'s build (nice 19, beside the steps after the suite)"; exit $status' \
+    >"$deb_log" 2>&1 &
+packaging=$!
+trap stop_packaging EXIT
 # The chaos and soak steps spend their time waiting — on rate-limited and stalling origins, on the random
 # moment of the next kill — and the fuzz step computes, so they run beside it (their output follows the
 # fuzz step's). Their kills stay random moments and their checks are the same; a loaded CPU only makes the
@@ -114,7 +113,7 @@ timed bash Scripts/stress-segments.sh 3 --filter 'SegmentedTests|SegmentDefectTe
 timed bash Scripts/sanitizers.sh tsan
 timed bash Scripts/sanitizers.sh asan
 timed bash Scripts/test-fleet.sh
-# Step 9: the .deb started after the debug build; what is left of its build is waited for here.
+# Step 9: the .deb started after the suite; what is left of its build is waited for here.
 waited=$SECONDS
 deb_status=0
 wait "$packaging" || deb_status=$?

@@ -9,7 +9,7 @@ import TestOrigin
 /// The daemon's socket loop and the session client's I/O thread sleep in poll(2) until something happens (a
 /// client, a request, a reply, an event, close or stop). The loop used to wake every second to look around,
 /// and the client every second (idle or connected).
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(5)))
 struct ControlServerWakeTests {
     /// A control server in this process on a private socket.
     final class InProcessDaemon {

@@ -7,7 +7,7 @@ import TestOrigin
 
 /// The manager's progress flusher is woken by the first dirty task and writes within its interval; an idle
 /// manager never wakes it (it used to tick every `progressPersistInterval`, 20 times a second at 50 ms).
-@Suite("Manager progress flusher", .timeLimit(.minutes(1)))
+@Suite("Manager progress flusher", .timeLimit(.minutes(5)))
 struct ManagerFlusherTests {
     @Test func idleManagerNeverFlushesAndARunningTaskWakesTheFlusher() async throws {
         let origin = try FaultOrigin()

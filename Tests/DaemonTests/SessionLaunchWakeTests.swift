@@ -54,7 +54,7 @@ struct SessionLaunchWakeTests {
             #expect(error.code == .daemonUnavailable)
             #expect(error.detail.contains("exited with status 3") || error.detail.contains("stopped before it listened"), "\(error)")
         }
-        #expect(Date().timeIntervalSince(started) < 30, "the exit was noticed only at the timeout")
+        #expect(Date().timeIntervalSince(started) < 55, "the exit was noticed only at the 60 s timeout")
         #expect(session.launchWakeUps.withLock { $0 } == 1)
     }
 }

@@ -7,7 +7,7 @@ import Testing
 
 /// The runtime layer (Sources/Runtime) and the waits built on it: a waiter sleeps until it is woken, with no
 /// timed slices, and the one EINTR rule throws a typed error naming the call.
-@Suite("Runtime layer: waits without polls, the thread bridge, EINTR", .timeLimit(.minutes(1)))
+@Suite("Runtime layer: waits without polls, the thread bridge, EINTR", .timeLimit(.minutes(5)))
 struct RuntimeLayerTests {
     /// A request waiting for a slot at a full origin sleeps until it is cancelled: no 50 ms slices. The pool
     /// used to wake 20 times a second to look at the cancellation flag; now the token wakes it, once.
@@ -20,7 +20,6 @@ struct RuntimeLayerTests {
             return
         }
         let token = CancellationToken()
-        let started = monotonicSeconds()
         let waiting = Task {
             try await ThreadBridge.run {
                 do throws(TransportError) {
@@ -34,8 +33,9 @@ struct RuntimeLayerTests {
         try await Task.sleep(for: .seconds(1))
         #expect(pool.waitWakeUps == 0, "the waiter woke \(pool.waitWakeUps) times while nothing happened")
         token.cancel()
+        // "cancelled", not a timeout: the token ended the hour-long wait. (No wall-clock bound here: in the full
+        // suite the cooperative pool, busy with synchronous tests, once resumed the 1 s sleep above 30 s late.)
         #expect(try await waiting.value == "cancelled")
-        #expect(monotonicSeconds() - started < 30)
         #expect(pool.waitWakeUps <= 1)
     }
 
