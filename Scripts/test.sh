@@ -118,8 +118,7 @@ waited=$SECONDS
 deb_status=0
 wait "$packaging" || deb_status=$?
 trap - EXIT
-tail -5 "$deb_log"
-grep '^test.sh: ' "$deb_log" >&2 || true
+tail -5 "$deb_log"  # its last line: how long the build took
 echo "test.sh: waited $((SECONDS - waited)) s for the .deb's build" >&2
 [ "$deb_status" = 0 ] || { echo "test.sh: building the .deb failed ($deb_log)" >&2; exit 1; }
 deb=$(grep -o '^/.*\.deb$' "$deb_log" | tail -1) || { echo "test.sh: package-deb named no .deb ($deb_log)" >&2; exit 1; }
