@@ -24,6 +24,23 @@ struct MetalinkCLITests {
         return path
     }
 
+    /// Runs `get --metalink` on `text` (written beside a new scratch directory, plus the arguments `extra` gives for
+    /// it) and expects the usage/input status (64), the message `expected` gives for the document's path, and
+    /// nothing written.
+    static func expectRefused(
+        _ text: String, _ name: String, extra: (ScratchDirectory) -> [String] = { _ in [] },
+        saying expected: (String) -> String
+    ) throws {
+        let executable = try #require(CLITests.executable)
+        let dir = try ScratchDirectory()
+        let document = try write(text, to: dir, name)
+        defer { try? FileManager.default.removeItem(atPath: document) }
+        let run = try CLITests.runBlocking(executable, ["get", "--metalink", document] + extra(dir), in: dir, timeout: 30)
+        #expect(run.exitCode == 64, "\(run.output)")
+        #expect(run.output.contains(expected(document)), "\(run.output)")
+        #expect(dir.contents.isEmpty)
+    }
+
     static func metalink4(name: String, size: Int, sha256: String, urls: [String]) -> String {
         let urlLines = urls.enumerated().map { "    <url priority=\"\($0.offset + 1)\">\($0.element)</url>" }
         return """
@@ -145,9 +162,7 @@ struct MetalinkCLITests {
 
     /// A malformed document: the usage/input status (64) and a message naming the file, line and column.
     @Test func aMalformedMetalinkIsAUsageErrorNamingLineAndColumn() throws {
-        let executable = try #require(CLITests.executable)
-        let dir = try ScratchDirectory()
-        let document = try Self.write(
+        try Self.expectRefused(
             """
             <?xml version="1.0" encoding="UTF-8"?>
             <metalink xmlns="urn:ietf:params:xml:ns:metalink">
@@ -156,47 +171,27 @@ struct MetalinkCLITests {
               </file>
               <oops>
             </metalink>
-            """, to: dir, "bad.meta4")
-        defer { try? FileManager.default.removeItem(atPath: document) }
-        let run = try CLITests.runBlocking(executable, ["get", "--metalink", document], in: dir, timeout: 30)
-        #expect(run.exitCode == 64, "\(run.output)")
-        #expect(run.output.contains("--metalink \(document): malformedXML at line 7, column 1"), "\(run.output)")
-        #expect(dir.contents.isEmpty)
+            """, "bad.meta4") { "--metalink \($0): malformedXML at line 7, column 1" }
     }
 
     /// A DOCTYPE (the door to entity expansion and external entities) is refused before anything is fetched.
     @Test func aDoctypeIsRefused() throws {
-        let executable = try #require(CLITests.executable)
-        let dir = try ScratchDirectory()
-        let document = try Self.write(
+        try Self.expectRefused(
             """
             <?xml version="1.0"?>
             <!DOCTYPE metalink [<!ENTITY x SYSTEM "file:///etc/passwd">]>
             <metalink xmlns="urn:ietf:params:xml:ns:metalink"><file name="x.bin"><url>http://127.0.0.1:9/&x;</url></file></metalink>
-            """, to: dir, "dt.meta4")
-        defer { try? FileManager.default.removeItem(atPath: document) }
-        let run = try CLITests.runBlocking(executable, ["get", "--metalink", document], in: dir, timeout: 30)
-        #expect(run.exitCode == 64, "\(run.output)")
-        #expect(run.output.contains("doctypeRefused at line 2"), "\(run.output)")
-        #expect(dir.contents.isEmpty)
+            """, "dt.meta4") { _ in "doctypeRefused at line 2" }
     }
 
     /// `-o FILE` with a document of two files is a usage error naming the option; nothing is fetched.
     @Test func outputWithTwoFilesIsAUsageErrorNamingTheOption() throws {
-        let executable = try #require(CLITests.executable)
-        let dir = try ScratchDirectory()
-        let document = try Self.write(
+        try Self.expectRefused(
             """
             <metalink xmlns="urn:ietf:params:xml:ns:metalink">
               <file name="a.bin"><url>http://127.0.0.1:9/a</url></file>
               <file name="b.bin"><url>http://127.0.0.1:9/b</url></file>
             </metalink>
-            """, to: dir, "two.meta4")
-        defer { try? FileManager.default.removeItem(atPath: document) }
-        let run = try CLITests.runBlocking(
-            executable, ["get", "--metalink", document, "-o", dir.file("a.bin")], in: dir, timeout: 30)
-        #expect(run.exitCode == 64, "\(run.output)")
-        #expect(run.output.contains("-o FILE takes a Metalink with one file"), "\(run.output)")
-        #expect(dir.contents.isEmpty)
+            """, "two.meta4", extra: { ["-o", $0.file("a.bin")] }) { _ in "-o FILE takes a Metalink with one file" }
     }
 }

@@ -35,7 +35,7 @@ struct SessionLaunchWakeTests {
         let status = try await offloaded { () -> Int32 in
             var status: Int32 = 0
             waitpid(pid, &status, 0)
-            return (status >> 8) & 0xff
+            return WaitStatus(status).exitCode
         }
         #expect(status == 0, "\((try? String(contentsOfFile: log, encoding: .utf8)) ?? "")")
     }
