@@ -246,10 +246,8 @@ extension DownloadManager {
     public func refreshURL(taskID: String, newURL: String) async throws {
         try ensureOpen()
         try validate(url: newURL)
-        var task = try existing(taskID)
-        guard task.currentURL != newURL else { return }
-        rebind(&task, to: newURL)
-        try await storeRestartingTransfer(task)
+        let task = try existing(taskID)
+        try await replaceSources(of: task, url: newURL, mirrors: task.mirrors)
     }
 
     /// Replaces a task's URL and mirrors at once (aria2's `changeUri`): what ``refreshURL(taskID:newURL:)`` and
@@ -259,19 +257,7 @@ extension DownloadManager {
         try ensureOpen()
         try validate(url: url)
         for mirror in mirrors { try validate(url: mirror) }
-        var task = try existing(taskID)
-        guard task.currentURL != url || task.mirrors != mirrors else { return }
-        if task.currentURL != url { rebind(&task, to: url) }
-        task.mirrors = mirrors
-        try await storeRestartingTransfer(task)
-    }
-
-    /// Points `task` at `url`, keeping the URL index true: its old current URL stops naming it (the original
-    /// one always does), the new one names it unless another task has it.
-    private func rebind(_ task: inout ManagedTask, to url: String) {
-        if idByURL[task.currentURL] == task.id, task.currentURL != task.originalURL { idByURL[task.currentURL] = nil }
-        task.currentURL = url
-        if idByURL[url] == nil { idByURL[url] = task.id }
+        try await replaceSources(of: try existing(taskID), url: url, mirrors: mirrors)
     }
 
     /// Replaces a task's mirrors (``ManagedTask/mirrors``; each an http(s) URL, else `invalidURL` and
@@ -280,8 +266,21 @@ extension DownloadManager {
     public func setMirrors(taskID: String, mirrors: [String]) async throws {
         try ensureOpen()
         for mirror in mirrors { try validate(url: mirror) }
-        var task = try existing(taskID)
-        guard task.mirrors != mirrors else { return }
+        let task = try existing(taskID)
+        try await replaceSources(of: task, url: task.currentURL, mirrors: mirrors)
+    }
+
+    /// The one step behind the three above: `task` with `url` and `mirrors` (nothing when both are its own),
+    /// keeping the URL index true — its old current URL stops naming it (the original one always does), the new
+    /// one names it unless another task has it — stored, and a running transfer restarted once.
+    private func replaceSources(of task: ManagedTask, url: String, mirrors: [String]) async throws {
+        guard task.currentURL != url || task.mirrors != mirrors else { return }
+        var task = task
+        if task.currentURL != url {
+            if idByURL[task.currentURL] == task.id, task.currentURL != task.originalURL { idByURL[task.currentURL] = nil }
+            task.currentURL = url
+            if idByURL[url] == nil { idByURL[url] = task.id }
+        }
         task.mirrors = mirrors
         try await storeRestartingTransfer(task)
     }
