@@ -67,6 +67,39 @@ struct RPCAttackerTests {
 
     /// `aria2.shutdown`/`forceShutdown` (issue #48) pass the same gate: a page of another origin, or one
     /// whose name was rebound to 127.0.0.1, cannot stop the listener (no secret), nor can a wrong token.
+    /// `aria2.addMetalink` (a document naming a file beside the user's) and `aria2.changeUri` (issue #48) pass the
+    /// same gate: a page of another origin or a rebound name gets 403, a wrong token "Unauthorized"; no task is
+    /// added and the file is kept.
+    @Test func addMetalinkAndChangeUriFromAWebPageOrWithAWrongTokenDoNothing() async throws {
+        let scratch = try ScratchDirectory()
+        let existing = scratch.file("existing.txt")
+        try "precious".write(toFile: existing, atomically: false, encoding: .utf8)
+        let document = """
+            <metalink xmlns="urn:ietf:params:xml:ns:metalink"><file name="existing.txt">\
+            <url>http://127.0.0.1:9/payload</url></file></metalink>
+            """
+        let options = JSONValue.object(["dir": .string(scratch.path)])
+        let calls: [(String, [JSONValue])] = [
+            ("aria2.addMetalink", [.string(Data(document.utf8).base64EncodedString()), options]),
+            ("aria2.changeUri", [.string("0000000000000001"), .int(1), .array([]), .array([.string("http://127.0.0.1:9/x")])]),
+        ]
+        let ours = try await DownloadKitRPCPeer(directory: scratch.path + "/open", secret: nil)
+        let guarded = try await DownloadKitRPCPeer(directory: scratch.path + "/guarded", secret: "s3", limits: RPCLimits(badTokenDelay: .zero))
+        for (method, params) in calls {
+            for headers in [["Origin: http://evil.example", "Content-Type: text/plain"], ["Host: evil.example:\(ours.port)"]] {
+                let answer = try await rawRequest(port: ours.port, headers: headers, body: rpcCall(method, params))
+                #expect(answer.status == 403, "\(method) \(headers): \(answer.headers)")
+            }
+            let wrong = try await rawRequest(port: guarded.port, headers: [], body: rpcCall(method, [.string("token:wrong")] + params))
+            #expect(wrong.status == 400 && errorMessage(wrong.json) == "Unauthorized", "\(method): \(wrong.body)")
+        }
+        #expect(await ours.manager.allTasks().isEmpty)
+        #expect(await guarded.manager.allTasks().isEmpty)
+        #expect((try? String(contentsOfFile: existing, encoding: .utf8)) == "precious")
+        await ours.stop()
+        await guarded.stop()
+    }
+
     @Test func shutdownFromAWebPageOrWithAWrongTokenIsRefused() async throws {
         let scratch = try ScratchDirectory()
         let ours = try await DownloadKitRPCPeer(directory: scratch.path + "/open", secret: nil)
