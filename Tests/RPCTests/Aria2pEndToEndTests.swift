@@ -23,7 +23,7 @@ struct Aria2pEndToEndTests {
                 pass
         threading.Thread(target=listen, daemon=True).start()
         api = aria2p.API(aria2p.Client(host="http://127.0.0.1", port=int(port), secret="s3cret"))
-        download = api.add_uris([url], options={"dir": directory, "out": "e2e.bin"})
+        download = api.add_uris([url], options={"dir": directory, "out": "e2e.bin", "split": "1"})
         def wait(predicate, what):
             for _ in range(1200):
                 download.update()
@@ -41,7 +41,7 @@ struct Aria2pEndToEndTests {
         assert str(download.files[0].path) == directory + "/e2e.bin", download.files[0].path
         digest = hashlib.sha256(open(directory + "/e2e.bin", "rb").read()).hexdigest()
         assert digest == expected, (digest, expected)
-        for _ in range(100):
+        for _ in range(1200):
             if "aria2.onDownloadComplete" in events:
                 break
             time.sleep(0.05)
@@ -58,13 +58,19 @@ struct Aria2pEndToEndTests {
         let origin = try FaultOrigin()
         defer { origin.shutdown() }
         let size: Int64 = 3 << 20
-        origin.serve("/e2e.bin", .resource(Resource(size: size, seed: 77, bytesPerSecond: 1_000_000)))
+        origin.serve("/e2e.bin", .resource(Resource(size: size, seed: 77)))
         let expected = try await offloaded {
             try ProcessRunner.run("/usr/bin/curl", ["-s", "-o", scratch.file("reference.bin"), origin.url("/e2e.bin")])
         }
         #expect(expected.succeeded)
         let sha = try await offloaded { try ProcessRunner.run("/usr/bin/sha256sum", [scratch.file("reference.bin")]) }
         let digest = String(sha.output.prefix(64))
+        // For the download under test, the first response stalls after 1 MiB for longer than the test: it is still
+        // active when the script pauses it however late the script runs (at 1 MB/s alone a loaded core could let it
+        // finish first), and the response after the resume (one connection: `split` 1) is served whole.
+        origin.serve(
+            "/e2e.bin",
+            .resource(Resource(size: size, seed: 77, bytesPerSecond: 1_000_000, faults: [.stallAfter(bytes: 1 << 20, seconds: 300, times: 1)])))
 
         let port = try FreePort.allocate()[0]
         let server = try ChildProcess(
