@@ -132,10 +132,10 @@ let package = Package(
             ]
         ),
         // A fault-injecting HTTP/1.1 origin on loopback plus nginx and PostgreSQL launchers (tests, benchmarks).
-        .target(name: "TestOrigin", dependencies: ["HTTPWire", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "TestOrigin", dependencies: ["DownloadKitRuntime", "HTTPWire", .product(name: "Logging", package: "swift-log")]),
         // Background sessions (docs/DAEMON.md): the wire protocol and client (Foundation and the runtime layer
         // only), the daemon.
-        .target(name: "DownloadKitSession", dependencies: ["DownloadKitRuntime"]),
+        .target(name: "DownloadKitSession", dependencies: ["CDownloadKitSystem", "DownloadKitRuntime"]),
         .target(
             name: "DownloadKitDaemon",
             dependencies: [

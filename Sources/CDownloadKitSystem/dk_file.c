@@ -218,3 +218,12 @@ int dk_unlink_if_owned(const char *path) {
     if (status != 0) return errno == ENOENT ? 0 : -1;
     return 0;
 }
+
+#include <sys/syscall.h>
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+
+int dk_pidfd_open(pid_t pid) {
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+}

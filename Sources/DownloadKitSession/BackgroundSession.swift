@@ -1,3 +1,4 @@
+import CDownloadKitSystem
 import DownloadKitRuntime
 import Foundation
 
@@ -379,12 +380,13 @@ public final class BackgroundSession: Sendable {
         case .failure(.untrusted(let reason)): return .failure(SessionError(.permissionDenied, reason))
         case .failure(.unreachable(let error)): failure = error
         }
-        var status: Int32 = 0
-        if waitpid(started.pid, &status, WNOHANG) == started.pid {
+        // End of file on the readiness pipe without the byte: the daemon is ending. Its exit is waited for (the
+        // pipe closes before the process can be reaped), so one killed by a signal is not reported as exited.
+        var byte: UInt8 = 0
+        let saidListening = answered && retryingInterrupts { Glibc.read(started.readiness, &byte, 1) }.result == 1
+        if let ended = Self.exitStatus(of: started.pid, waiting: answered && !saidListening, until: deadline) {
             return .failure(
-                SessionError(
-                    .daemonUnavailable,
-                    "the daemon started for \(socketPath) exited with status \((status >> 8) & 0xff) (log: \(launch.logPath))"))
+                SessionError(.daemonUnavailable, "the daemon started for \(socketPath) \(ended) (log: \(launch.logPath))"))
         }
         guard answered else {
             return .failure(SessionError(.daemonUnavailable, "the daemon started for \(socketPath) did not answer within \(launch.timeout) s (\(failure))"))
@@ -393,6 +395,23 @@ public final class BackgroundSession: Sendable {
             SessionError(
                 .daemonUnavailable,
                 "the daemon started for \(socketPath) stopped before it listened (\(failure); log: \(launch.logPath))"))
+    }
+
+    /// How the started daemon `pid` ended, reaping it; nil while it runs. With `waiting`, sleeps (bounded by
+    /// `deadline`) until it ends: a pidfd (pidfd_open(2), Linux 5.3) becomes readable when the process has
+    /// ended, so no polling.
+    static func exitStatus(of pid: pid_t, waiting: Bool, until deadline: Deadline) -> WaitStatus? {
+        if waiting {
+            let pidfd = dk_pidfd_open(pid)
+            if pidfd >= 0 {
+                defer { Glibc.close(pidfd) }
+                var ended = pollfd(fd: pidfd, events: Int16(POLLIN), revents: 0)
+                _ = retryingInterrupts { poll(&ended, 1, deadline.remainingMilliseconds) }
+            }
+        }
+        var status: Int32 = 0
+        guard retryingInterrupts({ waitpid(pid, &status, WNOHANG) }).result == pid else { return nil }
+        return WaitStatus(status)
     }
 
     /// Reads what is available; false on EOF or a hard error.

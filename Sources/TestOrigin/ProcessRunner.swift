@@ -1,4 +1,5 @@
 import Foundation
+@_exported import struct DownloadKitRuntime.WaitStatus
 import Glibc
 
 /// Runs helper programs (openssl, nginx -t) and finds executables.
@@ -230,17 +231,3 @@ private let changeDirectory: (@convention(c) (UnsafeMutablePointer<posix_spawn_f
     return unsafeBitCast(
         symbol, to: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, UnsafePointer<CChar>) -> Int32).self)
 }()
-
-/// A raw `waitpid(2)` status, decoded in this one place: the low 7 bits are the signal that ended the child (0 when
-/// it exited), the 8 bits above them its exit code.
-public struct WaitStatus: Sendable, Equatable {
-    public let raw: Int32
-
-    public init(_ raw: Int32) { self.raw = raw }
-
-    /// The signal that ended the child, nil when it exited.
-    public var signal: Int32? { raw & 0x7f == 0 ? nil : raw & 0x7f }
-
-    /// The child's exit code (0 when a signal ended it: check ``signal``).
-    public var exitCode: Int32 { signal == nil ? (raw >> 8) & 0xff : 0 }
-}

@@ -10,11 +10,12 @@ struct SessionLaunchWakeTests {
     /// A launch through `/bin/sh -c` that waits a second before it becomes the daemon (`exec`, same pid), or
     /// exits with `status` instead. No script file: one written here could still be open in a child another
     /// test forks meanwhile (`ETXTBSY` on exec).
-    static func slowLaunch(_ arguments: [String], exitingWith status: Int32? = nil, logPath: String = "/dev/null")
-        throws -> DaemonLaunch
-    {
+    static func slowLaunch(
+        _ arguments: [String], exitingWith status: Int32? = nil, killedBy signal: Int32? = nil, logPath: String = "/dev/null"
+    ) throws -> DaemonLaunch {
         let executable = try DaemonHarness.requireExecutable()
-        let script = status.map { "sleep 1; exit \($0)" } ?? "sleep 1; exec '\(executable)' \"$@\""
+        let ending = signal.map { "kill -\($0) $$" } ?? status.map { "exit \($0)" }
+        let script = ending.map { "sleep 1; \($0)" } ?? "sleep 1; exec '\(executable)' \"$@\""
         return DaemonLaunch(executable: "/bin/sh", arguments: ["-c", script, "sh"] + arguments, logPath: logPath, timeout: 60)
     }
 
@@ -52,9 +53,24 @@ struct SessionLaunchWakeTests {
             Issue.record("connected to a daemon that exited")
         } catch {
             #expect(error.code == .daemonUnavailable)
-            #expect(error.detail.contains("exited with status 3") || error.detail.contains("stopped before it listened"), "\(error)")
+            #expect(error.detail.contains("exited with status 3"), "\(error)")
         }
         #expect(Date().timeIntervalSince(started) < 55, "the exit was noticed only at the 60 s timeout")
         #expect(session.launchWakeUps.withLock { $0 } == 1)
+    }
+
+    @Test func aStartedDaemonKilledBeforeItListensIsReportedWithTheSignal() async throws {
+        let harness = try DaemonHarness()
+        let session = BackgroundSession(
+            identifier: "killed", socketPath: harness.socketPath, launch: try Self.slowLaunch([], killedBy: SIGKILL))
+        defer { session.close() }
+        do {
+            try await session.connect()
+            Issue.record("connected to a daemon that was killed")
+        } catch {
+            #expect(error.code == .daemonUnavailable)
+            #expect(error.detail.contains("was killed by signal 9"), "\(error)")
+            #expect(!error.detail.contains("exited with status"), "\(error)")
+        }
     }
 }

@@ -114,4 +114,8 @@ int dk_rename_noreplace(const char *from, const char *to);
 /// Returns 0 when removed or absent, 1 when left alone (another user's), -1 with errno on failure.
 int dk_unlink_if_owned(const char *path);
 
+/// A descriptor that becomes readable when process `pid` (a child of ours) has ended (pidfd_open(2), Linux 5.3);
+/// -1 with errno otherwise.
+int dk_pidfd_open(pid_t pid);
+
 #endif
