@@ -2,7 +2,7 @@ import Foundation
 import Glibc
 import TestOrigin
 
-/// The `concurrency` scenario (issue #18): N simultaneous transfers of rate-limited 1 MiB files, as
+/// The `concurrency` scenario: N simultaneous transfers of rate-limited 1 MiB files, as
 /// Scripts/scale-cli.sh measures them, with DownloadKit's manager (`downloadkit queue run`), its
 /// `get -i` and aria2c -j N at each level.
 extension ScenarioContext {

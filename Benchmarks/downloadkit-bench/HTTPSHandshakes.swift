@@ -3,7 +3,7 @@ import Foundation
 import Glibc
 import TestOrigin
 
-/// The `https-handshakes` scenario (issue #47): where TLS handshakes, and their resumption, count.
+/// The `https-handshakes` scenario: where TLS handshakes, and their resumption, count.
 extension ScenarioContext {
     /// The two groups of rows (a row's `variant`): many small files over HTTPS, and one file over 8 HTTPS
     /// connections.

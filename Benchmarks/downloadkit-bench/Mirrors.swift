@@ -2,7 +2,7 @@ import Foundation
 import Glibc
 import TestOrigin
 
-/// The `mirrors` scenario (issue #48): one file from 1, 2 and 4 rate-capped sources, DownloadKit's mirrors
+/// The `mirrors` scenario: one file from 1, 2 and 4 rate-capped sources, DownloadKit's mirrors
 /// against aria2c given the same URLs, one connection to each source.
 extension ScenarioContext {
     /// Hosts 127.0.1.1 … 127.0.1.4 of one nginx: four sources to the clients (each address its own host, so

@@ -116,7 +116,7 @@ enum ScenarioName: String, CaseIterable, Codable, Sendable {
                 + "direction by 25 ms, a 50 ms round trip as on a real path (loopback has none). Every range "
                 + "request a client waits for costs a round trip."
         case .mirrors:
-            return "One file from 1, 2 and 4 sources (issue #48): the same nginx on 127.0.1.1–127.0.1.4, each address "
+            return "One file from 1, 2 and 4 sources: the same nginx on 127.0.1.1–127.0.1.4, each address "
                 + "its own host to the clients, limit_rate per connection as in segmented, one connection to each "
                 + "source. DownloadKit: `DownloadRequest.mirrors` (connections = sources, connectionsPerSource 1); "
                 + "aria2c: every URL on its command line, -x1 -s N -k1M. The ideal is N × the cap; nginx's log "
@@ -141,7 +141,7 @@ enum ScenarioName: String, CaseIterable, Codable, Sendable {
                 + "run time): the response parser over a head + 1 MiB body in 64 KiB pieces, and the "
                 + "HTTPClient.execute body loop of a 64 MiB body into a reused ReceiveBuffer."
         case .httpsHandshakes:
-            return "Where TLS handshakes count (issue #47): the small-files list over HTTPS (16 at a time; DownloadKit "
+            return "Where TLS handshakes count: the small-files list over HTTPS (16 at a time; DownloadKit "
                 + "`fetch --mode many`, curl `--parallel --parallel-max 16`) and one file over 8 HTTPS connections "
                 + "(DownloadKit `fetch --mode file --connections 8`, aria2c `-x8 -s8 -k1M`, curl over one). Every "
                 + "client trusts only the test CA. DownloadKit also runs with session resumption off "
@@ -281,7 +281,7 @@ struct TargetCheck: Codable, Sendable {
     /// Each median's half min–max range relative to it, and the runs behind it.
     var noise: String
     var verdict: Verdict
-    /// Where the target comes from (issue #18, DESIGN.md).
+    /// Where the target comes from (the issue that set it, or DESIGN.md).
     var source: String
     /// Why it is not measured.
     var reason: String? = nil

@@ -239,7 +239,7 @@ extension ScenarioContext {
                     label: client.kind == .downloadkit ? "downloadkit get" : client.kind.rawValue, client: client.kind,
                     bytes: bytes, variant: client.kind == .downloadkit ? "get" : nil))
             if client.kind == .downloadkit {
-                // Segmented too (issue #24): the progress journal makes a kill cost only what was in flight.
+                // Segmented too: the progress journal makes a kill cost only what was in flight.
                 plan.append(client)
                 rows.append(
                     Row(

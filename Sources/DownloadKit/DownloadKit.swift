@@ -2,7 +2,7 @@
 // (``DKHTTPClient``, ``DKHTTPClientConfiguration``, ``DKTLSConfiguration``, proxies, credentials) and the
 // wire vocabulary (``DKHTTPHeaders``, ``HTTPURL``, ``ResponseHead``, ``EntityTag``…).
 //
-// Names (issue #16): a public type whose plain name AsyncHTTPClient, SwiftNIO, NIOSSL, swift-http-types,
+// Names: a public type whose plain name AsyncHTTPClient, SwiftNIO, NIOSSL, swift-http-types,
 // swift-crypto or swift-system already exports carries the `DK` prefix (DKHTTPClient,
 // DKHTTPClientConfiguration, DKHTTPHeaders, DKHTTPRequest, DKHTTPMethod, DKHTTPVersion, DKTLSConfiguration,
 // DKTLSVersion, DKDigest, DKErrno), so a program importing DownloadKit beside them compiles without

@@ -1,7 +1,7 @@
 import HTTPTypes
 import HTTPWire
 
-// swift-http-types at the public boundary (issue #16, decided): DownloadKit keeps its own header list
+// swift-http-types at the public boundary: DownloadKit keeps its own header list
 // (`DKHTTPHeaders` in HTTPWire, standard library only, fuzzed with the parser) because the parser, the
 // resume info and the fuzz targets must not depend on a package; programs that already speak
 // swift-http-types convert in one call each way, in field order, repeated fields kept.

@@ -1,6 +1,6 @@
 import HTTPClient
 
-/// Piece hashes of a file (Metalink `<pieces>`, issue #48): the file cut into pieces of
+/// Piece hashes of a file (Metalink `<pieces>`): the file cut into pieces of
 /// ``pieceLength`` bytes (the last one shorter), each with its own digest. With them on
 /// ``DownloadRequest/pieceChecksums`` every piece is hashed as soon as all its bytes are written, and a bad
 /// piece costs that piece, not the file: it is fetched again from another source, and the source that sent

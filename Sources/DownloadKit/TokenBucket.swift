@@ -58,7 +58,7 @@ public final class TokenBucket: Sendable {
 /// What ends a transfer's waits early: the runtime's wait/wake (``LockedValue``) over a generation that
 /// ``wake()`` bumps (a stop request, a segment board that stops). A wait sleeps until its deadline or a
 /// wake-up — no periodic polling, so a thousand transfers waiting out rate limits or retry delays cost nothing
-/// until one has work, and a pause during a wait takes effect at once (issue #12).
+/// until one has work, and a pause during a wait takes effect at once.
 final class WakeSignal: Sendable {
     private let generation = LockedValue(0)
 

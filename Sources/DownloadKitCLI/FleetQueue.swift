@@ -9,7 +9,7 @@ import Synchronization
 /// the executable that has it.
 ///
 /// `downloadkit` has none: the PostgreSQL client (postgres-nio) brings a second TLS stack, BoringSSL, that a
-/// tool for downloads should not carry (issue #45). `downloadkit-fleet`, built from the package in `Fleet/`,
+/// tool for downloads should not carry. `downloadkit-fleet`, built from the package in `Fleet/`,
 /// is the same commands with its ``FleetQueue`` installed through ``FleetQueues/install(_:)`` before they
 /// parse; `downloadkit queue --store …` says where the fleet queue is. Not an API: this library exists so
 /// that the two executables share one set of commands.

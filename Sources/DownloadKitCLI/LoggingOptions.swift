@@ -39,7 +39,7 @@ struct LoggingOptions: ParsableArguments {
         guard let level else { return nil }
         let sink: FileHandle
         if let logFile {
-            // Appended to through the project's one open for files others may plant (issue #44): never
+            // Appended to through the project's one open for files others may plant: never
             // through a symbolic link, and only a regular file of ours (created 0600 when missing). Not the
             // strict check: a log file of ours may be group-writable or have another link.
             let fd: Int32

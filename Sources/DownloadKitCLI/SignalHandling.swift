@@ -2,7 +2,7 @@ import Dispatch
 import Foundation
 import HTTPClient
 
-/// Ctrl-C and SIGTERM for `get` and `queue run` (one handler, issue #12): the first signal records the exit
+/// Ctrl-C and SIGTERM for `get` and `queue run` (one handler): the first signal records the exit
 /// status (130 or 143) and starts the command's shutdown — every running transfer stops with its bytes
 /// checkpointed —; a second signal exits at once (durable bytes are safe on disk either way).
 public final class SignalHandling: Sendable {

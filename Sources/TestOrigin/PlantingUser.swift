@@ -1,7 +1,7 @@
 import Foundation
 import Glibc
 
-/// Another local user for tests of files planted beside a destination (issue #44): `nobody` (65534),
+/// Another local user for tests of files planted beside a destination: `nobody` (65534),
 /// played for real through `setpriv --reuid=65534 --regid=65534 --clear-groups` (the tests run as root).
 public enum OtherUser {
     /// nobody's uid and gid (`nogroup`).
@@ -23,7 +23,7 @@ public enum OtherUser {
     public static func plantCopy(of source: String, at destination: String) throws { try run(["/bin/cp", source, destination]) }
 }
 
-/// A directory other users can write, where they plant files (issue #44), removed when released.
+/// A directory other users can write, where they plant files, removed when released.
 ///
 /// ``Kind/sticky`` is a `/tmp`-like 1777 directory (on a machine with `fs.protected_symlinks` set the kernel
 /// itself refuses to follow another user's link there); ``Kind/groupWritable`` is root's, mode 0775, group
