@@ -26,6 +26,8 @@ struct SegmentWorker: Sendable {
     let control: DownloadControl
     /// The shortest response wait of all this download's workers (``SendAheadRule/learned(shortestWait:)``).
     let sharedWait: SharedShortestWait
+    /// Woken with every credited buffer's count, when the worker ends, and on a dropped source.
+    let wakes: SegmentWakes
     /// The sources of a download with mirrors (docs/MIRRORS.md); nil: `url` is the only one.
     var sources: SourceBoard? = nil
     /// The piece checks of a download with piece checksums (``PieceVerifier``); nil: none.
@@ -466,6 +468,7 @@ struct SegmentWorker: Sendable {
         let credited = board.record(handle, worker: id, at: cursor, count: count)
         cursor = credited.upperBound
         journal?.append(credited)
+        wakes.credited(credited.count)
         if let pieces { completed += pieces.credit(credited, from: source) }
         return credited.count
     }
