@@ -8,11 +8,9 @@ import HTTPWire
 ///
 /// Why one at a time: the kernel serializes buffered writes to one file anyway (ext4, tmpfs and XFS
 /// take the inode's lock exclusively for the whole copy), but its waiters spin on a running owner
-/// before they sleep: with 16 connections on 2 vCPUs that spinning (`rwsem_spin_on_owner`) was 15–20 %
-/// of the process's samples, and it slowed the owner's copy too; waiting on this user-space mutex
-/// sleeps at once. By hand, 1 GiB over 16 capped connections into tmpfs: 1.5 CPU-s instead of 2.5–6.5
-/// (perf, 3 alternating pairs), the same wall time (docs/BENCHMARKS.md, "Segment writes, one at a
-/// time").
+/// before they sleep: with many connections on few CPUs that spinning (`rwsem_spin_on_owner`) costs a
+/// good share of the process's time and slows the owner's copy too; waiting on this user-space mutex
+/// sleeps at once, for the same wall time (docs/BENCHMARKS.md, "Segment writes, one at a time").
 ///
 /// With ``DownloadConfiguration/directWrites`` (the default) the whole blocks of each write go
 /// past the page cache through a second descriptor (``DirectFile``, cut by ``DirectWriteSplit``); the
