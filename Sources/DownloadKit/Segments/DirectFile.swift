@@ -35,10 +35,9 @@ struct DirectWriteSplit {
 
 /// A download's temp file opened a second time, with `O_DIRECT`, and the aligned buffer its writes are
 /// made from. Segment workers write through it (``SegmentFileWriter``, under its lock) so that a
-/// segmented download does not copy every byte into page-cache pages: on this project's VMs a page the
-/// guest gave back to the host costs 2–3.5 CPU-s/GiB to touch again, and one writer copying 16 × 26 MB/s
-/// into such pages held back the 15 connections waiting behind it (docs/BENCHMARKS.md, "16 connections,
-/// past the page cache").
+/// segmented download does not copy every byte into page-cache pages: on a virtual machine a page the
+/// guest gave back to the host is costly to touch again, and one writer copying into such pages holds
+/// back every connection waiting behind it (docs/BENCHMARKS.md, "16 connections, past the page cache").
 ///
 /// Durability is unchanged: a direct write has reached the device (perhaps its volatile cache) when it
 /// returns, and the checkpoint's `fdatasync` of the inode flushes that cache and the extent changes as

@@ -1,4 +1,3 @@
-import Dispatch
 import Foundation
 import HTTPClient
 import HTTPWire
@@ -15,6 +14,8 @@ struct SegmentCoordinator {
         var checkpoint: (_ force: Bool) throws -> Void
         /// (bytes of the file present, bytes fetched by this run of the coordinator, open connections, now)
         var publish: (_ received: Int64, _ fetched: Int64, _ connections: Int, _ now: Double) -> Void
+        /// Called each time the coordinator wakes up while workers run (for tests that count them).
+        var woke: () -> Void = {}
     }
 
     /// How a segmented run ended (failures and stops are thrown).
@@ -108,12 +109,14 @@ struct SegmentCoordinator {
     /// stops. Throws failures and stops (after a checkpoint of what was written).
     func run(saved: [ResumeSegment], prefix: Int64, hooks: Hooks) throws -> Report {
         var workers = max(1, min(configuration.connections, client.configuration.maxConnectionsPerOrigin))
+        let wakes = SegmentWakes(control.wakeUps)
         var sourceBoard: SourceBoard?
         if sources.count > 1 {
             // `connections` is the total, at least one per source; each source holds at most `perSource`.
             let perSource = max(1, min(configuration.connectionsPerSource, client.configuration.maxConnectionsPerOrigin))
             let board = SourceBoard(
-                sources, reference: SourceScheduler.Reference(total: total, lastModified: lastModified), perSource: perSource)
+                sources, reference: SourceScheduler.Reference(total: total, lastModified: lastModified), perSource: perSource,
+                wakes: wakes)
             workers = min(max(configuration.connections, sources.count), board.capacity)
             sourceBoard = board
         }
@@ -143,28 +146,37 @@ struct SegmentCoordinator {
 
         control.setState(.segmented(connections: workers))
         let tokens = (0..<workers).map { _ in CancellationToken() }
-        let group = DispatchGroup()
         let writer = SegmentFileWriter(file, direct: configuration.directWrites)
         // Counted before any worker starts: a fast worker's first buffer must count as this run's.
         let writtenAtStart = board.written
         let sharedWait = SharedShortestWait()
+        wakes.start(workers: workers)
         for index in 0..<workers {
             let worker = SegmentWorker(
                 id: index, board: board, file: writer, journal: journal, client: client, url: url, headers: headers,
                 ifRange: ifRange, entityTag: entityTag, total: total, retryPolicy: RetryPolicy(configuration),
                 lowSpeedLimit: configuration.lowSpeedLimit, lowSpeedTime: configuration.lowSpeedTime.asSeconds,
                 bufferSize: bufferSize, rateLimiters: rateLimiters, cancellation: tokens[index], control: control,
-                sharedWait: sharedWait, sources: sourceBoard, pieces: pieceBoard)
-            group.enter()
+                sharedWait: sharedWait, wakes: wakes, sources: sourceBoard, pieces: pieceBoard)
             TransferThreads.shared.run(name: "dk-segment-\(index)") {
                 worker.run()
-                group.leave()
+                wakes.workerEnded()
             }
         }
 
+        // The coordinator sleeps until there is something to do: a worker ended or dropped a source, the
+        // caller or the board stopped (both wake `control.wakeUps`), or credited bytes reached the next
+        // writeback, or — once everything credited is published — the next credited byte. Only the
+        // time-based rules keep a deadline: progress at most every `progressInterval` (one look an interval
+        // after each publish), a checkpoint at most every `interval` while bytes are not yet in one. A
+        // stalled transfer soon has neither, so the coordinator sleeps through the stall.
         let interval = min(configuration.checkpointInterval.asSeconds, 1)
-        var writtenAtLastWriteback = writtenAtStart
-        var lastProgress = 0.0
+        let progressInterval = configuration.progressInterval.asSeconds
+        let writebackInterval = Int64(TransferEngine.writebackInterval)
+        var creditedAtLastWriteback: Int64 = 0
+        var publishedCredited: Int64 = -1
+        var checkpointedCredited: Int64 = 0
+        var lastProgress = -Double.infinity
         var lastCheckpoint = monotonicSeconds()
         var cancelled = false
         func publishDrops() {
@@ -179,29 +191,49 @@ struct SegmentCoordinator {
             lastProgress = now
             hooks.publish(board.written, board.written - writtenAtStart, board.activeConnections, now)
         }
-        while group.wait(timeout: .now() + .milliseconds(50)) == .timedOut {
+        while true {
             if control.stopRequest != .none { board.stop(.stopped) }
             if board.stopReason != nil && !cancelled {
                 cancelled = true
                 for token in tokens { token.cancel() }
             }
             publishDrops()
+            let (running, credited) = wakes.progress
+            if running == 0 { break }
             let now = monotonicSeconds()
-            if now - lastProgress >= configuration.progressInterval.asSeconds { publish(now) }
-            let written = board.written
-            if written - writtenAtLastWriteback >= Int64(TransferEngine.writebackInterval) {
-                file.startWriteback()
-                writtenAtLastWriteback = written
+            if credited != publishedCredited && now - lastProgress >= progressInterval {
+                publishedCredited = credited
+                publish(now)
             }
-            if now - lastCheckpoint >= interval {
+            if credited - creditedAtLastWriteback >= writebackInterval {
+                file.startWriteback()
+                creditedAtLastWriteback = credited
+            }
+            if credited != checkpointedCredited && now - lastCheckpoint >= interval {
                 lastCheckpoint = now
+                checkpointedCredited = credited
                 do {
                     try hooks.checkpoint(false)
                     try journal.compact(board.creditedRuns, pieces: verifiedPieces)
                 } catch {
                     board.stop(.failed(DownloadError.wrap(error)))
+                    continue
                 }
             }
+            var seconds = Double.infinity
+            var next = creditedAtLastWriteback + writebackInterval
+            if now - lastProgress < progressInterval {
+                // Published within the interval: look again when the next progress may go out.
+                seconds = lastProgress + progressInterval - now
+            } else {
+                // Everything credited is published: the next credited byte is news.
+                next = min(next, credited + 1)
+            }
+            if credited != checkpointedCredited { seconds = min(seconds, lastCheckpoint + interval - now) }
+            wakes.wait(seconds: seconds, untilCredited: next) {
+                (control.stopRequest != .none && board.stopReason == nil) || (board.stopReason != nil && !cancelled)
+            }
+            hooks.woke()
         }
         publishDrops()
         var report = Report(
@@ -263,5 +295,71 @@ struct SegmentCoordinator {
     struct Failure: Error {
         let error: DownloadError
         let report: Report
+    }
+}
+
+/// How segment workers wake their coordinator (``SegmentCoordinator/run(saved:prefix:hooks:)``): when one
+/// ends, when a source is dropped, and when the bytes they credited reach the count the coordinator waits
+/// for — one short lock per credited buffer, a wake-up only at that count. The sleep is on the download's
+/// `wakeUps` (``WakeSignal``), which a stop request and a stopped board wake too.
+final class SegmentWakes: Sendable {
+    private struct State {
+        var running = 0
+        var credited: Int64 = 0
+        /// The credited total that wakes the coordinator.
+        var wakeAt = Int64.max
+        /// A worker ended or dropped a source since the coordinator last looked.
+        var poked = false
+    }
+
+    private let state = LockedValue(State())
+    private let signal: WakeSignal
+
+    init(_ signal: WakeSignal) {
+        self.signal = signal
+    }
+
+    /// Before the workers start: how many will run.
+    func start(workers: Int) { state.withLock { $0.running = workers } }
+
+    /// A worker returned.
+    func workerEnded() { poke { $0.running -= 1 } }
+
+    /// A source was dropped: the coordinator announces it.
+    func sourceDropped() { poke { _ in } }
+
+    /// `count` bytes were credited.
+    func credited(_ count: Int) {
+        let reached = state.withLock { state in
+            state.credited += Int64(count)
+            guard state.credited >= state.wakeAt else { return false }
+            state.wakeAt = .max
+            return true
+        }
+        if reached { signal.wake() }
+    }
+
+    /// The workers still running and the bytes credited so far.
+    var progress: (running: Int, credited: Int64) { state.withLock { ($0.running, $0.credited) } }
+
+    /// Sleeps for at most `seconds` (infinity: until woken), ending early when a worker ends or drops a
+    /// source, when `credited` bytes have been credited in all, or when `shouldStop` holds.
+    func wait(seconds: Double, untilCredited credited: Int64, shouldStop: () -> Bool) {
+        state.withLock { $0.wakeAt = credited }
+        _ = signal.sleep(seconds) {
+            let news = state.withLock { state in
+                defer { state.poked = false }
+                return state.poked || state.credited >= credited
+            }
+            return news || shouldStop()
+        }
+    }
+
+    private func poke(_ change: (inout State) -> Void) {
+        state.withLock { state in
+            change(&state)
+            state.poked = true
+        }
+        signal.wake()
     }
 }

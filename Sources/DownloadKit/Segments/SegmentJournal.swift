@@ -1,6 +1,6 @@
 import Glibc
 
-/// The progress journal of a segmented download, `<name>.dkjournal` beside `<name>.dkpart` (issue #24).
+/// The progress journal of a segmented download, `<name>.dkjournal` beside `<name>.dkpart`.
 ///
 /// After every buffer a worker writes to the temp file it appends one 32-byte record `[start, end)` of the
 /// bytes it just wrote and credited, with one plain `write(2)` on an `O_APPEND` descriptor: no `fsync`.
@@ -36,7 +36,7 @@ final class SegmentJournal: Sendable {
     /// Creates (or empties) the journal for a download of `total` bytes on this boot and appends `runs`
     /// (what is already written), so the journal alone describes the temp file from now on.
     ///
-    /// An existing journal is emptied only when this user wrote it (issue #44): a symbolic link, another
+    /// An existing journal is emptied only when this user wrote it: a symbolic link, another
     /// user's file, or one writable by others at this name is refused, untouched.
     /// - Throws: ``DownloadError/Code/untrustedFile`` naming the journal, or ``FileSystemError``.
     init(path: String, total: Int64, runs: [Range<Int64>], pieces: VerifiedPieces? = nil) throws {
@@ -190,11 +190,11 @@ final class SegmentJournal: Sendable {
     /// Removes the journal beside `tempPath`, if there is one of ours. Most downloads never have one: a lookup
     /// (lock-free once the kernel caches the miss) comes first, because `unlink` takes the directory's lock
     /// for writing even when the name is absent, and every download finishing into that directory waits
-    /// on it (6 % of the small-files scenario's CPU went to that wait; issue #18).
+    /// on it.
     static func remove(forTempFile tempPath: String) {
         let journal = path(forTempFile: tempPath)
         var status = stat()
-        // Only ours: another user's file or link at this name stays (issue #44).
+        // Only ours: another user's file or link at this name stays.
         guard lstat(journal, &status) == 0, status.st_uid == geteuid() else { return }
         _ = unlink(journal)
     }

@@ -2,110 +2,6 @@ import Glibc
 import HTTPClient
 import HTTPWire
 
-/// A file descriptor handed to another thread: the background checkpoint's `fdatasync`, which the engine
-/// waits for (`checkpointQueue.sync`) before it moves, removes or closes the file; hence
-/// `@unchecked Sendable`.
-struct SharedFile: @unchecked Sendable {
-    let handle: FileHandleFD
-}
-
-/// The file as the segment workers write it: `pwrite` at each worker's own offsets (POSIX positional
-/// I/O does not use the shared file offset), one worker at a time. The handle outlives every worker
-/// (the coordinator joins them).
-///
-/// Why one at a time: the kernel serializes buffered writes to one file anyway (ext4, tmpfs and XFS
-/// take the inode's lock exclusively for the whole copy), but its waiters spin on a running owner
-/// before they sleep: with 16 connections on 2 vCPUs that spinning (`rwsem_spin_on_owner`) was 15–20 %
-/// of the process's samples, and it slowed the owner's copy too; waiting on this user-space mutex
-/// sleeps at once. By hand, 1 GiB over 16 capped connections into tmpfs: 1.5 CPU-s instead of 2.5–6.5
-/// (perf, 3 alternating pairs), the same wall time (docs/BENCHMARKS.md, "Segment writes, one at a
-/// time").
-///
-/// With ``DownloadConfiguration/directWrites`` (the default) the whole blocks of each write go
-/// past the page cache through a second descriptor (``DirectFile``, cut by ``DirectWriteSplit``); the
-/// rest, and everything on a file system outside ``DirectFile/fileSystems`` or one that refuses
-/// `O_DIRECT`, goes through the page cache.
-/// Either way a write returns only once its bytes are in the file, so the workers' claim, write, credit
-/// order is unchanged.
-///
-/// The lock holds the files themselves, not `Void`: ThreadSanitizer attributed the access to a zero-sized
-/// locked value to the lock object's first bytes and reported a race with a thread about to lock it.
-struct SegmentFileWriter: Sendable {
-    private struct Files {
-        let handle: FileHandleFD
-        var direct: DirectFile?
-        var directBytes: Int64 = 0
-    }
-
-    private let files: LockedValue<Files>
-
-    /// - Parameters:
-    ///   - handle: The temp file, open for writing.
-    ///   - direct: Whether to write whole blocks with `O_DIRECT` where the file system allows it.
-    init(_ handle: FileHandleFD, direct: Bool) {
-        files = LockedValue(Files(handle: handle, direct: direct ? DirectFile(sameFileAs: handle) : nil))
-    }
-
-    /// Whether whole blocks go past the page cache (false on other file systems, or after a refusal).
-    var writesDirect: Bool { files.withLock { $0.direct != nil } }
-
-    /// The bytes written past the page cache so far.
-    var directBytes: Int64 { files.withLock { $0.directBytes } }
-
-    /// Writes `bytes` at `offset` (all of them, or throws with `written` set to the prefix that reached
-    /// the file), while no other worker writes.
-    func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64, written: inout Int) throws(FileSystemError) {
-        written = 0
-        try files.withLock { (files: inout Files) throws(FileSystemError) in
-            guard let direct = files.direct else {
-                return try files.handle.write(bytes, toAbsoluteOffset: offset, written: &written)
-            }
-            let split = DirectWriteSplit(
-                offset: offset, count: bytes.count, alignment: DirectFile.alignment, minimumDirect: DirectFile.minimumWrite)
-            try Self.buffered(bytes, 0..<split.head, at: offset, through: files.handle, written: &written)
-            if split.direct > 0 {
-                var part = 0
-                defer {
-                    written += part
-                    files.directBytes += Int64(part)
-                }
-                let piece = UnsafeRawBufferPointer(rebasing: bytes[split.head..<(split.head + split.direct)])
-                if try direct.write(piece, at: offset + Int64(split.head), written: &part) == .refused { files.direct = nil }
-            }
-            // The tail, and whatever of the middle a short or refused direct write left.
-            try Self.buffered(bytes, written..<bytes.count, at: offset, through: files.handle, written: &written)
-        }
-    }
-
-    /// Reads `count` bytes at `offset` (bytes already credited: a mirror's sample is compared with them).
-    func read(count: Int, at offset: Int64) throws(FileSystemError) -> [UInt8] {
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(1, count), alignment: 64)
-        defer { buffer.deallocate() }
-        let done = try files.withLock { (files: inout Files) throws(FileSystemError) -> Int in
-            var done = 0
-            while done < count {
-                let n = try files.handle.read(
-                    into: UnsafeMutableRawBufferPointer(rebasing: buffer[done..<count]), fromAbsoluteOffset: offset + Int64(done))
-                if n == 0 { break }
-                done += n
-            }
-            return done
-        }
-        return Array(UnsafeRawBufferPointer(rebasing: buffer[0..<done]))
-    }
-
-    /// Writes `range` of `bytes` through the page cache, adding what reached the file to `written`.
-    private static func buffered(
-        _ bytes: UnsafeRawBufferPointer, _ range: Range<Int>, at offset: Int64, through handle: FileHandleFD, written: inout Int
-    ) throws(FileSystemError) {
-        guard !range.isEmpty else { return }
-        var part = 0
-        defer { written += part }
-        try handle.write(
-            UnsafeRawBufferPointer(rebasing: bytes[range]), toAbsoluteOffset: offset + Int64(range.lowerBound), written: &part)
-    }
-}
-
 /// One segment worker: a thread that requests byte ranges of the segment it holds and writes them at
 /// their offsets. It only executes: every rule (which segment, how many bytes may be written, what is
 /// credited) is the board's (``SegmentBoardState``).
@@ -130,6 +26,8 @@ struct SegmentWorker: Sendable {
     let control: DownloadControl
     /// The shortest response wait of all this download's workers (``SendAheadRule/learned(shortestWait:)``).
     let sharedWait: SharedShortestWait
+    /// Woken with every credited buffer's count, when the worker ends, and on a dropped source.
+    let wakes: SegmentWakes
     /// The sources of a download with mirrors (docs/MIRRORS.md); nil: `url` is the only one.
     var sources: SourceBoard? = nil
     /// The piece checks of a download with piece checksums (``PieceVerifier``); nil: none.
@@ -147,15 +45,39 @@ struct SegmentWorker: Sendable {
         var isMirror: Bool { (index ?? 0) != 0 }
     }
 
-    /// A mirror's answer disagreed (or it failed) and it was dropped: the worker leaves it.
-    private struct SourceDropped: Error {}
+    /// How one exchange of the worker ended — a value, so the worker's loop decides on it (with
+    /// ``SegmentAttemptMachine``) instead of catching by error type.
+    private enum FetchEnd {
+        /// Every response ended as asked; the held segment may owe more.
+        case fetched
+        /// The segment ended inside the bytes just received (its tail was stolen): the response is dropped
+        /// with its connection, never written past the segment's end.
+        case rangeEnded
+        /// A mirror's answer agrees on the length but needs a sample before its bytes are written.
+        case needsSample
+        /// The source was dropped (its answer disagreed, or a piece check dropped it).
+        case sourceDropped
+        /// An "expired URL" status (``SegmentAttemptMachine/expiredStatuses``).
+        case expired(status: Int)
+        /// The partial data no longer matches the resource: the download starts over (on a mirror: its failure).
+        case restart(RestartReason)
+        /// Any other failure: transport, a wrong answer, a file write, too slow, stopped.
+        case failed(any Error)
 
-    /// A mirror's answer agrees on the length but needs a sample before its bytes are written.
-    private struct NeedsSample: Error {}
+        /// The failure this end stands for, where one is named (a restart keeps its reason).
+        func failure(url: HTTPURL) -> DownloadError? {
+            switch self {
+            case .fetched, .rangeEnded, .needsSample, .sourceDropped: nil
+            case .expired(let status): DownloadError.status(status, reason: "", url: url)
+            case .restart(let reason): DownloadError.restart(reason)
+            case .failed(let error): DownloadError.wrap(error)
+            }
+        }
+    }
 
-    /// Thrown from the body callback when the segment ends inside the bytes just received (its tail was
-    /// stolen): the response is dropped with its connection, never written past the segment's end.
-    private struct SegmentEnded: Error {}
+    /// Unwinds the HTTP client out of an exchange whose end is already decided (its callbacks can end an
+    /// exchange only by throwing); the decision itself is the ``FetchEnd`` the callback recorded.
+    private struct EndOfExchange: Error {}
 
     /// A piece this worker completed and has not settled yet (``settle(_:target:buffer:)``).
     private enum DuePiece {
@@ -165,18 +87,13 @@ struct SegmentWorker: Sendable {
         case refetch(Int, from: Int)
     }
 
-    /// A segment request got an "expired URL" status: the engine asks the URL provider.
-    private struct URLExpired: Error {
-        let status: Int
-    }
-
-    /// The most one range request asks for: at 26 MB/s a 4 MiB request lasts about 160 ms, short
-    /// enough that the tail is shared out, long enough that per-request costs stay negligible.
+    /// The most one range request asks for: short enough that the tail is shared out, long enough that
+    /// per-request costs stay negligible.
     static let requestSize: Int64 = 4 << 20
 
     /// How many bytes the current response may still owe when the next request is sent ahead: half a
-    /// request, some 80 ms at 26 MB/s — more than a round trip on most paths, and the tail past the
-    /// request in flight stays stealable until then.
+    /// request — more than a round trip on most paths, and the tail past the request in flight stays
+    /// stealable until then.
     static let sendAheadOwed: Int64 = requestSize / 2
 
     func run() {
@@ -208,48 +125,40 @@ struct SegmentWorker: Sendable {
         return Target(index: index, url: source.url, headers: source.headers, ifRange: nil, entityTag: nil)
     }
 
+    /// Whether the board or the caller stopped: every wait and loop of the worker ends.
+    private var isStopped: Bool { board.stopReason != nil || control.stopRequest != .none }
+
     /// Takes segments and fetches them from `target` until there is nothing left (false) or the target
-    /// was dropped (true: the worker may take another source).
+    /// was dropped (true: the worker may take another source). The decisions after each exchange are the
+    /// ``SegmentAttemptMachine``'s; this loop performs them.
     private func run(_ target: Target, buffer: ReceiveBuffer, lowSpeed: inout LowSpeedWindow, sendAhead: inout SendAheadRule) -> Bool {
-        var retry = retryPolicy
+        var machine = SegmentAttemptMachine(rules: rules(for: target))
         while true {
-            if board.stopReason != nil || control.stopRequest != .none { return false }
+            if isStopped { return false }
             if let index = target.index, let sources {
                 guard sources.isLive(index) else { return true }
                 if sources.phase(index) == .sampling {
-                    do {
-                        guard try sample(target, buffer: buffer) else { return false }
-                        retry = retryPolicy
-                        continue
-                    } catch is SourceDropped {
-                        return true
-                    } catch {
-                        switch failed(error, target: target, retry: &retry, progress: 0, lowSpeed: &lowSpeed) {
-                        case .again: continue
-                        case .leaveSource: return true
-                        case .stop: return false
-                        }
+                    let (event, failure) = sample(target, buffer: buffer)
+                    switch perform(machine.handle(event), machine: &machine, target: target, failure: failure, lowSpeed: &lowSpeed) {
+                    case .leaveSource: return true
+                    case .finish: return false
+                    default: continue
                     }
                 }
             }
             guard let assignment = board.take(worker: id) else { return false }
-            retry = retryPolicy
+            _ = machine.handle(.segmentTaken)
             var position = assignment.position
             defer { board.release(assignment.handle, worker: id) }
             segment: while board.remaining(assignment.handle, worker: id) > 0 {
-                if board.stopReason != nil || control.stopRequest != .none { return false }
+                if isStopped { return false }
                 let before = position
                 // Pieces this worker completed and did not verify inline (a bad one, or one completed on a
                 // failing path): settled before anything else, whatever ended the fetch.
                 var due: [DuePiece] = []
-                var failure: (any Error)?
-                do {
-                    try fetch(
-                        assignment.handle, from: &position, target: target, buffer: buffer, lowSpeed: &lowSpeed,
-                        sendAhead: &sendAhead, due: &due)
-                } catch {
-                    failure = error
-                }
+                let end = fetch(
+                    assignment.handle, from: &position, target: target, buffer: buffer, lowSpeed: &lowSpeed,
+                    sendAhead: &sendAhead, due: &due)
                 if !due.isEmpty {
                     switch settle(&due, target: target, buffer: buffer) {
                     case .again: break
@@ -257,81 +166,96 @@ struct SegmentWorker: Sendable {
                     case .stop: return false
                     }
                 }
-                switch failure {
-                case nil:
-                    continue
-                case is SegmentEnded:
-                    break segment
-                case is SourceDropped:
-                    return true
-                case is NeedsSample:
-                    // The segment goes back to the board while the sample is fetched.
-                    break segment
-                case let expired as URLExpired where target.index == nil:
-                    board.stop(.refreshURL(status: expired.status))
-                    return false
-                case let error?:
-                    switch failed(error, target: target, retry: &retry, progress: position - before, lowSpeed: &lowSpeed) {
-                    case .again: continue
-                    case .leaveSource: return true
-                    case .stop: return false
-                    }
+                let (event, failure) = attempt(end, target: target, progress: position - before)
+                switch perform(machine.handle(event), machine: &machine, target: target, failure: failure, lowSpeed: &lowSpeed) {
+                case .proceed: continue
+                case .nextSegment: break segment
+                case .leaveSource: return true
+                default: return false
                 }
             }
         }
     }
 
-    /// What a worker does after a failure.
-    private enum AfterFailure {
-        /// Retry on the same source (the delay has passed).
-        case again
-        /// The source was dropped; others are left.
-        case leaveSource
-        /// The board stopped (or the caller did).
-        case stop
+    /// The machine's rules for `target`: the worker's retry rule, and whether it has other sources to fall back on.
+    private func rules(for target: Target) -> SegmentAttemptMachine.Rules {
+        SegmentAttemptMachine.Rules(
+            retries: retryPolicy.retries, baseDelay: retryPolicy.baseDelay, maxDelay: retryPolicy.maxDelay,
+            progressThatResets: RetryPolicy.progressThatResets, hasSources: target.index != nil, isMirror: target.isMirror)
     }
 
-    /// A failure of `target`: retried within the retry rule, then — with mirrors — the source dropped
-    /// (the download fails only when no source is left); without mirrors the download fails.
-    private func failed(
-        _ error: any Error, target: Target, retry: inout RetryPolicy, progress: Int64, lowSpeed: inout LowSpeedWindow
-    ) -> AfterFailure {
-        var failure = DownloadError.wrap(error)
-        if let expired = error as? URLExpired {
-            failure = DownloadError.status(expired.status, reason: "", url: target.url)
+    /// The machine's event for an exchange that ended with `end` after moving `progress` bytes, and the
+    /// failure it names (kept for the board or the source board).
+    private func attempt(_ end: FetchEnd, target: Target, progress: Int64) -> (SegmentAttemptMachine.Event, DownloadError?) {
+        let failure = end.failure(url: target.url)
+        switch end {
+        case .fetched: return (.fetched, nil)
+        case .rangeEnded: return (.rangeEnded, nil)
+        case .needsSample: return (.needsSample, nil)
+        case .sourceDropped: return (.sourceDropped, nil)
+        case .expired(let status): return (failed(isStopped ? .stopped : .expired(status: status), progress: progress), failure)
+        case .restart: return (failed(isStopped ? .stopped : .restart, progress: progress), failure)
+        case .failed: return (failed(classify(failure, target: target), progress: progress), failure)
         }
-        if board.stopReason != nil || control.stopRequest != .none || failure.code == .cancelled { return .stop }
-        if let restart = failure.restartReason, !target.isMirror {
-            board.stop(.restart(restart))
-            return .stop
-        }
-        let slowRate = failure.code == .tooSlow ? failure.detail : nil
-        if let index = target.index, let sources, slowRate != nil, sources.dropsWhenSlow(index) {
-            return drop(index, .tooSlow(bytesPerSecond: Self.rate(in: failure.detail)), failure: failure)
-        }
-        guard failure.restartReason == nil, !(error is URLExpired),
-            case .retry(let delay, _) = retry.next(after: failure, progress: progress)
-        else {
-            if let index = target.index { return drop(index, .failed(failure), failure: failure) }
-            board.stop(.failed(failure))
-            return .stop
-        }
-        lowSpeed.reset()
-        if !interruptibleSleep(delay, wakes: control.wakeUps, shouldStop: { board.stopReason != nil || control.stopRequest != .none }) {
-            return .stop
-        }
-        return .again
     }
 
-    /// Drops source `index`; stops the board with `failure` when it was the last.
-    private func drop(_ index: Int, _ reason: SourceDropReason, failure: DownloadError) -> AfterFailure {
-        guard let sources, sources.failed(index, reason) else {
-            var last = failure
-            last.detail = "every source was dropped; the last, \(sources?.sources[index].url.description ?? url.description): \(failure.detail)"
-            board.stop(.failed(last))
-            return .stop
+    private func failed(_ failure: SegmentAttemptMachine.Failure, progress: Int64) -> SegmentAttemptMachine.Event {
+        .failed(failure, progress: progress, jitter: Double.random(in: 0...1))
+    }
+
+    /// The machine's class of a failure the worker caught.
+    private func classify(_ failure: DownloadError?, target: Target) -> SegmentAttemptMachine.Failure {
+        guard let failure else { return .permanent }
+        if isStopped || failure.code == .cancelled { return .stopped }
+        if failure.restartReason != nil { return .restart }
+        if failure.code == .tooSlow, failure.isTransient {
+            let drops = target.index.map { sources?.dropsWhenSlow($0) ?? false } ?? false
+            return .tooSlow(bytesPerSecond: Self.rate(in: failure.detail), dropsSource: drops)
         }
-        return .leaveSource
+        return failure.isTransient ? .transient : .permanent
+    }
+
+    /// Performs the machine's effects — a wait, a drop on the source board, a stop of the board — feeding
+    /// their answers back, until it names where the worker's loop goes: ``SegmentAttemptMachine/Action/proceed``,
+    /// `nextSegment`, `leaveSource` or `finish`. `failure` is the attempt's, for the board and the drop reason.
+    private func perform(
+        _ first: SegmentAttemptMachine.Action, machine: inout SegmentAttemptMachine, target: Target, failure: DownloadError?,
+        lowSpeed: inout LowSpeedWindow
+    ) -> SegmentAttemptMachine.Action {
+        var action = first
+        while true {
+            switch action {
+            case .proceed, .nextSegment, .leaveSource, .finish:
+                return action
+            case .wait(let seconds):
+                lowSpeed.reset()
+                action = machine.handle(.waited(completed: interruptibleSleep(seconds, wakes: control.wakeUps, shouldStop: { isStopped })))
+            case .dropSource(let cause):
+                var wasLast = true
+                if let index = target.index, let sources {
+                    let reason: SourceDropReason
+                    switch cause {
+                    case .tooSlow(let rate): reason = .tooSlow(bytesPerSecond: rate)
+                    case .unverifiable: reason = .unverifiable
+                    case .failed: reason = .failed(failure ?? DownloadError(.internalError, "\(target.url): failed"))
+                    }
+                    wasLast = !sources.failed(index, reason)
+                }
+                action = machine.handle(.dropAnswered(wasLast: wasLast))
+            case .stopBoard(let stop):
+                let failure = failure ?? DownloadError(.internalError, "\(target.url): a segment failed")
+                switch stop {
+                case .restart: board.stop(.restart(failure.restartReason ?? .validatorChanged))
+                case .refreshURL(let status): board.stop(.refreshURL(status: status))
+                case .failed: board.stop(.failed(failure))
+                case .everySourceDropped:
+                    var last = failure
+                    last.detail = "every source was dropped; the last, \(target.url): \(failure.detail)"
+                    board.stop(.failed(last))
+                }
+                return .finish
+            }
+        }
     }
 
     /// The bytes per second a too-slow error names (its first number).
@@ -341,62 +265,81 @@ struct SegmentWorker: Sendable {
     }
 
     /// Fetches a sample of ``SourceScheduler/sampleSize`` bytes from a mirror where the file already holds
-    /// credited bytes, and compares (docs/MIRRORS.md). Waits for such bytes; false when the download ended
-    /// or stopped before. Throws ``SourceDropped`` when the mirror disagrees.
-    private func sample(_ target: Target, buffer: ReceiveBuffer) throws -> Bool {
-        guard let index = target.index, let sources else { return false }
+    /// credited bytes, and compares (docs/MIRRORS.md). Waits for such bytes. Returns the machine's event:
+    /// agreed, dropped (a disagreeing sample or answer), stopped (the download ended or stopped first),
+    /// unverifiable (nothing written to compare with, and no agreeing source left to write it), or the
+    /// failure of the exchange with the failure it names.
+    private func sample(_ target: Target, buffer: ReceiveBuffer) -> (SegmentAttemptMachine.Event, DownloadError?) {
+        guard let index = target.index, let sources else { return (.stopped, nil) }
         let size = min(SourceScheduler.sampleSize, total)
         var range: Range<Int64>?
         while range == nil {
-            if board.stopReason != nil || control.stopRequest != .none || board.isComplete { return false }
+            if isStopped || board.isComplete { return (.stopped, nil) }
             if let run = board.creditedRuns().first(where: { $0.count >= size }) {
                 range = run.lowerBound..<run.lowerBound + size
             } else if !sources.hasAgreeingSource(besides: index) {
-                // Nothing written to compare with, and no agreeing source left to write it: never proved.
-                let failure = DownloadError(
-                    .serverIgnoredRange, "\(target.url): \(SourceDropReason.unverifiable)")
-                if case .stop = drop(index, .unverifiable, failure: failure) { return false }
-                throw SourceDropped()
-            } else if !interruptibleSleep(0.05, wakes: control.wakeUps, shouldStop: { board.stopReason != nil || control.stopRequest != .none }) {
-                return false
+                let failure = DownloadError(.serverIgnoredRange, "\(target.url): \(SourceDropReason.unverifiable)")
+                return (failed(.unverifiable, progress: 0), failure)
+            } else if !interruptibleSleep(0.05, wakes: control.wakeUps, shouldStop: { isStopped }) {
+                return (.stopped, nil)
             }
         }
-        guard let range else { return false }
+        guard let range else { return (.stopped, nil) }
         var served: [UInt8] = []
         served.reserveCapacity(Int(size))
-        try fetchExactly(range, from: target, buffer: buffer, what: "a sample") { bytes, _ in served.append(contentsOf: bytes) }
-        let written = try file.read(count: Int(size), at: range.lowerBound)
-        if case .drop = sources.sampled(index, range: range, equal: written == served) { throw SourceDropped() }
-        return true
+        let written: [UInt8]
+        do {
+            guard try fetchExactly(range, from: target, buffer: buffer, what: "a sample", consume: { bytes, _ in served.append(contentsOf: bytes) })
+            else { return (.sourceDropped, nil) }
+            written = try file.read(count: Int(size), at: range.lowerBound)
+        } catch {
+            let failure = DownloadError.wrap(error)
+            return (failed(classify(failure, target: target), progress: 0), failure)
+        }
+        if case .drop = sources.sampled(index, range: range, equal: written == served) { return (.sourceDropped, nil) }
+        return (.sampleAgreed, nil)
     }
 
     /// One range request for exactly `range` from `target` (a mirror's sample, a piece fetched again), its
     /// body handed to `consume` with each run's offset: the answer is checked as a segment's is (a mirror
     /// that still needs a sample is not sent for one again), never past the range, and complete — else a
-    /// transient error naming `what`.
+    /// transient error naming `what`. False when the source was dropped on its answer.
     private func fetchExactly(
         _ range: Range<Int64>, from target: Target, buffer: ReceiveBuffer, what: String,
         consume: (UnsafeRawBufferPointer, Int64) throws -> Void
-    ) throws {
+    ) throws -> Bool {
         var cursor = range.lowerBound
-        _ = try client.execute(
-            request(for: range, target: target), cancellation: cancellation, buffer: buffer,
-            onHead: { head in
-                try validate(head, requested: range.lowerBound, target: target, sampling: true)
-                return .stream
-            },
-            onBody: { bytes in
-                guard cursor + Int64(bytes.count) <= range.upperBound else {
-                    throw DownloadError(.contentRangeMismatch, "\(what) ran past its range", isTransient: true)
-                }
-                try consume(bytes, cursor)
-                cursor += Int64(bytes.count)
-            })
+        var dropped = false
+        do {
+            _ = try client.execute(
+                request(for: range, target: target), cancellation: cancellation, buffer: buffer,
+                onHead: { head in
+                    switch validate(head, requested: range.lowerBound, target: target, sampling: true) {
+                    case nil: return .stream
+                    case .sourceDropped?:
+                        dropped = true
+                        throw EndOfExchange()
+                    case let end?:
+                        throw end.failure(url: target.url) ?? DownloadError(.contentRangeMismatch, "\(what): an unexpected answer", isTransient: true)
+                    }
+                },
+                onBody: { bytes in
+                    guard cursor + Int64(bytes.count) <= range.upperBound else {
+                        throw DownloadError(.contentRangeMismatch, "\(what) ran past its range", isTransient: true)
+                    }
+                    try consume(bytes, cursor)
+                    cursor += Int64(bytes.count)
+                })
+        } catch {
+            if dropped { return false }
+            throw error
+        }
         guard cursor == range.upperBound else {
             throw DownloadError(
                 .truncated, "\(what) of bytes \(range.lowerBound)-\(range.upperBound - 1) ended after \(cursor - range.lowerBound) bytes",
                 isTransient: true)
         }
+        return true
     }
 
     /// Range requests for the rest of the held segment, at most ``requestSize`` each, one after another
@@ -404,15 +347,15 @@ struct SegmentWorker: Sendable {
     /// next is sent while the current response still owes at most ``sendAheadOwed`` bytes (HTTP/1.1
     /// pipelining), so the connection does not idle for a round trip between them. `position` is the
     /// segment's written end before and after; inside, the cursor always equals the offset of the
-    /// response stream's next byte.
+    /// response stream's next byte. Returns how the exchange ended.
     private func fetch(
         _ handle: SegmentHandle, from position: inout Int64, target: Target, buffer: ReceiveBuffer,
         lowSpeed: inout LowSpeedWindow, sendAhead: inout SendAheadRule, due: inout [DuePiece]
-    ) throws {
+    ) -> FetchEnd {
         // Bounded requests keep the tail stealable: a sparing thief takes only what no request covers yet.
         guard let first = board.beginRequest(handle, worker: id, maximum: Self.requestSize),
             first.lowerBound == position
-        else { return }
+        else { return .fetched }
         // The ranges asked for and not yet answered, oldest first: the response being read is the first's.
         var asked = [first]
         var cursor = position
@@ -423,6 +366,12 @@ struct SegmentWorker: Sendable {
         var completed: [Int] = []
         var decided: [DuePiece] = []
         let source = target.index ?? 0
+        // Set by a callback that ends the exchange; read once the client has unwound.
+        var ended: FetchEnd?
+        func end(_ end: FetchEnd) -> EndOfExchange {
+            ended = end
+            return EndOfExchange()
+        }
         defer {
             due += decided + completed.map { .unchecked($0) }
             position = cursor
@@ -432,69 +381,74 @@ struct SegmentWorker: Sendable {
                 sources?.served(index, bytes: credited, seconds: monotonicSeconds() - headAt)
             }
         }
-        try client.execute(
-            series: request(for: first, target: target), cancellation: cancellation, buffer: buffer,
-            next: { owed in
-                // Asked with 0 after a response that nothing was sent behind: the next request goes now.
-                // A stopped board gives out no range.
-                if owed > 0, owed <= Self.sendAheadOwed {
-                    rule.bodyProgress(at: monotonicSeconds(), bytes: Int64(asked[0].count) - owed)
+        do {
+            try client.execute(
+                series: request(for: first, target: target), cancellation: cancellation, buffer: buffer,
+                next: { owed in
+                    // Asked with 0 after a response that nothing was sent behind: the next request goes now.
+                    // A stopped board gives out no range.
+                    if owed > 0, owed <= Self.sendAheadOwed {
+                        rule.bodyProgress(at: monotonicSeconds(), bytes: Int64(asked[0].count) - owed)
+                        rule.learned(shortestWait: sharedWait.fold(rule.shortestWait))
+                    }
+                    guard owed == 0 || (owed <= Self.sendAheadOwed && rule.sendsAhead), control.stopRequest == .none,
+                        let range = board.continueRequest(handle, worker: id, maximum: Self.requestSize)
+                    else { return nil }
+                    asked.append(range)
+                    return request(for: range, target: target)
+                },
+                onSent: { rule.sent(at: monotonicSeconds()) },
+                onHead: { head in
+                    rule.headArrived(at: monotonicSeconds())
                     rule.learned(shortestWait: sharedWait.fold(rule.shortestWait))
-                }
-                guard owed == 0 || (owed <= Self.sendAheadOwed && rule.sendsAhead), control.stopRequest == .none,
-                    let range = board.continueRequest(handle, worker: id, maximum: Self.requestSize)
-                else { return nil }
-                asked.append(range)
-                return request(for: range, target: target)
-            },
-            onSent: { rule.sent(at: monotonicSeconds()) },
-            onHead: { head in
-                rule.headArrived(at: monotonicSeconds())
-                rule.learned(shortestWait: sharedWait.fold(rule.shortestWait))
-                try validate(head, requested: asked[0].lowerBound, target: target)
-                headAt = monotonicSeconds()
-                return .stream
-            },
-            onBody: { bytes in
-                // Claim, write, credit: the board never lets a steal cut below claimed bytes, and only what
-                // reached the file is credited.
-                let allowed = board.claim(handle, worker: id, at: cursor, count: bytes.count)
-                guard allowed > 0 else { throw SegmentEnded() }
-                var written = 0
-                do {
-                    try file.write(UnsafeRawBufferPointer(rebasing: bytes[0..<allowed]), at: cursor, written: &written)
-                } catch {
-                    credited += Int64(credit(handle, at: &cursor, count: written, source: source, completed: &completed))
-                    throw error
-                }
-                // Fewer than received: the segment ends inside this buffer; the rest is not ours.
-                let counted = credit(handle, at: &cursor, count: allowed, source: source, completed: &completed)
-                credited += Int64(counted)
-                try verify(&completed, decided: &decided, target: target)
-                if counted < allowed || allowed < bytes.count { throw SegmentEnded() }
-                if let rate = window.record(allowed, now: monotonicSeconds()) {
-                    throw DownloadError(
-                        .tooSlow,
-                        "segment transfer too slow: \(Int(rate)) bytes/s for \(Int(lowSpeedTime)) s, below the limit of \(lowSpeedLimit) bytes/s",
-                        isTransient: true)
-                }
-                if !TokenBucket.wait(rateLimiters, afterConsuming: allowed, wakes: control.wakeUps, shouldStop: { control.stopRequest != .none }) {
-                    throw DownloadError(.cancelled, "stopped")
-                }
-            },
-            onEnd: { summary in
-                rule.responseEnded(at: monotonicSeconds(), bytes: summary.bodyBytes)
-                let range = asked.removeFirst()
-                // A response that ended before the bytes it promised (an empty 206, a short one) is a
-                // transient failure: retried within the worker's bound, never re-requested forever (issue
-                // #13, 4). A request sent ahead is dropped with the connection: its range starts past a gap.
-                if cursor < range.upperBound, board.remaining(handle, worker: id) > 0 {
-                    throw DownloadError(
-                        .truncated,
-                        "a segment response for bytes \(range.lowerBound)-\(range.upperBound - 1) ended after \(cursor - range.lowerBound) bytes",
-                        isTransient: true)
-                }
-            })
+                    if let verdict = validate(head, requested: asked[0].lowerBound, target: target) { throw end(verdict) }
+                    headAt = monotonicSeconds()
+                    return .stream
+                },
+                onBody: { bytes in
+                    // Claim, write, credit: the board never lets a steal cut below claimed bytes, and only what
+                    // reached the file is credited.
+                    let allowed = board.claim(handle, worker: id, at: cursor, count: bytes.count)
+                    guard allowed > 0 else { throw end(.rangeEnded) }
+                    var written = 0
+                    do {
+                        try file.write(UnsafeRawBufferPointer(rebasing: bytes[0..<allowed]), at: cursor, written: &written)
+                    } catch {
+                        credited += Int64(credit(handle, at: &cursor, count: written, source: source, completed: &completed))
+                        throw error
+                    }
+                    // Fewer than received: the segment ends inside this buffer; the rest is not ours.
+                    let counted = credit(handle, at: &cursor, count: allowed, source: source, completed: &completed)
+                    credited += Int64(counted)
+                    if let verdict = verify(&completed, decided: &decided, target: target) { throw end(verdict) }
+                    if counted < allowed || allowed < bytes.count { throw end(.rangeEnded) }
+                    if let rate = window.record(allowed, now: monotonicSeconds()) {
+                        throw DownloadError(
+                            .tooSlow,
+                            "segment transfer too slow: \(Int(rate)) bytes/s for \(Int(lowSpeedTime)) s, below the limit of \(lowSpeedLimit) bytes/s",
+                            isTransient: true)
+                    }
+                    if !TokenBucket.wait(rateLimiters, afterConsuming: allowed, wakes: control.wakeUps, shouldStop: { control.stopRequest != .none }) {
+                        throw DownloadError(.cancelled, "stopped")
+                    }
+                },
+                onEnd: { summary in
+                    rule.responseEnded(at: monotonicSeconds(), bytes: summary.bodyBytes)
+                    let range = asked.removeFirst()
+                    // A response that ended before the bytes it promised (an empty 206, a short one) is a
+                    // transient failure: retried within the worker's bound, never re-requested forever. A
+                    // request sent ahead is dropped with the connection: its range starts past a gap.
+                    if cursor < range.upperBound, board.remaining(handle, worker: id) > 0 {
+                        throw DownloadError(
+                            .truncated,
+                            "a segment response for bytes \(range.lowerBound)-\(range.upperBound - 1) ended after \(cursor - range.lowerBound) bytes",
+                            isTransient: true)
+                    }
+                })
+        } catch {
+            return ended ?? .failed(error)
+        }
+        return .fetched
     }
 
     /// The range request for `range` to `target`, with the validator that keeps every piece of one
@@ -514,25 +468,30 @@ struct SegmentWorker: Sendable {
         let credited = board.record(handle, worker: id, at: cursor, count: count)
         cursor = credited.upperBound
         journal?.append(credited)
+        wakes.credited(credited.count)
         if let pieces { completed += pieces.credit(credited, from: source) }
         return credited.count
     }
 
     /// Checks the pieces just completed, inline (``PieceBoard``: hashed from the file): a good one is verified,
     /// a bad one's refetch waits in `decided` until this response series ends (its sender only demoted, the
-    /// series goes on); when the decision drops this worker's own source, throws ``SourceDropped``.
-    private func verify(_ completed: inout [Int], decided: inout [DuePiece], target: Target) throws {
-        guard let pieces else { return }
+    /// series goes on). Returns how the exchange ends instead, if it does: a piece no source can give
+    /// (or a failed hash read), or this worker's own source dropped by the decision.
+    private func verify(_ completed: inout [Int], decided: inout [DuePiece], target: Target) -> FetchEnd? {
+        guard let pieces else { return nil }
         while let piece = completed.first {
-            let next = decide(piece, good: try pieces.matches(piece), pieces: pieces)
+            let good: Bool
+            do { good = try pieces.matches(piece) } catch { return .failed(error) }
+            let next = decide(piece, good: good, pieces: pieces)
             completed.removeFirst()
             switch next {
             case .verified: break
             case .refetch(let index): decided.append(.refetch(piece, from: index))
-            case .fail: throw pieces.failure(piece)
+            case .fail: return .failed(pieces.failure(piece))
             }
         }
-        if let index = target.index, let sources, !sources.isLive(index) { throw SourceDropped() }
+        if let index = target.index, let sources, !sources.isLive(index) { return .sourceDropped }
+        return nil
     }
 
     /// Applies the ``PieceVerifier``'s decision on a checked piece: demotes and drops its senders, journals
@@ -551,11 +510,20 @@ struct SegmentWorker: Sendable {
         return decision.next
     }
 
+    /// Where the worker goes after settling its pieces.
+    private enum Settled {
+        /// On with the same source.
+        case again
+        /// The source was dropped; others are left.
+        case leaveSource
+        /// The board stopped (or the caller did).
+        case stop
+    }
+
     /// Settles the pieces this worker completed: an unchecked one is hashed and decided; a bad one is
     /// fetched again from the source the verifier names and hashed again, until it is verified — or no
-    /// source can give a good copy, and the download fails naming the piece. Returns whether the worker
-    /// goes on with `target`.
-    private func settle(_ due: inout [DuePiece], target: Target, buffer: ReceiveBuffer) -> AfterFailure {
+    /// source can give a good copy, and the download fails naming the piece.
+    private func settle(_ due: inout [DuePiece], target: Target, buffer: ReceiveBuffer) -> Settled {
         guard let pieces else {
             due = []
             return .again
@@ -580,7 +548,7 @@ struct SegmentWorker: Sendable {
                 due.removeFirst()
             }
         } catch {
-            if board.stopReason == nil && control.stopRequest == .none { board.stop(.failed(DownloadError.wrap(error))) }
+            if !isStopped { board.stop(.failed(DownloadError.wrap(error))) }
             return .stop
         }
         if let index = target.index, let sources, !sources.isLive(index) { return .leaveSource }
@@ -595,32 +563,39 @@ struct SegmentWorker: Sendable {
         let target = target(index)
         var retry = retryPolicy
         while true {
-            if board.stopReason != nil || control.stopRequest != .none { throw DownloadError(.cancelled, "stopped") }
+            if isStopped { throw DownloadError(.cancelled, "stopped") }
             var progress: Int64 = 0
+            let served: Result<Bool, DownloadError>
             do {
-                try fetchExactly(range, from: target, buffer: buffer, what: PieceChecksums.name(piece, range) + " fetched again") { bytes, offset in
-                    var written = 0
-                    defer { progress += Int64(written) }
-                    try file.write(bytes, at: offset, written: &written)
-                }
-                return
-            } catch is SourceDropped {
-                throw DownloadError(.serverIgnoredRange, "\(target.url): dropped while it sent \(PieceChecksums.name(piece, range)) again")
+                served = .success(
+                    try fetchExactly(range, from: target, buffer: buffer, what: PieceChecksums.name(piece, range) + " fetched again") { bytes, offset in
+                        var written = 0
+                        defer { progress += Int64(written) }
+                        try file.write(bytes, at: offset, written: &written)
+                    })
             } catch {
-                let failure = DownloadError.wrap(error)
+                served = .failure(DownloadError.wrap(error))
+            }
+            switch served {
+            case .success(true):
+                return
+            case .success(false):
+                throw DownloadError(.serverIgnoredRange, "\(target.url): dropped while it sent \(PieceChecksums.name(piece, range)) again")
+            case .failure(let failure):
                 guard failure.code != .cancelled, case .retry(let delay, _) = retry.next(after: failure, progress: progress)
                 else { throw failure }
-                if !interruptibleSleep(delay, wakes: control.wakeUps, shouldStop: { board.stopReason != nil || control.stopRequest != .none }) {
+                if !interruptibleSleep(delay, wakes: control.wakeUps, shouldStop: { isStopped }) {
                     throw DownloadError(.cancelled, "stopped")
                 }
             }
         }
     }
 
-    /// A 206 must cover exactly the asked start, carry the known total and the same validator;
-    /// anything else is never written (issue #5: "a segment that comes back wrong is retried").
-    /// A mirror's answer is first the ``SourceScheduler``'s to judge (agreement with the first source).
-    private func validate(_ head: ResponseHead, requested: Int64, target: Target, sampling: Bool = false) throws {
+    /// A 206 must cover exactly the asked start, carry the known total and the same validator; anything
+    /// else is never written. A mirror's answer is first the ``SourceScheduler``'s to judge (agreement with
+    /// the first source). Returns nil when the answer is written, else how the exchange ends; `sampling`:
+    /// the answer is the sample itself, never sent for one.
+    private func validate(_ head: ResponseHead, requested: Int64, target: Target, sampling: Bool = false) -> FetchEnd? {
         if target.isMirror, let index = target.index, let sources, !(300..<400).contains(head.status) {
             var total: Int64?
             if head.status == 206, let text = head.headers.first(name: "Content-Range"),
@@ -633,8 +608,8 @@ struct SegmentWorker: Sendable {
             if head.status == 200 || head.status == 206 {
                 switch sources.answered(index, status: head.status, total: total, lastModified: head.headers.first(name: "Last-Modified")) {
                 case .agree: break
-                case .needsSample: if !sampling { throw NeedsSample() }
-                case .drop: throw SourceDropped()
+                case .needsSample: if !sampling { return .needsSample }
+                case .drop: return .sourceDropped
                 }
             }
         }
@@ -642,69 +617,17 @@ struct SegmentWorker: Sendable {
             first: requested, knownEntityTag: target.entityTag, knownLastModified: nil, knownTotal: total)
         switch policy.decide(head) {
         case .write:
-            return
+            return nil
         case .wholeBody(let reason), .restart(let reason):
             // A segment cannot take a whole body: start over (and probe again).
-            throw DownloadError.restart(reason)
+            return .restart(reason)
         case .complete:
-            throw DownloadError.restart(.lengthChanged)
+            return .restart(.lengthChanged)
         case .retry(let detail):
-            throw DownloadError(.contentRangeMismatch, "a segment: \(detail)", httpStatus: head.status, isTransient: true)
+            return .failed(DownloadError(.contentRangeMismatch, "a segment: \(detail)", httpStatus: head.status, isTransient: true))
         case .other:
-            if [401, 403, 404, 410].contains(head.status) { throw URLExpired(status: head.status) }
-            throw DownloadError.status(head.status, reason: head.reason, url: target.url)
+            if SegmentAttemptMachine.expiredStatuses.contains(head.status) { return .expired(status: head.status) }
+            return .failed(DownloadError.status(head.status, reason: head.reason, url: target.url))
         }
-    }
-}
-
-/// Validator rules of segmented transfers (the tag comparison itself is ``RangeResponsePolicy``'s).
-enum SegmentRules {
-
-    /// Why a resource must not be split, or nil: a weak ETag without Last-Modified leaves no validator that
-    /// may go in `If-Range` (RFC 9110 §13.1.5), so segments could splice two versions.
-    static func oneConnectionReason(entityTag: EntityTag?, lastModified: String?) -> String? {
-        guard let entityTag, entityTag.isWeak, lastModified == nil else { return nil }
-        return "the server's only validator is a weak ETag, which cannot protect range requests"
-    }
-}
-
-/// curl's `--speed-limit`/`--speed-time` for one connection: below `limit` bytes/s averaged over
-/// `seconds`, the transfer is too slow.
-struct LowSpeedWindow: Sendable {
-    let limit: Int
-    let seconds: Double
-    private var start = 0.0
-    private var bytes: Int64 = 0
-
-    init(limit: Int, seconds: Double) {
-        self.limit = limit
-        self.seconds = seconds
-    }
-
-    /// Counts `count` bytes at `now`; returns the window's rate when it closed below the limit.
-    mutating func record(_ count: Int, now: Double) -> Double? {
-        guard limit > 0 else { return nil }
-        if start == 0 { start = now }
-        bytes += Int64(count)
-        let elapsed = now - start
-        guard elapsed >= seconds else { return nil }
-        let rate = Double(bytes) / elapsed
-        start = now
-        bytes = 0
-        return rate < Double(limit) ? rate : nil
-    }
-
-    mutating func reset() {
-        start = 0
-        bytes = 0
-    }
-}
-
-extension DownloadError {
-    /// An internal signal that the partial data must be discarded and the download started over.
-    static func restart(_ reason: RestartReason) -> DownloadError {
-        var error = DownloadError(.serverIgnoredRange, "restart: \(reason.rawValue)")
-        error.restartReason = reason
-        return error
     }
 }

@@ -15,25 +15,37 @@ final class SourceBoard: Sendable {
     /// In the request's order; index 0 fixed the resource.
     let sources: [DownloadSource]
     private let state: LockedValue<SourceScheduler>
+    /// Told of every drop, so the coordinator announces it without polling.
+    private let wakes: SegmentWakes?
 
-    init(_ sources: [DownloadSource], reference: SourceScheduler.Reference, perSource: Int) {
+    init(_ sources: [DownloadSource], reference: SourceScheduler.Reference, perSource: Int, wakes: SegmentWakes? = nil) {
         self.sources = sources
         state = LockedValue(SourceScheduler(count: sources.count, reference: reference, perSource: perSource))
+        self.wakes = wakes
     }
 
     func assign() -> Int? { state.withLock { $0.assign() } }
     func release(_ index: Int) { state.withLock { $0.release(index) } }
 
     func answered(_ index: Int, status: Int, total: Int64?, lastModified: String?) -> SourceScheduler.Verdict {
-        state.withLock { $0.answered(index, status: status, total: total, lastModified: lastModified) }
+        announced(state.withLock { $0.answered(index, status: status, total: total, lastModified: lastModified) })
     }
 
     func sampled(_ index: Int, range: Range<Int64>, equal: Bool) -> SourceScheduler.Verdict {
-        state.withLock { $0.sampled(index, range: range, equal: equal) }
+        announced(state.withLock { $0.sampled(index, range: range, equal: equal) })
     }
 
     /// Drops `index`; returns whether any source is left.
-    func failed(_ index: Int, _ reason: SourceDropReason) -> Bool { state.withLock { $0.failed(index, reason) } }
+    func failed(_ index: Int, _ reason: SourceDropReason) -> Bool {
+        defer { wakes?.sourceDropped() }
+        return state.withLock { $0.failed(index, reason) }
+    }
+
+    /// `verdict`, after waking the coordinator when it dropped the source.
+    private func announced(_ verdict: SourceScheduler.Verdict) -> SourceScheduler.Verdict {
+        if case .drop = verdict { wakes?.sourceDropped() }
+        return verdict
+    }
     func hasAgreeingSource(besides index: Int) -> Bool { state.withLock { $0.hasAgreeingSource(besides: index) } }
     func dropsWhenSlow(_ index: Int) -> Bool { state.withLock { $0.dropsWhenSlow(index) } }
     func served(_ index: Int, bytes: Int64, seconds: Double) {
