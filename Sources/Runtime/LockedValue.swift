@@ -69,6 +69,20 @@ package final class LockedValue<Value>: @unchecked Sendable {
         return try body(&value)
     }
 
+    /// Runs `body` with exclusive access to the value, then wakes one thread in ``wait(until:_:)``: for
+    /// waiters that all wait for the same thing, of which one change satisfies one (a job handed to one
+    /// of several parked threads), where waking them all would only send the others back to sleep.
+    package func withLockWakingOneWaiter<Result, Failure: Error>(
+        _ body: (inout Value) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        pthread_mutex_lock(mutex)
+        defer {
+            pthread_mutex_unlock(mutex)
+            pthread_cond_signal(condition)
+        }
+        return try body(&value)
+    }
+
     /// Wakes every waiting thread without changing the value: for a condition that lives outside it
     /// (a cancellation flag). Taking the lock first orders the wake after the waiter's last look.
     package func wakeWaiters() {
