@@ -1,5 +1,5 @@
 /// Jobs run one at a time, in the order they were handed over, on a thread of their own: the runtime
-/// layer's serial queue (where a `DispatchQueue(label:)` was), for work that blocks its thread (a SQLite
+/// layer's serial queue (where a labelled Dispatch serial queue was), for work that blocks its thread (a SQLite
 /// commit, an `fsync`) and must never run on Swift's cooperative pool.
 ///
 /// A thread is started (``ThreadBridge``) when a job arrives and none is draining, and ends when the list
