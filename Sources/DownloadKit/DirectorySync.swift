@@ -1,4 +1,4 @@
-import Foundation
+import HTTPClient
 
 /// Group commit of a directory's `fsync` (issue #18, small files): a caller needs a sync that *began
 /// after* its own change (a rename into the directory); when one is already running, the caller waits
@@ -54,50 +54,49 @@ struct GroupCommit: Sendable, Equatable {
 }
 
 /// Performs directory syncs through ``GroupCommit``, one state per directory path.
-final class DirectorySync: @unchecked Sendable {
+final class DirectorySync: Sendable {
     static let shared = DirectorySync()
 
-    private let condition = NSCondition()
-    // Guarded by `condition`.
-    private var states: [String: GroupCommit] = [:]
+    /// The states by directory; a caller whose sync is running waits on it for the leader's wake-up.
+    private let states = LockedValue<[String: GroupCommit]>([:])
 
     /// Returns once `sync` has succeeded for `directory` in a call that began after this one was made,
     /// or throws the error of this caller's own call of `sync`.
     func sync<Failure: Error>(_ directory: String, _ sync: () throws(Failure) -> Void) throws(Failure) {
-        condition.lock()
-        let ticket = states[directory, default: GroupCommit()].arrive()
-        while true {
-            switch states[directory, default: GroupCommit()].next(for: ticket) {
+        var ticket: UInt64?
+        // Arriving and the first look at the state are one critical section, as every later look is.
+        let step = states.wait { states -> GroupCommit.Step? in
+            let mine = ticket ?? states[directory, default: GroupCommit()].arrive()
+            ticket = mine
+            let step = states[directory, default: GroupCommit()].next(for: mine)
+            switch step {
             case .done:
-                leave(directory)
-                condition.unlock()
-                return
+                Self.leave(directory, &states)
+                return step
             case .wait:
-                condition.wait()
-            case .lead(let target):
-                condition.unlock()
-                var failure: Failure?
-                do throws(Failure) {
-                    try sync()
-                } catch {
-                    failure = error
-                }
-                condition.lock()
-                states[directory, default: GroupCommit()].finished(target: target, succeeded: failure == nil)
-                // A successful sync covers the leader's own ticket (its target is at least that ticket),
-                // so the leader returns either way. The waiters are woken after the unlock, so that they
-                // do not wake only to block on the lock the leader still holds.
-                leave(directory)
-                condition.unlock()
-                condition.broadcast()
-                if let failure { throw failure }
-                return
+                return nil
+            case .lead:
+                return step
             }
         }
+        guard case .lead(let target) = step else { return }
+        var failure: Failure?
+        do throws(Failure) {
+            try sync()
+        } catch {
+            failure = error
+        }
+        // A successful sync covers the leader's own ticket (its target is at least that ticket), so the
+        // leader returns either way; the waiters look again (woken after the unlock).
+        states.withLockWakingWaiters { states in
+            states[directory, default: GroupCommit()].finished(target: target, succeeded: failure == nil)
+            Self.leave(directory, &states)
+        }
+        if let failure { throw failure }
     }
 
-    /// A caller leaves `directory`'s state (the condition locked); the last one forgets it.
-    private func leave(_ directory: String) {
+    /// A caller leaves `directory`'s state (under the lock); the last one forgets it.
+    private static func leave(_ directory: String, _ states: inout [String: GroupCommit]) {
         states[directory]?.leave()
         if states[directory]?.isIdle == true { states[directory] = nil }
     }

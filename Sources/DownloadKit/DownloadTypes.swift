@@ -176,6 +176,9 @@ public struct DownloadConfiguration: Sendable {
     /// Token buckets shared with other downloads (a manager's global limit). The download waits for
     /// the slowest of these and its own ``rateLimit``.
     public var sharedRateLimiters: [TokenBucket] = []
+    /// The file-system seam of this download (``FileIOHooks``): a fleet worker's write fence, faults a
+    /// test injects. Handed by the engine to every write of the working files; nothing process-wide.
+    @_spi(DownloadKitInternal) public var fileIO = FileIOHooks()
     /// Called when the server answers 401/403/404/410: return a fresh URL to continue from the
     /// partial data (seed 002's expiring CDN URLs), or nil to fail.
     public var urlProvider: (@Sendable (URLRefreshContext) async -> String?)?

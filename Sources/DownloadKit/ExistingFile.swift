@@ -82,7 +82,7 @@ package enum FinishedFileValidators {
     /// The file's validators: the attribute when it is there (a malformed one gives none), else the three
     /// attributes of earlier versions.
     static func values(at path: String) -> Values? {
-        let fd = path.withCString { cPath in retryingOnEINTR({ open(cPath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }) }
+        let fd = retryingInterrupts { open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }.result
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         switch value(of: attribute, fd: fd, lineBreaks: true) {

@@ -1,5 +1,6 @@
 import CDownloadKitSystem
 import Glibc
+import HTTPClient
 
 /// A failed file-system call: the operation, the path and `errno`.
 public struct FileSystemError: Error, Hashable, Sendable, CustomStringConvertible {
@@ -9,6 +10,9 @@ public struct FileSystemError: Error, Hashable, Sendable, CustomStringConvertibl
     public var path: String
     /// The `errno` value captured right after the call.
     public var errno: Int32
+
+    /// ``errno`` typed.
+    public var errorNumber: DKErrno { DKErrno(rawValue: errno) }
 
     init(_ operation: String, path: String, errno: Int32) {
         self.operation = operation
@@ -28,25 +32,29 @@ public struct FileSystemError: Error, Hashable, Sendable, CustomStringConvertibl
 final class FileHandleFD {
     let fd: Int32
     let path: String
+    /// The download's fence and faults (``FileIOHooks``), consulted by every write and data sync.
+    let hooks: FileIOHooks
 
-    private init(fd: Int32, path: String) {
+    private init(fd: Int32, path: String, hooks: FileIOHooks) {
         self.fd = fd
         self.path = path
+        self.hooks = hooks
     }
 
     /// Opens (creating if needed, mode 0600: partial data is private until it is renamed into place)
     /// a file for reading and writing, without truncating it and without following a symbolic link.
     /// - Throws: ``DownloadError/Code/untrustedFile`` naming the file when it is not one this user could
     ///   have created as a partial (``FileSystem/openOwned(_:_:role:strict:)``), else ``FileSystemError``.
-    static func openForUpdate(_ path: String) throws -> FileHandleFD {
-        FileHandleFD(fd: try FileSystem.openOwned(path, O_RDWR | O_CREAT, role: "partial file"), path: path)
+    /// - Parameter hooks: The download's fence and faults (none by default), asked by every write and sync.
+    static func openForUpdate(_ path: String, hooks: FileIOHooks = FileIOHooks()) throws -> FileHandleFD {
+        FileHandleFD(fd: try FileSystem.openOwned(path, O_RDWR | O_CREAT, role: "partial file"), path: path, hooks: hooks)
     }
 
     /// Opens an existing file read-only, without following a symbolic link.
     static func openForReading(_ path: String) throws(FileSystemError) -> FileHandleFD {
-        let fd = path.withCString { cPath in retryingOnEINTR({ open(cPath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }) }
-        if fd < 0 { throw FileSystemError("open", path: path, errno: errno) }
-        return FileHandleFD(fd: fd, path: path)
+        let (fd, failure) = retryingInterrupts { open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
+        if let failure { throw FileSystemError("open", path: path, errno: failure.rawValue) }
+        return FileHandleFD(fd: fd, path: path, hooks: FileIOHooks())
     }
 
     deinit { close(fd) }
@@ -64,13 +72,10 @@ final class FileHandleFD {
     func write(_ bytes: UnsafeRawBufferPointer, toAbsoluteOffset offset: Int64, written: inout Int) throws(FileSystemError) {
         written = 0
         guard let base = bytes.baseAddress else { return }
-        try WriteFence.check("pwrite", path)
+        try hooks.check("pwrite", path)
         while written < bytes.count {
-            let n = pwrite(fd, base + written, bytes.count - written, off_t(offset) + off_t(written))
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw FileSystemError("pwrite", path: path, errno: errno)
-            }
+            let (n, failure) = retryingInterrupts { pwrite(fd, base + written, bytes.count - written, off_t(offset) + off_t(written)) }
+            if let failure { throw FileSystemError("pwrite", path: path, errno: failure.rawValue) }
             if n == 0 { throw FileSystemError("pwrite", path: path, errno: EIO) }
             written += n
         }
@@ -79,27 +84,15 @@ final class FileHandleFD {
     /// Reads up to `buffer.count` bytes at `offset`; returns the count (0 at end of file).
     func read(into buffer: UnsafeMutableRawBufferPointer, fromAbsoluteOffset offset: Int64) throws(FileSystemError) -> Int {
         guard let base = buffer.baseAddress else { return 0 }
-        while true {
-            let n = pread(fd, base, buffer.count, off_t(offset))
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw FileSystemError("pread", path: path, errno: errno)
-            }
-            return n
-        }
+        let (n, failure) = retryingInterrupts { pread(fd, base, buffer.count, off_t(offset)) }
+        if let failure { throw FileSystemError("pread", path: path, errno: failure.rawValue) }
+        return n
     }
 
-    /// Flushes the file's data (and the size, which `fdatasync` includes when it changed) to stable storage.
+    /// Flushes the file's data (and the size, which `fdatasync` includes when it changed) to stable storage,
+    /// through the download's ``hooks`` (its fence, injected faults).
     func syncData() throws(FileSystemError) {
-        try WriteFence.check("fdatasync", path, .checkpoint)
-        if let injected = FileIOFaults.injectedDataSyncError(path: path) {
-            throw FileSystemError("fdatasync", path: path, errno: injected)
-        }
-        while fdatasync(fd) != 0 {
-            if errno == EINTR { continue }
-            throw FileSystemError("fdatasync", path: path, errno: errno)
-        }
-        FileIOFaults.recordDataSync(path: path, fd: fd)
+        try hooks.syncData(fd, path: path)
     }
 
     /// Starts writing the file's dirty pages to disk without waiting (`sync_file_range` with
@@ -111,18 +104,16 @@ final class FileHandleFD {
 
     /// Flushes data and metadata to stable storage.
     func sync() throws(FileSystemError) {
-        while fsync(fd) != 0 {
-            if errno == EINTR { continue }
-            throw FileSystemError("fsync", path: path, errno: errno)
+        if let failure = retryingInterrupts({ fsync(fd) }).errno {
+            throw FileSystemError("fsync", path: path, errno: failure.rawValue)
         }
     }
 
     /// Sets the file's length.
     func truncate(to length: Int64) throws(FileSystemError) {
-        try WriteFence.check("ftruncate", path)
-        while ftruncate(fd, off_t(length)) != 0 {
-            if errno == EINTR { continue }
-            throw FileSystemError("ftruncate", path: path, errno: errno)
+        try hooks.check("ftruncate", path)
+        if let failure = retryingInterrupts({ ftruncate(fd, off_t(length)) }).errno {
+            throw FileSystemError("ftruncate", path: path, errno: failure.rawValue)
         }
     }
 
@@ -131,11 +122,8 @@ final class FileHandleFD {
     /// (EOPNOTSUPP) are ignored; ENOSPC is reported.
     func reserve(offset: Int64, length: Int64) throws(FileSystemError) {
         guard length > 0 else { return }
-        while dk_fallocate_keep_size(fd, off_t(offset), off_t(length)) != 0 {
-            let code = errno
-            if code == EINTR { continue }
-            if code == ENOSPC { throw FileSystemError("fallocate", path: path, errno: code) }
-            return
+        if retryingInterrupts({ dk_fallocate_keep_size(fd, off_t(offset), off_t(length)) }).errno?.rawValue == ENOSPC {
+            throw FileSystemError("fallocate", path: path, errno: ENOSPC)
         }
     }
 }
@@ -193,8 +181,9 @@ package enum FileSystem {
     /// Removes `path` (a file or a link) only when it belongs to this user; another user's file stays
     /// (a planted name costs a refused or restarted download, never another user's file). A missing
     /// file is not an error.
-    package static func removeIfOwned(_ path: String) throws(FileSystemError) {
-        try WriteFence.check("unlink", path)
+    /// - Parameter hooks: The download's fence (a working file of a fenced download).
+    package static func removeIfOwned(_ path: String, hooks: FileIOHooks = FileIOHooks()) throws(FileSystemError) {
+        try hooks.check("unlink", path)
         if dk_unlink_if_owned(path) < 0 { throw FileSystemError("unlink", path: path, errno: errno) }
     }
 
@@ -247,10 +236,11 @@ package enum FileSystem {
     }
 
     /// Removes a file; a missing file is not an error.
-    static func remove(_ path: String) throws(FileSystemError) {
-        try WriteFence.check("unlink", path)
-        if retryingOnEINTR({ unlink(path) }) != 0 && errno != ENOENT {
-            throw FileSystemError("unlink", path: path, errno: errno)
+    /// - Parameter hooks: The download's fence (a working file of a fenced download).
+    static func remove(_ path: String, hooks: FileIOHooks = FileIOHooks()) throws(FileSystemError) {
+        try hooks.check("unlink", path)
+        if let failure = retryingInterrupts({ unlink(path) }).errno, failure.rawValue != ENOENT {
+            throw FileSystemError("unlink", path: path, errno: failure.rawValue)
         }
     }
 
@@ -261,11 +251,11 @@ package enum FileSystem {
     /// that began after it was called.
     static func syncDirectory(_ directory: String) throws(FileSystemError) {
         try DirectorySync.shared.sync(directory) { () throws(FileSystemError) in
-            let fd = retryingOnEINTR({ open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) })
-            if fd < 0 { throw FileSystemError("open", path: directory, errno: errno) }
+            let (fd, failure) = retryingInterrupts { open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+            if let failure { throw FileSystemError("open", path: directory, errno: failure.rawValue) }
             defer { close(fd) }
-            if retryingOnEINTR({ fsync(fd) }) != 0 && errno != EINVAL && errno != ENOTSUP {
-                throw FileSystemError("fsync", path: directory, errno: errno)
+            if let failure = retryingInterrupts({ fsync(fd) }).errno, failure.rawValue != EINVAL, failure.rawValue != ENOTSUP {
+                throw FileSystemError("fsync", path: directory, errno: failure.rawValue)
             }
         }
     }
@@ -277,8 +267,8 @@ package enum FileSystem {
         if isDirectory(path) { return }
         let parent = directory(of: path)
         if parent != path && parent != "." && parent != "/" { try createDirectories(parent) }
-        if retryingOnEINTR({ mkdir(path, 0o755) }) != 0 {
-            if errno != EEXIST { throw FileSystemError("mkdir", path: path, errno: errno) }
+        if let failure = retryingInterrupts({ mkdir(path, 0o755) }).errno {
+            if failure.rawValue != EEXIST { throw FileSystemError("mkdir", path: path, errno: failure.rawValue) }
             return
         }
         try syncDirectory(parent)
@@ -294,35 +284,38 @@ package enum FileSystem {
 
     /// Moves `source` to `destination` atomically: `rename` on the same file system, otherwise copy to
     /// a temporary name beside the destination, fsync, rename. The destination directory is fsynced.
-    static func moveDurably(from source: String, to destination: String) throws(FileSystemError) {
-        try WriteFence.check("rename", source, .finalRename)
-        if retryingOnEINTR({ rename(source, destination) }) == 0 {
+    /// - Parameter hooks: The download's fence, asked before the rename (``WriteFence/Operation/finalRename``).
+    static func moveDurably(from source: String, to destination: String, hooks: FileIOHooks = FileIOHooks()) throws(FileSystemError) {
+        try hooks.check("rename", source, .finalRename)
+        guard let renameFailure = retryingInterrupts({ rename(source, destination) }).errno else {
             try syncDirectory(directory(of: destination))
             return
         }
-        let code = errno
+        let code = renameFailure.rawValue
         guard code == EXDEV else { throw FileSystemError("rename", path: destination, errno: code) }
         let staging = try copyFile(from: source, besideDestination: destination)
-        if retryingOnEINTR({ rename(staging, destination) }) != 0 {
-            let failure = errno
-            _ = retryingOnEINTR({ unlink(staging) })
-            throw FileSystemError("rename", path: destination, errno: failure)
+        if let failure = retryingInterrupts({ rename(staging, destination) }).errno {
+            _ = retryingInterrupts { unlink(staging) }
+            throw FileSystemError("rename", path: destination, errno: failure.rawValue)
         }
         try syncDirectory(directory(of: destination))
-        try remove(source)
+        try remove(source, hooks: hooks)
     }
 
     /// Like ``moveDurably(from:to:)`` but never replaces an existing `destination`: the file is linked
     /// in (`link` fails with `EEXIST` atomically, even against a concurrent writer), then `source` is
     /// unlinked. Returns false, touching nothing, when `destination` exists.
-    static func moveDurablyWithoutReplacing(from source: String, to destination: String) throws(FileSystemError) -> Bool {
-        try WriteFence.check("link", source, .finalRename)
-        if retryingOnEINTR({ link(source, destination) }) == 0 {
+    /// - Parameter hooks: The download's fence, asked before the link (``WriteFence/Operation/finalRename``).
+    static func moveDurablyWithoutReplacing(
+        from source: String, to destination: String, hooks: FileIOHooks = FileIOHooks()
+    ) throws(FileSystemError) -> Bool {
+        try hooks.check("link", source, .finalRename)
+        guard let linkFailure = retryingInterrupts({ link(source, destination) }).errno else {
             try syncDirectory(directory(of: destination))
-            try remove(source)
+            try remove(source, hooks: hooks)
             return true
         }
-        let code = errno
+        let code = linkFailure.rawValue
         if code == EEXIST { return false }
         guard code == EXDEV || code == EPERM || code == ENOTSUP else {
             throw FileSystemError("link", path: destination, errno: code)
@@ -338,22 +331,23 @@ package enum FileSystem {
             let created = try createTemporary(destination + ".dkmove-")
             close(created.fd)
             staging = created.path
-            if retryingOnEINTR({ rename(source, staging) }) != 0 {
-                let failure = errno
-                _ = retryingOnEINTR({ unlink(staging) })
-                throw FileSystemError("rename", path: staging, errno: failure)
+            if let failure = retryingInterrupts({ rename(source, staging) }).errno {
+                _ = retryingInterrupts { unlink(staging) }
+                throw FileSystemError("rename", path: staging, errno: failure.rawValue)
             }
         }
-        var placed = retryingOnEINTR({ link(staging, destination) }) == 0
-        if !placed, errno != EEXIST, !exists(destination) { placed = retryingOnEINTR({ rename(staging, destination) }) == 0 }
-        if !placed {
-            if code == EXDEV { _ = retryingOnEINTR({ unlink(staging) }) } else { _ = retryingOnEINTR({ rename(staging, source) }) }
-            if exists(destination) { return false }
-            throw FileSystemError("rename", path: destination, errno: errno)
+        var failure = retryingInterrupts({ link(staging, destination) }).errno
+        if let linkError = failure, linkError.rawValue != EEXIST, !exists(destination) {
+            failure = retryingInterrupts({ rename(staging, destination) }).errno
         }
-        _ = retryingOnEINTR({ unlink(staging) })
+        if let failure {
+            if code == EXDEV { _ = retryingInterrupts { unlink(staging) } } else { _ = retryingInterrupts { rename(staging, source) } }
+            if exists(destination) { return false }
+            throw FileSystemError("rename", path: destination, errno: failure.rawValue)
+        }
+        _ = retryingInterrupts { unlink(staging) }
         try syncDirectory(directory(of: destination))
-        if code == EXDEV { try remove(source) }
+        if code == EXDEV { try remove(source, hooks: hooks) }
         return true
     }
 
@@ -367,7 +361,7 @@ package enum FileSystem {
         do throws(FileSystemError) {
             try copy(input, to: outputFD, path: destination)
         } catch {
-            _ = retryingOnEINTR({ unlink(destination) })
+            _ = retryingInterrupts { unlink(destination) }
             throw error
         }
         return destination
@@ -384,16 +378,15 @@ package enum FileSystem {
             if n == 0 { break }
             var done = 0
             while done < n {
-                let w = write(outputFD, base + done, n - done)
-                if w < 0 {
-                    if errno == EINTR { continue }
-                    throw FileSystemError("write", path: destination, errno: errno)
-                }
+                let (w, failure) = retryingInterrupts { write(outputFD, base + done, n - done) }
+                if let failure { throw FileSystemError("write", path: destination, errno: failure.rawValue) }
                 done += w
             }
             offset += Int64(n)
         }
-        if retryingOnEINTR({ fsync(outputFD) }) != 0 { throw FileSystemError("fsync", path: destination, errno: errno) }
+        if let failure = retryingInterrupts({ fsync(outputFD) }).errno {
+            throw FileSystemError("fsync", path: destination, errno: failure.rawValue)
+        }
     }
 
     /// This boot's identity (`/proc/sys/kernel/random/boot_id`), used to tell a process crash (page cache
@@ -415,17 +408,5 @@ extension String {
         while let first = slice.first, set.contains(first) { slice = slice.dropFirst() }
         while let last = slice.last, set.contains(last) { slice = slice.dropLast() }
         return String(slice)
-    }
-}
-
-/// Calls `body` again while it fails with `EINTR` (a signal interrupted the call before it had any
-/// effect, POSIX): the one EINTR rule of the file layer, for open, rename, link, unlink, mkdir and fsync.
-/// Found by the every-I/O-failure sweep (IOFailureTests). Never for close(2), which Linux must not retry.
-@inline(__always)
-func retryingOnEINTR<Result: BinaryInteger>(_ body: () -> Result) -> Result {
-    while true {
-        let result = body()
-        if result == -1 && errno == EINTR { continue }
-        return result
     }
 }

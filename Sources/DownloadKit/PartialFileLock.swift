@@ -1,5 +1,6 @@
 import CDownloadKitSystem
 import Glibc
+import HTTPClient
 
 /// One destination, one writer: the engine holds an exclusive advisory lock (`flock`) on its open
 /// `.dkpart` from `prepare()` until the final rename and cleanup are done (docs/ENGINE.md, "One
@@ -17,12 +18,12 @@ enum PartialFileLock {
     /// descriptor opened before that rename would truncate the finished file. Then the open is retried
     /// (bounded) on the new path entry.
     /// - Returns: The locked handle and the file's length when the lock was taken (from the same `fstat`).
-    static func openLocked(_ path: String, destination: String) throws -> (handle: FileHandleFD, size: Int64) {
+    /// - Parameter hooks: The download's fence and faults, kept by the handle for its writes and syncs.
+    static func openLocked(_ path: String, destination: String, hooks: FileIOHooks) throws -> (handle: FileHandleFD, size: Int64) {
         for _ in 0..<8 {
-            let handle = try FileHandleFD.openForUpdate(path)
-            while flock(handle.fd, LOCK_EX | LOCK_NB) != 0 {
-                let code = errno
-                if code == EINTR { continue }
+            let handle = try FileHandleFD.openForUpdate(path, hooks: hooks)
+            if let failure = retryingInterrupts({ flock(handle.fd, LOCK_EX | LOCK_NB) }).errno {
+                let code = failure.rawValue
                 if code == EWOULDBLOCK {
                     throw DownloadError(
                         .destinationInUse,

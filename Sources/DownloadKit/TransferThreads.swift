@@ -1,5 +1,6 @@
 import CDownloadKitSystem
 import Foundation
+import HTTPClient
 
 /// The threads transfers run on: one per running transfer (docs/ARCHITECTURE.md, "Threads, not an event
 /// loop"), reused. A transfer takes a parked thread when one is free and starts a new one otherwise; a
@@ -9,7 +10,7 @@ import Foundation
 ///
 /// A running thread carries its transfer's name in the kernel (`ps -L`, `top -H`, /proc), `dk-idle` while
 /// parked.
-final class TransferThreads: @unchecked Sendable {
+final class TransferThreads: Sendable {
     /// The process's pool: every ``Download`` and every segment worker.
     static let shared = TransferThreads(idleSeconds: 2, maxParked: 64)
 
@@ -23,10 +24,13 @@ final class TransferThreads: @unchecked Sendable {
         let body: @Sendable () -> Void
     }
 
-    private let condition = NSCondition()
-    // Guarded by `condition`.
-    private var jobs: [Job] = []
-    private var parked = 0
+    /// The queued jobs and how many threads are parked waiting for one.
+    private struct Pool {
+        var jobs: [Job] = []
+        var parked = 0
+    }
+
+    private let pool = LockedValue(Pool())
 
     init(idleSeconds: Double, maxParked: Int) {
         self.idleSeconds = idleSeconds
@@ -36,19 +40,16 @@ final class TransferThreads: @unchecked Sendable {
     /// Runs `body` on a thread of its own named `name` (15 bytes at most reach the kernel).
     func run(name: String, _ body: @escaping @Sendable () -> Void) {
         let job = Job(name: name, body: body)
-        condition.lock()
         // Every parked thread takes a queued job before it can exit (below), so a job queued while
-        // more threads are parked than jobs are queued is always taken.
-        if parked > jobs.count {
-            jobs.append(job)
-            condition.unlock()
-            // Signalled after unlocking: a thread woken while the lock is still held blocks on it at once
-            // (two more futex calls and a context switch per transfer). A parked thread whose wait ends
-            // before the signal still takes the job: it looks at `jobs` before it leaves (`work`).
-            condition.signal()
-            return
+        // more threads are parked than jobs are queued is always taken. One parked thread is woken (after
+        // the unlock); a thread whose wait ends before that still takes the job: it looks at `jobs` before
+        // it leaves (`work`).
+        let queued = pool.withLockWakingOneWaiter { pool -> Bool in
+            guard pool.parked > pool.jobs.count else { return false }
+            pool.jobs.append(job)
+            return true
         }
-        condition.unlock()
+        if queued { return }
         // The thread's closure lives as long as the thread: it must not hold the job (a transfer's
         // captures — a segment worker's file handle and its lock — are released when the job ends).
         let handoff = Handoff(job)
@@ -59,9 +60,7 @@ final class TransferThreads: @unchecked Sendable {
 
     /// The number of threads parked now (tests).
     var parkedCount: Int {
-        condition.lock()
-        defer { condition.unlock() }
-        return parked
+        pool.withLock { $0.parked }
     }
 
     /// A new thread's first job, taken once.
@@ -79,17 +78,38 @@ final class TransferThreads: @unchecked Sendable {
         while next != nil {
             Self.execute(&next)
             _ = dk_set_current_thread_name("dk-idle")
-            condition.lock()
-            if parked < maxParked {
-                parked += 1
-                let deadline = Date(timeIntervalSinceNow: idleSeconds)
-                while jobs.isEmpty {
-                    if !condition.wait(until: deadline) { break }
-                }
-                parked -= 1
-                if !jobs.isEmpty { next = jobs.removeFirst() }
+            next = park()
+        }
+    }
+
+    /// What a thread does when its job ended: waits up to ``idleSeconds`` for another (then returns it),
+    /// or returns nil to exit (``maxParked`` are parked already, or none came).
+    private func park() -> Job? {
+        enum Parking {
+            case exit
+            case job(Job)
+        }
+        let deadline = Deadline.after(seconds: idleSeconds)
+        var parkedHere = false
+        let outcome = pool.wait(until: deadline) { pool -> Parking? in
+            if !parkedHere {
+                guard pool.parked < maxParked else { return .exit }
+                pool.parked += 1
+                parkedHere = true
             }
-            condition.unlock()
+            guard !pool.jobs.isEmpty else { return nil }
+            pool.parked -= 1
+            return .job(pool.jobs.removeFirst())
+        }
+        switch outcome {
+        case .job(let job): return job
+        case .exit: return nil
+        case nil:
+            // The idle time passed: leave, taking a job queued meanwhile (it was queued for this thread).
+            return pool.withLock { pool in
+                pool.parked -= 1
+                return pool.jobs.isEmpty ? nil : pool.jobs.removeFirst()
+            }
         }
     }
 

@@ -1,3 +1,4 @@
+import DownloadKitRuntime
 import Foundation
 import Glibc
 
@@ -14,9 +15,8 @@ final class DemoOrigin: @unchecked Sendable {
     private let size: Int64
     private let seed: UInt64
     private let bytesPerSecond: Int
-    private let state = NSLock()
-    private var ranges: [String] = []
-    private var stopped = false
+    /// The `Range` headers seen and whether ``shutdown()`` was called.
+    private let state = LockedValue((ranges: [String](), stopped: false))
     private let thread: Thread
 
     /// Listens on an ephemeral 127.0.0.1 port and serves `/demo.bin` in the background.
@@ -52,26 +52,23 @@ final class DemoOrigin: @unchecked Sendable {
     }
 
     /// The `Range` header values of the requests served so far.
-    var rangesSeen: [String] { state.withLock { ranges } }
+    var rangesSeen: [String] { state.withLock { $0.ranges } }
 
     /// Stops accepting; a transfer in progress ends at its next write.
     func shutdown() {
-        state.withLock { stopped = true }
+        state.withLock { $0.stopped = true }
         Glibc.shutdown(listener, Int32(SHUT_RDWR))
         close(listener)
     }
 
     private final class WeakBox: @unchecked Sendable { weak var origin: DemoOrigin? }
 
-    private var isStopped: Bool { state.withLock { stopped } }
+    private var isStopped: Bool { state.withLock { $0.stopped } }
 
     private func acceptLoop() {
         while !isStopped {
-            let client = accept(listener, nil, nil)
-            if client < 0 {
-                if errno == EINTR { continue }
-                return
-            }
+            let client = retryingInterrupts { accept(listener, nil, nil) }.result
+            if client < 0 { return }
             serve(client)
             close(client)
         }
@@ -89,7 +86,7 @@ final class DemoOrigin: @unchecked Sendable {
             let parts = line.split(separator: ":", maxSplits: 1)
             guard parts.count == 2, parts[0].lowercased() == "range" else { continue }
             let value = parts[1].trimmingCharacters(in: .whitespaces)
-            state.withLock { ranges.append(value) }
+            state.withLock { $0.ranges.append(value) }
             if value.hasPrefix("bytes="), value.hasSuffix("-"), let from = Int64(value.dropFirst(6).dropLast()),
                 from >= 0, from < size
             {
@@ -118,8 +115,7 @@ final class DemoOrigin: @unchecked Sendable {
             DemoPattern.fill(slice, offset: offset)
             var sent = 0
             while sent < count {
-                let n = Glibc.send(client, slice.baseAddress! + sent, count - sent, Int32(MSG_NOSIGNAL))
-                if n < 0 && errno == EINTR { continue }
+                let n = retryingInterrupts { Glibc.send(client, slice.baseAddress! + sent, count - sent, Int32(MSG_NOSIGNAL)) }.result
                 guard n > 0 else { return }
                 sent += n
             }
@@ -137,8 +133,7 @@ final class DemoOrigin: @unchecked Sendable {
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         while bytes.count < 16 << 10 {
-            let n = buffer.withUnsafeMutableBytes { recv(client, $0.baseAddress, $0.count, 0) }
-            if n < 0 && errno == EINTR { continue }
+            let n = retryingInterrupts { buffer.withUnsafeMutableBytes { recv(client, $0.baseAddress, $0.count, 0) } }.result
             guard n > 0 else { return nil }
             bytes.append(contentsOf: buffer[0..<n])
             if let end = bytes.firstRange(of: [13, 10, 13, 10]) {
@@ -153,8 +148,9 @@ final class DemoOrigin: @unchecked Sendable {
         let bytes = Array(text.utf8)
         var sent = 0
         while sent < bytes.count {
-            let n = bytes[sent...].withUnsafeBytes { Glibc.send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if n < 0 && errno == EINTR { continue }
+            let n = retryingInterrupts {
+                bytes[sent...].withUnsafeBytes { Glibc.send(client, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            }.result
             guard n > 0 else { return false }
             sent += n
         }

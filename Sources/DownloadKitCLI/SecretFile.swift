@@ -1,3 +1,4 @@
+import DownloadKitRuntime
 import Foundation
 import Glibc
 
@@ -28,11 +29,8 @@ enum SecretFile {
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         while bytes.count <= maximumSize {
-            let count = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw SecretFileError(option: option, path: path, reason: .unreadable(errno: errno))
-            }
+            let (count, failure) = retryingInterrupts { buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) } }
+            if let failure { throw SecretFileError(option: option, path: path, reason: .unreadable(errno: failure.rawValue)) }
             if count == 0 { break }
             bytes += buffer[..<count]
         }

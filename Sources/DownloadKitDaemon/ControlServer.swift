@@ -425,7 +425,7 @@ public final class ControlServer: @unchecked Sendable {
         while total < 256 << 10 {
             let room = min(buffer.count, connection.inputRoom)
             guard room > 0 else { return true }
-            let count = buffer.withUnsafeMutableBytes { recv(connection.fd, $0.baseAddress, room, 0) }
+            let (count, failure) = retryingInterrupts { buffer.withUnsafeMutableBytes { recv(connection.fd, $0.baseAddress, room, 0) } }
             if count > 0 {
                 total += count
                 connection.lastActivity = now
@@ -433,7 +433,7 @@ public final class ControlServer: @unchecked Sendable {
                 continue
             }
             if count == 0 { return false }
-            return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR
+            return failure == .wouldBlock
         }
         return true
     }
@@ -550,15 +550,17 @@ public final class ControlServer: @unchecked Sendable {
     /// Writes what the socket takes; false on a hard error. Drained storage above 64 KiB is released.
     private func flush(_ connection: Connection, now: Double) -> Bool {
         while connection.waitingBytes > 0 {
-            let count = connection.outbound.withUnsafeBytes { raw in
-                send(connection.fd, raw.baseAddress! + connection.sent, connection.waitingBytes, Int32(MSG_NOSIGNAL))
+            let (count, failure) = retryingInterrupts {
+                connection.outbound.withUnsafeBytes { raw in
+                    send(connection.fd, raw.baseAddress! + connection.sent, connection.waitingBytes, Int32(MSG_NOSIGNAL))
+                }
             }
             if count > 0 {
                 connection.sent += count
                 connection.lastActivity = now
                 continue
             }
-            if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) { break }
+            if failure == .wouldBlock { break }
             return false
         }
         if connection.waitingBytes == 0 && connection.outbound.capacity > FrameDecoder.retainedCapacity {

@@ -1,4 +1,3 @@
-import Dispatch
 import DownloadKit
 import DownloadKitManager
 import DownloadKitRuntime
@@ -23,7 +22,7 @@ public final class SessionHost: @unchecked Sendable {
     public let manager: DownloadManager
 
     private let log: EventLog
-    private let queue: DispatchQueue
+    private let queue = SerialThread()
     private let logger: Logger
     private let positions = LockedValue((lastSeq: Int64(0), acknowledged: Int64(0)))
     private let onAppend: @Sendable () -> Void
@@ -70,7 +69,6 @@ public final class SessionHost: @unchecked Sendable {
         self.log = log
         self.logger = logger
         self.onAppend = onAppend
-        queue = DispatchQueue(label: "downloadkitd.session.\(identifier)")
         positions.withLock { $0 = (log.lastSeq, log.acknowledged) }
     }
 
@@ -85,7 +83,7 @@ public final class SessionHost: @unchecked Sendable {
 
     /// Returns once every fact handed to the queue so far is written.
     public func settle() async {
-        await withCheckedContinuation { continuation in queue.async { continuation.resume() } }
+        await queue.settle()
     }
 
     // MARK: - Manager hooks (called on the manager: hand over, never block)
@@ -186,16 +184,9 @@ public final class SessionHost: @unchecked Sendable {
 
     /// Marks events up to `seq` handled, durably.
     func acknowledge(upTo seq: Int64) async throws {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            queue.async {
-                do {
-                    try self.log.acknowledge(upTo: seq)
-                    self.positions.withLock { $0.acknowledged = self.log.acknowledged }
-                    continuation.resume()
-                } catch {
-                    continuation.resume(throwing: error)
-                }
-            }
+        try await queue.run {
+            try self.log.acknowledge(upTo: seq)
+            self.positions.withLock { $0.acknowledged = self.log.acknowledged }
         }
     }
 

@@ -97,6 +97,8 @@ public struct ManagedTaskError: Sendable, Hashable, CustomStringConvertible {
         public var code: String?
         /// The `errno` captured, when there was one.
         public var errno: Int32?
+        /// ``errno`` typed.
+        public var errorNumber: DKErrno? { errno.map(DKErrno.init(rawValue:)) }
         /// The system call or step that failed (`open`, `mkdir`, `connect`), when known.
         public var operation: String?
 

@@ -1,4 +1,3 @@
-import Dispatch
 import DownloadKit
 import Foundation
 import GRDB
@@ -120,7 +119,7 @@ public final class TaskStore: TaskStoring {
 
     /// The store's own thread: every write of a running manager happens here, in the order it was handed
     /// over, never on Swift's cooperative pool (a SQLite commit blocks its thread; the pool has one per core).
-    private let writer = DispatchQueue(label: "DownloadKit task store")
+    private let writer = SerialThread()
 
     /// Inserts or updates `records` and deletes `deletions`, in one transaction, on the calling thread
     /// (opening, restoring and tests).
@@ -152,16 +151,7 @@ public final class TaskStore: TaskStoring {
     /// The same transaction on the store's thread, after every write handed over before; returns once it
     /// is committed.
     func commit(_ records: [TaskRecord], deleting deletions: [String]) async throws {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            writer.async {
-                do {
-                    try self.write(records, deleting: deletions)
-                    continuation.resume()
-                } catch {
-                    continuation.resume(throwing: error)
-                }
-            }
-        }
+        try await writer.run { try self.write(records, deleting: deletions) }
     }
 
     /// Hands the transaction to the store's thread and returns at once; `failed` is called there if it fails.
@@ -193,9 +183,7 @@ public final class TaskStore: TaskStoring {
 
     /// Returns once every write handed over before has finished.
     public func drain() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            writer.async { continuation.resume() }
-        }
+        await writer.settle()
     }
 
     /// The applied migrations (for tests and diagnostics).

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import HTTPClient
 
 /// Why a secret file (`--rpc-secret-file`) was not used. Each case names the file.
 public enum RPCSecretFileError: Error, Sendable, Hashable, CustomStringConvertible {
@@ -11,6 +12,12 @@ public enum RPCSecretFileError: Error, Sendable, Hashable, CustomStringConvertib
     case notRegular(path: String)
     /// Its first line is empty.
     case empty(path: String)
+
+    /// The error number of ``unreadable(path:errno:)``, typed; nil for the other cases.
+    public var errorNumber: DKErrno? {
+        guard case .unreadable(_, let errno) = self else { return nil }
+        return DKErrno(rawValue: errno)
+    }
 
     public var description: String {
         switch self {
@@ -47,9 +54,8 @@ public enum RPCSecret {
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 4096)
         while bytes.count < maxFileBytes {
-            let count = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            guard count >= 0 else { throw .unreadable(path: path, errno: errno) }
+            let (count, failure) = retryingInterrupts { buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) } }
+            if let failure { throw .unreadable(path: path, errno: failure.rawValue) }
             if count == 0 { break }
             bytes += buffer[0..<count]
             if buffer[0..<count].contains(0x0A) { break }

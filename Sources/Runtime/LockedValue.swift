@@ -59,12 +59,28 @@ package final class LockedValue<Value>: @unchecked Sendable {
     package func withLockWakingWaiters<Result, Failure: Error>(
         _ body: (inout Value) throws(Failure) -> Result
     ) throws(Failure) -> Result {
+        try withLock(thenWaking: { pthread_cond_broadcast($0) }, body)
+    }
+
+    /// Runs `body` with exclusive access to the value, then wakes one thread in ``wait(until:_:)``: for
+    /// waiters that all wait for the same thing, of which one change satisfies one (a job handed to one
+    /// of several parked threads), where waking them all would only send the others back to sleep.
+    package func withLockWakingOneWaiter<Result, Failure: Error>(
+        _ body: (inout Value) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
+        try withLock(thenWaking: { pthread_cond_signal($0) }, body)
+    }
+
+    /// Runs `body` under the lock, then `wake`s the condition's waiters. After unlocking: a waiter woken
+    /// while the lock is still held would block on it at once. No wake-up is lost: the waiter looks at the
+    /// value under the lock before it sleeps.
+    private func withLock<Result, Failure: Error>(
+        thenWaking wake: (UnsafeMutablePointer<pthread_cond_t>) -> Int32, _ body: (inout Value) throws(Failure) -> Result
+    ) throws(Failure) -> Result {
         pthread_mutex_lock(mutex)
         defer {
             pthread_mutex_unlock(mutex)
-            // After unlocking: a waiter woken while the lock is still held would block on it at once. No
-            // wake-up is lost: the waiter looks at the value under the lock before it sleeps.
-            pthread_cond_broadcast(condition)
+            _ = wake(condition)
         }
         return try body(&value)
     }

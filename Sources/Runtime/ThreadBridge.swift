@@ -48,8 +48,9 @@ public enum ThreadBridge {
         return try? result.get()
     }
 
-    /// Starts a detached POSIX thread that runs `body` once.
-    private static func startThread(_ body: @escaping @Sendable () -> Void) {
+    /// Starts a detached POSIX thread that runs `body` once (on the calling thread when the process is
+    /// out of threads, so the work is never lost).
+    package static func startThread(_ body: @escaping @Sendable () -> Void) {
         final class Start {
             let body: @Sendable () -> Void
             init(_ body: @escaping @Sendable () -> Void) { self.body = body }

@@ -106,7 +106,7 @@ struct IOFailureTests {
         print("IOFailureTests: connections \(connections): \(points.count * modes.count) faulted runs, \(injectedRuns) with the fault injected, \(problems.count) problems; \(checkpointedReruns) reruns started from a checkpoint with durable bytes")
         #expect(injectedRuns > 0)
         // EINTR on open, rename, link, unlink, mkdir and fsync was not retried (found by this sweep, issue
-        // #20): the file layer now retries them (`retryingOnEINTR`), so every problem fails the test.
+        // #20): the file layer now retries them (the runtime's `retryingInterrupts`), so every problem fails the test.
         for problem in problems.prefix(20) { Issue.record("connections \(connections) \(problem)") }
     }
 

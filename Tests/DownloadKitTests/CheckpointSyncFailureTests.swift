@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import TestOrigin
 
-@testable import DownloadKit
+@_spi(DownloadKitInternal) @testable import DownloadKit
 
 /// Defect 9 of issue #13: a background checkpoint whose `fdatasync` fails must not leave the engine
 /// believing the bytes are durable — no resume data claims more than the last successful sync.
@@ -17,11 +17,12 @@ struct CheckpointSyncFailureTests {
         let name = "sync-\(UUID().uuidString).bin"
         let partial = name + ".dkpart"
         // The first sync (the head-time checkpoint) succeeds; every later one fails with EIO.
-        FileIOFaults.failDataSync(forPathEndingWith: partial, after: 1)
-        defer { FileIOFaults.clear(forPathEndingWith: partial) }
+        let faults = FileIOFaults()
+        faults.failDataSync(forPathEndingWith: partial, after: 1)
+        var configuration = testConfiguration(retries: 0, checkpointInterval: .milliseconds(50))
+        configuration.fileIO = FileIOHooks(faults: faults)
         let download = Download(
-            DownloadRequest(url: origin.url("/sync.bin"), destination: .file(dir.file(name))),
-            configuration: testConfiguration(retries: 0, checkpointInterval: .milliseconds(50)))
+            DownloadRequest(url: origin.url("/sync.bin"), destination: .file(dir.file(name))), configuration: configuration)
         download.start()
         for await _ in download.events {}
         let outcome: Result<DownloadResult, DownloadError>
@@ -32,7 +33,7 @@ struct CheckpointSyncFailureTests {
         }
         #expect(error.code == .fileSystem || error.code == .transport, "\(error)")
         #expect(error.detail.contains("fdatasync") || (error.underlying ?? "").contains("fdatasync"), "\(error)")
-        let synced = FileIOFaults.lastSyncedSize(forPathEndingWith: partial)
+        let synced = faults.lastSyncedSize(forPathEndingWith: partial)
         #expect(synced >= 0)
         let resumeData = try #require(await download.pause())
         let claimed = try ResumeInfo.decode(resumeData).bytesReceived

@@ -250,7 +250,7 @@ public actor FleetWorker {
             Self.blockingAnswer(seconds: 10) { try await store.holds(lease, worker: workerID) }
         }
         do {
-            try WriteFence.install(fence, destination: task.destination, url: task.originalURL)
+            _ = try HTTPURL(task.originalURL)
         } catch {
             let failure = DownloadError(.invalidURL, "not an http(s) URL: \(HTTPURL.redacting(task.originalURL))")
             Task { await self.failedToStart(lease, failure) }
@@ -268,10 +268,12 @@ public actor FleetWorker {
         let task = entry.lease.task
         let generation = nextGeneration
         nextGeneration += 1
-        let (request, download) = task.download(
+        var (request, download) = task.download(
             base: configuration.download,
             limiters: [globalLimiter, TokenBucket(bytesPerSecond: task.rateLimit ?? TokenBucket.unlimitedRate)],
             extraHeaders: configuration.identifiesInRequests ? [("X-DownloadKit-Worker", configuration.workerID)] : [])
+        // The lease's fence guards every write of this download (its own value, handed to the engine).
+        download.fileIO.fence = entry.fence
         configuration.willStart?(task)
         let transfer = Download(request, configuration: download, client: client)
         entry.download = transfer
@@ -326,15 +328,13 @@ public actor FleetWorker {
     ) async {
         let id = lease.task.id
         guard let entry = running[id], entry.generation == generation, entry.lease.epoch == lease.epoch else {
-            // Lost or released meanwhile: whoever took it out of `running` reported it. The fence stays
-            // until the transfer has ended (now).
-            WriteFence.remove(destination: lease.task.destination, url: lease.task.originalURL, fence: fence)
+            // Lost or released meanwhile: whoever took it out of `running` reported it (the fence, the
+            // transfer's own, ended with it).
             return
         }
         switch outcome {
         case .success(let result):
             running[id] = nil
-            WriteFence.remove(destination: lease.task.destination, url: lease.task.originalURL, fence: fence)
             let recorded = (try? await record(lease, as: .completed(result))) ?? false
             if recorded {
                 summary.completed.append(id)
@@ -372,7 +372,6 @@ public actor FleetWorker {
                 return
             }
             running[id] = nil
-            WriteFence.remove(destination: lease.task.destination, url: lease.task.originalURL, fence: fence)
             let recorded = (try? await record(
                 lease, as: .failed(error, bytes: entry.bytes))) ?? false
             if recorded {
@@ -395,16 +394,11 @@ public actor FleetWorker {
         logger.warning(
             "lost the lease on \(id) (epoch \(entry.lease.epoch)): stopped writing it (\(entry.fence.refusedWrites) writes refused)")
         emit(.lost(entry.lease, refusedWrites: entry.fence.refusedWrites))
-        let task = entry.lease.task
-        let fence = entry.fence
         if let download = entry.download {
             Task {
                 _ = await download.pause()
                 _ = try? await download.result()
-                WriteFence.remove(destination: task.destination, url: task.originalURL, fence: fence)
             }
-        } else {
-            WriteFence.remove(destination: task.destination, url: task.originalURL, fence: fence)
         }
     }
 
@@ -458,7 +452,6 @@ public actor FleetWorker {
                 if let known = progress.totalBytes { total = known }
                 if case .success(let result) = await Self.outcome(of: download) {
                     // It finished while stopping: record the completion instead.
-                    WriteFence.remove(destination: lease.task.destination, url: lease.task.originalURL, fence: entry.fence)
                     if (try? await record(lease, as: .completed(result))) == true {
                         summary.completed.append(lease.task.id)
                         emit(.completed(lease, result))
@@ -466,7 +459,6 @@ public actor FleetWorker {
                     continue
                 }
             }
-            WriteFence.remove(destination: lease.task.destination, url: lease.task.originalURL, fence: entry.fence)
             if (try? await record(
                 lease, as: .released(bytes: bytes, totalBytes: total))) == true
             {

@@ -1,9 +1,9 @@
-import DownloadKit
+@_spi(DownloadKitInternal) import DownloadKit
 import Foundation
 import Testing
 import TestOrigin
 
-/// ``WriteFence`` in one process: a revoked or expired fence stops a running download's writes at the
+/// ``WriteFence``, passed to a download in its configuration (``FileIOHooks``): a revoked or expired fence stops a running download's writes at the
 /// next one (no byte, no checkpoint, no rename after it), and a download under a new fence continues
 /// from the bytes the first one left.
 @Suite(.timeLimit(.minutes(3)))
@@ -41,7 +41,7 @@ struct WriteFenceTests {
         configuration.sharedRateLimiters = [TokenBucket(bytesPerSecond: 1 << 50)]
 
         let first = WriteFence(until: WriteFence.now + 3600)
-        try WriteFence.install(first, destination: destination, url: url)
+        configuration.fileIO.fence = first
         let download = Download(DownloadRequest(url: url, destination: destination), configuration: configuration)
         let seen = LockedBox<[String]>([])
         let events = download.events
@@ -78,12 +78,10 @@ struct WriteFenceTests {
         #expect(Fleet.size(partial) - sizeAtRevoke <= 1 << 20)
         #expect(try ResumeInfo.read(from: resumeInfo).bytesReceived == durableAtRevoke)
         #expect(!FileManager.default.fileExists(atPath: scratch.file("fenced.bin")))
-        WriteFence.remove(destination: destination, url: url, fence: first)
         let leftOnDisk = Fleet.size(partial)
 
         let second = WriteFence(until: WriteFence.now + 3600)
-        try WriteFence.install(second, destination: destination, url: url)
-        defer { WriteFence.remove(destination: destination, url: url, fence: second) }
+        configuration.fileIO.fence = second
         let again = Download(DownloadRequest(url: url, destination: destination), configuration: configuration)
         again.start()
         let result = try await again.result()
@@ -110,8 +108,7 @@ struct WriteFenceTests {
             asked.mutate { $0.append(operation) }
             return false
         }
-        try WriteFence.install(fence, destination: destination, url: url)
-        defer { WriteFence.remove(destination: destination, url: url, fence: fence) }
+        configuration.fileIO.fence = fence
         let download = Download(DownloadRequest(url: url, destination: destination), configuration: configuration)
         download.start()
         let outcome: DownloadError?

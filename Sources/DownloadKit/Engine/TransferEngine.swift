@@ -34,7 +34,7 @@ final class TransferEngine {
     private var digest: DKDigest?
     private var infoDirty = true
     /// Whether a `.dkresume` file may exist: it was there when the download opened, or a checkpoint wrote
-    /// it. Until then the first record lives on the partial (``ResumeInfo/store(onPartial:path:)``).
+    /// it. Until then the first record lives on the partial (``ResumeInfo/store(onPartial:hooks:)``).
     private var recordFileMayExist = false
 
     // Per-run accounting.
@@ -152,8 +152,8 @@ final class TransferEngine {
     /// is held (`file` open), so no second writer can lock the doomed file; only the writer holding it
     /// may call this.
     private func removeWorkingFiles() {
-        try? FileSystem.remove(tempPath)
-        try? FileSystem.removeIfOwned(infoPath)
+        try? FileSystem.remove(tempPath, hooks: configuration.fileIO)
+        try? FileSystem.removeIfOwned(infoPath, hooks: configuration.fileIO)
         SegmentJournal.remove(forTempFile: tempPath)
         file = nil
     }
@@ -223,7 +223,7 @@ final class TransferEngine {
         // The partial is checked on its open descriptor (ours, not writable by others, one link) before
         // a byte is read from or written to it.
         let (handle, size) = try PartialFileLock.openLocked(
-            tempPath, destination: destinationPath ?? FileSystem.directory(of: tempPath))
+            tempPath, destination: destinationPath ?? FileSystem.directory(of: tempPath), hooks: configuration.fileIO)
         file = handle
         // The partial's own record, read from the descriptor just checked.
         if resumeInfo == nil { resumeInfo = ResumeInfo.stored(onPartialDescriptor: handle.fd) }
@@ -369,7 +369,7 @@ final class TransferEngine {
                             // Content-Length bodies). A manager's buckets are there but unlimited until a limit is
                             // set; one set mid-body still holds on average (spliced bytes are accounted too,
                             // a pipe's worth at a time) and the next exchange reads through the buffer.
-                            let unpaced = self.rateLimiters.allSatisfy(\.isUnlimited) && !WriteFence.guards(self.tempPath)
+                            let unpaced = self.rateLimiters.allSatisfy(\.isUnlimited) && !self.configuration.fileIO.guardsWrites
                             let kernelMayMoveBytes = self.digest == nil && partDigest == nil && unpaced
                             // A small body is gathered instead and written in one piece, past the page cache (a
                             // checksum and a Content-MD5 read each piece as it is written). Its record waits for
@@ -703,9 +703,9 @@ final class TransferEngine {
         let info = currentResumeInfo()
         // The partial's own record is kept current even when a `.dkresume` file exists (and is rewritten
         // too), so that the record a corrupt or deleted file falls back to is never an older one.
-        let stored = info.store(onPartial: file.fd, path: tempPath)
+        let stored = info.store(onPartial: file.fd, hooks: file.hooks)
         if recordFileMayExist || !stored {
-            try info.write(to: infoPath, durable: false)
+            try info.write(to: infoPath, durable: false, hooks: file.hooks)
             recordFileMayExist = true
         }
         infoDirty = false
@@ -725,7 +725,7 @@ final class TransferEngine {
             durableOffset = machine.resource.offset
             infoDirty = false
             recordFileMayExist = true
-            try currentResumeInfo().write(to: infoPath)
+            try currentResumeInfo().write(to: infoPath, hooks: file.hooks)
             return
         }
         applyBackgroundSync()
@@ -750,7 +750,7 @@ final class TransferEngine {
                 do {
                     try shared.handle.syncData()
                     state.synced(claimed)
-                    try info.write(to: path)
+                    try info.write(to: path, hooks: shared.handle.hooks)
                     state.end(failure: nil)
                 } catch {
                     state.end(failure: error)
@@ -765,7 +765,7 @@ final class TransferEngine {
         durableOffset = offset
         infoDirty = false
         recordFileMayExist = true
-        try currentResumeInfo().write(to: infoPath)
+        try currentResumeInfo().write(to: infoPath, hooks: file.hooks)
     }
 
     /// Takes the offset the last finished background `fdatasync` made durable; after a failed
@@ -862,7 +862,7 @@ final class TransferEngine {
         let destination = try placeFinalFile()
         // Whether this unlink survives a power loss does not matter: a resume-info file without its
         // temp file only makes a rerun download again.
-        if recordFileMayExist { try FileSystem.removeIfOwned(infoPath) }
+        if recordFileMayExist { try FileSystem.removeIfOwned(infoPath, hooks: configuration.fileIO) }
         SegmentJournal.remove(forTempFile: tempPath)
         // The lock on the partial is released only now, after the rename and the cleanup.
         self.file = nil
@@ -895,13 +895,13 @@ final class TransferEngine {
     private func placeFinalFile() throws -> String {
         let destination = try finalDestination()
         guard case .directory(let directory, _) = request.destination else {
-            try FileSystem.moveDurably(from: tempPath, to: destination)
+            try FileSystem.moveDurably(from: tempPath, to: destination, hooks: configuration.fileIO)
             return destination
         }
         for name in FileNaming.freeNameCandidates(for: FileSystem.lastComponent(of: destination)) {
             let path = FileSystem.join(directory, name)
             guard FileNaming.isContained(path, in: directory) else { continue }
-            if try FileSystem.moveDurablyWithoutReplacing(from: tempPath, to: path) { return path }
+            if try FileSystem.moveDurablyWithoutReplacing(from: tempPath, to: path, hooks: configuration.fileIO) { return path }
         }
         throw DownloadError(
             .fileSystem, "\(destination) and its 99 numbered alternatives exist; refusing to overwrite any of them")

@@ -1,3 +1,6 @@
+#if canImport(DownloadKitRuntime)
+    import DownloadKitRuntime
+#endif
 /// An error found while reading, validating or writing a resume-info property list, Apple resume data, or
 /// an `NSKeyedArchiver` archive.
 ///
@@ -38,6 +41,9 @@ public struct ResumeInfoError: Error, Hashable, Sendable, CustomStringConvertibl
     public var key: String?
     /// The C `errno` for ``Code/ioFailed``, otherwise `nil`.
     public var errno: Int32?
+
+    /// ``errno`` typed.
+    public var errorNumber: DKErrno? { errno.map(DKErrno.init(rawValue:)) }
     /// A human-readable explanation that names the cause.
     public var detail: String
 

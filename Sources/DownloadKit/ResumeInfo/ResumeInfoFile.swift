@@ -1,6 +1,7 @@
 import CDownloadKitSystem
 import Foundation
 import Glibc
+import HTTPClient
 
 // The resume info's file I/O, apart from its codec (ResumeInfo.swift, which the resumeinfo fuzz target
 // compiles alone): atomic durable writes, reads with a size bound, stale temporary files. The directory
@@ -22,6 +23,14 @@ extension ResumeInfo {
     /// - Throws: ``ResumeInfoError`` (``ResumeInfoError/Code/ioFailed`` with `errno` for file-system failures);
     ///   the temporary file is removed on failure.
     public func write(to path: String, format: PropertyListFormat = .binary, durable: Bool = true) throws(ResumeInfoError) {
+        try write(to: path, format: format, durable: durable, hooks: FileIOHooks())
+    }
+
+    /// ``write(to:format:durable:)`` for a download: its fence (``FileIOHooks``) is asked before the rename,
+    /// which is the checkpoint.
+    func write(
+        to path: String, format: PropertyListFormat = .binary, durable: Bool = true, hooks: FileIOHooks
+    ) throws(ResumeInfoError) {
         let data = try encoded(format: format)
         // Created exclusively (issue #44): a file or link planted at the temporary name is never opened;
         // it is left alone and a unique name is used instead (`FileSystem.createTemporary`).
@@ -38,25 +47,25 @@ extension ResumeInfo {
                 guard let base = buffer.baseAddress else { return nil }
                 var offset = 0
                 while offset < buffer.count {
-                    let written = posixWrite(descriptor, base + offset, buffer.count - offset)
-                    if written < 0 {
-                        let code = errno
-                        if code == EINTR { continue }
-                        return code
-                    }
+                    let (written, failure) = retryingInterrupts { posixWrite(descriptor, base + offset, buffer.count - offset) }
+                    if let failure { return failure.rawValue }
                     offset += written
                 }
                 return nil
             }
             if let writeErrno { throw Self.ioError("write", temporary, code: writeErrno) }
-            guard !durable || retryingOnEINTR({ fsync(descriptor) }) == 0 else { throw Self.ioError("fsync", temporary) }
+            if durable, let failure = retryingInterrupts({ fsync(descriptor) }).errno {
+                throw Self.ioError("fsync", temporary, code: failure.rawValue)
+            }
             isOpen = false
             guard close(descriptor) == 0 else { throw Self.ioError("close", temporary) }
-            guard WriteFence.admits(path, .checkpoint) else { throw Self.ioError("rename (fenced: the lease on this download is lost)", path, code: EPERM) }
-            guard retryingOnEINTR({ rename(temporary, path) }) == 0 else { throw Self.ioError("rename", path) }
+            guard hooks.admits(.checkpoint) else { throw Self.ioError("rename (fenced: the lease on this download is lost)", path, code: EPERM) }
+            if let failure = retryingInterrupts({ rename(temporary, path) }).errno {
+                throw Self.ioError("rename", path, code: failure.rawValue)
+            }
         } catch {
             if isOpen { _ = close(descriptor) }
-            _ = retryingOnEINTR({ unlink(temporary) })
+            _ = retryingInterrupts { unlink(temporary) }
             throw error
         }
         if durable { try Self.syncDirectory(containing: path) }
@@ -77,11 +86,11 @@ extension ResumeInfo {
     /// Periodic checkpoints and stops still write the `.dkresume` file, which then takes precedence.
     /// - Parameters:
     ///   - descriptor: The partial file, open for writing (and locked by this download).
-    ///   - path: Its path, for the write fence of a fleet worker that lost its lease.
+    ///   - hooks: The download's write fence (a fleet worker that lost its lease stores nothing).
     /// - Returns: False when the file system refuses it (no user xattrs, a record over the attribute size
     ///   limit, a lost lease): the caller writes the `.dkresume` file instead.
-    func store(onPartial descriptor: Int32, path: String) -> Bool {
-        guard WriteFence.admits(path, .checkpoint), let bytes = try? encoded(format: .binary) else { return false }
+    func store(onPartial descriptor: Int32, hooks: FileIOHooks) -> Bool {
+        guard hooks.admits(.checkpoint), let bytes = try? encoded(format: .binary) else { return false }
         return bytes.withUnsafeBytes { dk_fsetxattr(descriptor, Self.partialAttribute, $0.baseAddress, $0.count) } == 0
     }
 
@@ -139,7 +148,7 @@ extension ResumeInfo {
         return .trusted(info)
     }
 
-    /// Removes the record ``store(onPartial:path:)`` left on a partial (before it becomes the finished file).
+    /// Removes the record ``store(onPartial:hooks:)`` left on a partial (before it becomes the finished file).
     static func removeStored(fromPartial descriptor: Int32) {
         _ = dk_fremovexattr(descriptor, partialAttribute)
     }
@@ -214,8 +223,8 @@ extension ResumeInfo {
     /// - Throws: ``ResumeInfoError``: ``ResumeInfoError/Code/ioFailed`` if the file cannot be read,
     ///   ``ResumeInfoError/Code/tooLarge`` beyond ``maxFileBytes``, and every error of ``decode(_:)``.
     public static func read(from path: String) throws(ResumeInfoError) -> ResumeInfo {
-        let descriptor = retryingOnEINTR({ open(path, O_RDONLY | O_CLOEXEC) })
-        guard descriptor >= 0 else { throw ioError("open", path) }
+        let (descriptor, failure) = retryingInterrupts { open(path, O_RDONLY | O_CLOEXEC) }
+        if let failure { throw ioError("open", path, code: failure.rawValue) }
         defer { _ = close(descriptor) }
         return try read(descriptor: descriptor, path: path)
     }
@@ -229,11 +238,8 @@ extension ResumeInfo {
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
-            let count = chunk.withUnsafeMutableBytes { posixRead(descriptor, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw ioError("read", path)
-            }
+            let (count, failure) = retryingInterrupts { chunk.withUnsafeMutableBytes { posixRead(descriptor, $0.baseAddress, $0.count) } }
+            if let failure { throw ioError("read", path, code: failure.rawValue) }
             if count == 0 { break }
             bytes.append(contentsOf: chunk[0..<count])
             guard bytes.count <= maxFileBytes else {

@@ -70,6 +70,8 @@ final class DirectFile {
 
     let fd: Int32
     let path: String
+    /// The partial's hooks (its handle's): the write fence is checked before each write.
+    let hooks: FileIOHooks
     private var buffer: UnsafeMutableRawPointer?
 
     /// The file systems whose files are written direct: ext4 and XFS, local block-device file systems for
@@ -87,6 +89,7 @@ final class DirectFile {
         guard fd >= 0 else { return nil }
         self.fd = fd
         self.path = handle.path
+        hooks = handle.hooks
     }
 
     deinit {
@@ -102,7 +105,7 @@ final class DirectFile {
     func write(_ bytes: UnsafeRawBufferPointer, at offset: Int64, written: inout Int) throws(FileSystemError) -> Outcome {
         written = 0
         guard let base = bytes.baseAddress else { return .written }
-        try WriteFence.check("pwrite", path)
+        try hooks.check("pwrite", path)
         var bounce: UnsafeMutableRawPointer?
         if Int(bitPattern: base) % Self.alignment != 0 {
             guard let buffer = alignedBuffer() else { return .refused }
