@@ -125,7 +125,7 @@ public final class TaskStore: TaskStoring {
     func loadAll() throws -> [TaskRecord] {
         let records = try database.read { db in
             var records = try TaskRecord.fetchAll(db, sql: TaskRecord.selectSQL)
-            let pieces = try PieceTableRecord.fetchAll(db)
+            let pieces = try PieceTableRecord.fetchAll(db, sql: PieceTableRecord.selectSQL)
             guard !pieces.isEmpty else { return records }
             var byID = Dictionary(pieces.map { ($0.taskID, $0.table) }, uniquingKeysWith: { first, _ in first })
             for index in records.indices {
@@ -528,13 +528,17 @@ struct PieceTableRecord: FetchableRecord, PersistableRecord, Sendable {
         self.table = table
     }
 
-    /// Reads leniently: a value of the wrong type reads as one ``StoredPieceTable/decoded`` refuses (an
-    /// empty algorithm, a zero length, no digests), so a damaged row fails its task by name instead of the store.
+    /// The columns by position, as ``init(row:)`` reads them (a table without one fails the statement).
+    static let selectSQL = "SELECT taskID, algorithm, pieceLength, digests FROM taskPieces"
+
+    /// Reads a row of ``selectSQL`` leniently: a value of the wrong type reads as one
+    /// ``StoredPieceTable/decoded`` refuses (an empty algorithm, a zero length, no digests), so a damaged
+    /// row fails its task by name instead of the store, and never traps.
     init(row: Row) {
-        let id: DatabaseValue = row["taskID"]
-        let algorithm: DatabaseValue = row["algorithm"]
-        let length: DatabaseValue = row["pieceLength"]
-        let digests: DatabaseValue = row["digests"]
+        let id: DatabaseValue = row[0]
+        let algorithm: DatabaseValue = row[1]
+        let length: DatabaseValue = row[2]
+        let digests: DatabaseValue = row[3]
         taskID = String.fromDatabaseValue(id) ?? ""
         table = StoredPieceTable(
             algorithm: String.fromDatabaseValue(algorithm) ?? "",
