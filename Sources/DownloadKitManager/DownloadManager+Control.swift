@@ -41,12 +41,20 @@ extension DownloadManager {
     }
 
     /// Adds many tasks in one transaction (same rules as the single form); returns their ids in order.
+    /// - Throws: ``DownloadManagerError``: `invalidURL`, `invalidPieceChecksums` (a request's piece table
+    ///   with a length that is not positive or a digest of the wrong size; nothing is added), `storage`,
+    ///   `closed`.
     @discardableResult
     public func enqueue(_ requests: [TaskRequest]) async throws -> [String] {
         try ensureOpen()
         for request in requests {
             try validate(url: request.url)
             for mirror in request.mirrors { try validate(url: mirror) }
+            do throws(DownloadError) {
+                try request.pieceChecksums?.validate()
+            } catch {
+                throw DownloadManagerError(.invalidPieceChecksums, "\(HTTPURL.redacting(request.url)): \(error.detail)")
+            }
         }
         var ids: [String] = []
         ids.reserveCapacity(requests.count)
@@ -81,7 +89,8 @@ extension DownloadManager {
                 headers: request.headers, metadata: request.metadata,
                 requiresUnmeteredNetwork: request.requiresUnmeteredNetwork, rateLimit: request.rateLimit, error: nil,
                 createdAt: now, updatedAt: now, finishedAt: nil, connections: request.connections,
-                mirrors: request.mirrors, connectionsPerSource: request.connectionsPerSource)
+                mirrors: request.mirrors, connectionsPerSource: request.connectionsPerSource,
+                pieceChecksums: request.pieceChecksums)
             if request.startsPaused {
                 // Never handed to the scheduler: `resume` puts it at the end of the line, as for any paused task.
                 task.state = .paused

@@ -42,6 +42,10 @@ public actor DownloadManager {
         public var connectionsPerSource: Int?
         /// Other URLs of the same resource, tried beside ``url`` (``DownloadRequest/mirrors``). Default none.
         public var mirrors: [String] = []
+        /// The file's piece hashes (``ManagedTask/pieceChecksums``): each piece verified as it completes, a
+        /// bad one fetched again from another source. Checked against the file's length when the transfer
+        /// starts (a table that does not fit fails the task with `invalidPieceChecksums`). Default none.
+        public var pieceChecksums: PieceChecksums?
         /// Whether an existing task of the same URL (or file id) is reused only while it is waiting,
         /// running or paused: a completed, failed or cancelled one is then left as it is (listed with
         /// its result) and a new task is made, as aria2's `addUri` makes a new download. Default false:

@@ -87,6 +87,11 @@ public struct ManagedTask: Sendable, Hashable, Identifiable {
     /// Other URLs of the same resource (``DownloadRequest/mirrors``): the transfer spreads its segments over
     /// the task's URL and these. Empty for a single-source task.
     public var mirrors: [String]
+    /// The file's piece hashes (``DownloadRequest/pieceChecksums``, a Metalink `<pieces>`): each piece is
+    /// verified as it completes and a bad one is fetched again from another source (docs/MIRRORS.md, "Piece
+    /// checksums"). Fixed at enqueue: a store writes the table once, beside the task's row (never with every
+    /// progress write), and reads it back with the task. Nil for none.
+    public var pieceChecksums: PieceChecksums?
     /// The error the task stopped with (``ManagedTaskState/failed``).
     public var error: ManagedTaskError?
     public var createdAt: Date
@@ -105,7 +110,8 @@ public struct ManagedTask: Sendable, Hashable, Identifiable {
         path: String?, state: ManagedTaskState, bytesReceived: Int64, totalBytes: Int64?, priority: DownloadPriority,
         queueOrder: Int64, group: String?, checksum: Checksum?, headers: [String: String], metadata: [String: String],
         requiresUnmeteredNetwork: Bool, rateLimit: Int?, error: ManagedTaskError?, createdAt: Date, updatedAt: Date,
-        finishedAt: Date?, connections: Int? = nil, mirrors: [String] = [], connectionsPerSource: Int? = nil
+        finishedAt: Date?, connections: Int? = nil, mirrors: [String] = [], connectionsPerSource: Int? = nil,
+        pieceChecksums: PieceChecksums? = nil
     ) {
         self.id = id
         self.originalURL = originalURL
@@ -131,6 +137,7 @@ public struct ManagedTask: Sendable, Hashable, Identifiable {
         self.connections = connections
         self.mirrors = mirrors
         self.connectionsPerSource = connectionsPerSource
+        self.pieceChecksums = pieceChecksums
     }
 }
 
@@ -233,6 +240,8 @@ public struct DownloadManagerError: Error, Sendable, Hashable, CustomStringConve
         public static let invalidState = Code("invalidState")
         /// The URL cannot be parsed or is not http/https.
         public static let invalidURL = Code("invalidURL")
+        /// A request's piece table cannot describe any file (``PieceChecksums/validate()``).
+        public static let invalidPieceChecksums = Code("invalidPieceChecksums")
         /// The state directory or its database could not be opened or written.
         public static let storage = Code("storage")
         /// The manager was closed.

@@ -12,7 +12,7 @@ extension ManagedTask {
     /// transfer, for the ``DownloadManager`` and the PostgreSQL fleet's worker alike.
     ///
     /// The request carries the task's URL (its current URL as the replacement when it was refreshed), its
-    /// destination, header fields (sorted by name, then `extraHeaders`), checksum and mirrors. The configuration is
+    /// destination, header fields (sorted by name, then `extraHeaders`), checksum, mirrors and piece checksums. The configuration is
     /// `base` with its own rate limit replaced by `limiters` (the caller's global bucket and the task's
     /// own, shared with whatever else draws from them), the task's ``connections`` and
     /// ``connectionsPerSource`` when it has them.
@@ -29,6 +29,7 @@ extension ManagedTask {
             url: originalURL, destination: destination, headers: DKHTTPHeaders(fields), checksum: checksum,
             replacementURL: currentURL == originalURL ? nil : currentURL)
         request.mirrors = mirrors
+        request.pieceChecksums = pieceChecksums
         return (request, configuration)
     }
 

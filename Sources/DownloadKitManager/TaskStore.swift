@@ -104,12 +104,34 @@ public final class TaskStore: TaskStoring {
                 table.add(column: "connectionsPerSource", .integer)
             }
         }
+        // The tasks' piece tables (``ManagedTask/pieceChecksums``): up to hundreds of kilobytes each, so a
+        // table of their own, written once at enqueue and never by the progress writes that rewrite the task
+        // row. No foreign key: the store writes a task row with `INSERT OR REPLACE` when an indexed column
+        // changes, and SQLite's REPLACE deletes the row first — `ON DELETE CASCADE` would take the piece
+        // table with it. ``write(_:deleting:)`` deletes a task's pieces with the task instead.
+        migrator.registerMigration("v5: piece tables") { db in
+            try db.create(table: PieceTableRecord.databaseTableName) { table in
+                table.primaryKey("taskID", .text)
+                table.column("algorithm", .text).notNull()
+                table.column("pieceLength", .integer).notNull()
+                table.column("digests", .blob).notNull()
+            }
+        }
         return migrator
     }
 
-    /// Every stored task.
+    /// Every stored task, with its piece table when it has one.
     func loadAll() throws -> [TaskRecord] {
-        let records = try database.read { db in try TaskRecord.fetchAll(db, sql: TaskRecord.selectSQL) }
+        let records = try database.read { db in
+            var records = try TaskRecord.fetchAll(db, sql: TaskRecord.selectSQL)
+            let pieces = try PieceTableRecord.fetchAll(db, sql: PieceTableRecord.selectSQL)
+            guard !pieces.isEmpty else { return records }
+            var byID = Dictionary(pieces.map { ($0.taskID, $0.table) }, uniquingKeysWith: { first, _ in first })
+            for index in records.indices {
+                records[index].pieces = byID.removeValue(forKey: records[index].id)
+            }
+            return records
+        }
         storedIDs.withLock { ids in
             ids.reserveCapacity(records.count)
             for record in records { ids.insert(record.id) }
@@ -126,13 +148,22 @@ public final class TaskStore: TaskStoring {
     func write(_ records: [TaskRecord], deleting deletions: [String] = []) throws {
         guard !records.isEmpty || !deletions.isEmpty else { return }
         let known = storedIDs.withLock { ids in records.map { ids.contains($0.id) } }
+        // A piece table is written with its task's first row only: it never changes after enqueue, and the
+        // rows written again (progress, state changes) are those of tasks this store has seen.
+        let pieceTables = zip(records, known).compactMap { record, stored in
+            stored ? nil : record.pieceChecksums.map { PieceTableRecord(taskID: record.id, table: StoredPieceTable($0)) }
+        }
         try database.write { db in
             let update = try db.cachedStatement(sql: TaskRecord.updateSQL)
             let replace = try db.cachedStatement(sql: TaskRecord.replaceSQL)
             for (record, stored) in zip(records, known) {
                 try record.write(update: update, replace: replace, rowMayExist: stored, in: db)
             }
-            if !deletions.isEmpty { _ = try TaskRecord.deleteAll(db, keys: deletions) }
+            for pieces in pieceTables { try pieces.insert(db, onConflict: .replace) }
+            if !deletions.isEmpty {
+                _ = try TaskRecord.deleteAll(db, keys: deletions)
+                _ = try PieceTableRecord.deleteAll(db, keys: deletions)
+            }
         }
         storedIDs.withLock { ids in
             for record in records { ids.insert(record.id) }
@@ -241,6 +272,11 @@ struct TaskRecord: FetchableRecord, TableRecord, Sendable {
     var mirrors: [String]
     /// ``ManagedTask/connectionsPerSource``.
     var connectionsPerSource: Int64?
+    /// ``ManagedTask/pieceChecksums`` of a task handed over to be written (its `taskPieces` row is written
+    /// with the task's first row only, ``TaskStore/write(_:deleting:)``).
+    var pieceChecksums: PieceChecksums?
+    /// The task's `taskPieces` row as read back, checked when the task is made (``task``).
+    var pieces: StoredPieceTable?
     /// Seconds since 1970.
     var createdAt: Double
     var updatedAt: Double
@@ -432,6 +468,7 @@ struct TaskRecord: FetchableRecord, TableRecord, Sendable {
         connections = task.connections.map(Int64.init)
         mirrors = task.mirrors
         connectionsPerSource = task.connectionsPerSource.map(Int64.init)
+        pieceChecksums = task.pieceChecksums
         createdAt = task.createdAt.timeIntervalSince1970
         updatedAt = task.updatedAt.timeIntervalSince1970
         finishedAt = task.finishedAt?.timeIntervalSince1970
@@ -443,7 +480,7 @@ struct TaskRecord: FetchableRecord, TableRecord, Sendable {
         let columns = StoredTaskColumns(
             destination: DestinationColumns(
                 kind: destinationKind, path: destinationPath, namingRule: namingRule, namingFileID: namingFileID),
-            checksum: checksum)
+            checksum: checksum, pieces: pieces)
         let destination = columns.destination.destination(fileID: fileID, taskID: id)
         let refusal = columns.refusal
         let stored = ManagedTask.connections(stored: self.connections, metadata: self.metadata)
@@ -462,7 +499,46 @@ struct TaskRecord: FetchableRecord, TableRecord, Sendable {
                 },
             createdAt: Date(timeIntervalSince1970: createdAt), updatedAt: Date(timeIntervalSince1970: updatedAt),
             finishedAt: finishedAt.map(Date.init(timeIntervalSince1970:)), connections: stored.connections,
-            mirrors: mirrors, connectionsPerSource: ManagedTask.connectionsPerSource(stored: connectionsPerSource))
+            mirrors: mirrors, connectionsPerSource: ManagedTask.connectionsPerSource(stored: connectionsPerSource),
+            pieceChecksums: columns.parsedPieces ?? pieceChecksums)
+    }
+}
+
+/// One row of the `taskPieces` table (migration v5): a task's piece table, ``StoredPieceTable``'s columns.
+struct PieceTableRecord: FetchableRecord, PersistableRecord, Sendable {
+    static let databaseTableName = "taskPieces"
+
+    var taskID: String
+    var table: StoredPieceTable
+
+    init(taskID: String, table: StoredPieceTable) {
+        self.taskID = taskID
+        self.table = table
+    }
+
+    /// The columns by position, as ``init(row:)`` reads them (a table without one fails the statement).
+    static let selectSQL = "SELECT taskID, algorithm, pieceLength, digests FROM taskPieces"
+
+    /// Reads a row of ``selectSQL`` leniently: a value of the wrong type reads as one
+    /// ``StoredPieceTable/decoded`` refuses (an empty algorithm, a zero length, no digests), so a damaged
+    /// row fails its task by name instead of the store, and never traps.
+    init(row: Row) {
+        let id: DatabaseValue = row[0]
+        let algorithm: DatabaseValue = row[1]
+        let length: DatabaseValue = row[2]
+        let digests: DatabaseValue = row[3]
+        taskID = String.fromDatabaseValue(id) ?? ""
+        table = StoredPieceTable(
+            algorithm: String.fromDatabaseValue(algorithm) ?? "",
+            pieceLength: { if case .int64(let value) = length.storage { value } else { 0 } }(),
+            digests: { if case .blob(let data) = digests.storage { [UInt8](data) } else { nil } }())
+    }
+
+    func encode(to container: inout PersistenceContainer) {
+        container["taskID"] = taskID
+        container["algorithm"] = table.algorithm
+        container["pieceLength"] = table.pieceLength
+        container["digests"] = table.digests.map { Data($0) }
     }
 }
 

@@ -405,7 +405,8 @@ public actor Aria2RPCService {
     /// `addMetalink(metalink, options, position)`: one download per `<file>` of the base64 Metalink
     /// (``Aria2Metalink``), each named by the document under `dir` (aria2's rule for an existing file
     /// applies to each), from its best http(s) URL with the others as mirrors, checked against its
-    /// strongest hash the engine computes. Answers their GIDs in document order; a document that cannot
+    /// strongest hash the engine computes and, piece by piece as they complete, against its strongest
+    /// `<pieces>` list the engine computes (the plan's, as `get --metalink`). Answers their GIDs in document order; a document that cannot
     /// be read or a file that cannot be downloaded adds nothing.
     private func addMetalink(_ p: Params) async throws(RPCError) -> JSONValue {
         let metalink = try Aria2Metalink.document(base64: p.string(0))
@@ -415,11 +416,12 @@ public actor Aria2RPCService {
         for plan in try Aria2Metalink.plans(metalink) {
             var named = options
             named.out = plan.name
-            requests.append(
-                options.taskRequest(
-                    url: plan.url, mirrors: plan.mirrors,
-                    destination: try named.destination(defaultDirectory: defaultDirectory, exists: FileProbe.exists),
-                    checksum: plan.hash.flatMap(Checksum.init(metalink:)) ?? options.checksum))
+            var request = options.taskRequest(
+                url: plan.url, mirrors: plan.mirrors,
+                destination: try named.destination(defaultDirectory: defaultDirectory, exists: FileProbe.exists),
+                checksum: plan.hash.flatMap(Checksum.init(metalink:)) ?? options.checksum)
+            request.pieceChecksums = plan.pieces.flatMap(PieceChecksums.init(metalink:))
+            requests.append(request)
         }
         return .array(try await add(requests, pause: options.pause, position: position).map(JSONValue.string))
     }

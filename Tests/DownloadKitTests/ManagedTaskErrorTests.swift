@@ -81,7 +81,7 @@ struct ManagedTaskErrorTests {
         let loaded = Dictionary(uniqueKeysWithValues: try await reopened.loadTasks().map { ($0.id, $0) })
         #expect(loaded["t1"] == task)
         #expect(loaded["t2"] == second)
-        #expect(try reopened.appliedMigrations() == ["v1: tasks", "v2: typed errors, connections", "v3: mirrors", "v4: connections per source"])
+        #expect(try reopened.appliedMigrations() == ["v1: tasks", "v2: typed errors, connections", "v3: mirrors", "v4: connections per source", "v5: piece tables"])
     }
 
     /// A database written before the typed columns (schema v1: code and message only, the connection count

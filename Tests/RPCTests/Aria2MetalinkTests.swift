@@ -1,4 +1,5 @@
 import DownloadKit
+import DownloadKitManager
 import DownloadKitRPC
 import Foundation
 import Testing
@@ -126,5 +127,68 @@ extension Aria2CompatibilityTests {
             #expect(errorMessage(notBase64)?.contains("not base64") == true, "\(notBase64.serialized)")
             #expect(await ours.manager.allTasks().isEmpty)
         }
+    }
+    /// `addMetalink` of a document whose file has `<pieces>` (no whole-file hash) and two URLs, the second
+    /// corrupting 16 bytes at the start of each 2 MiB segment: the manager's task verifies each piece (the
+    /// plan's strongest list, `get --metalink`'s rule), so the file ends right and only the bad piece is
+    /// asked again, of the good URL. Before, the task kept no piece table and completed with the corrupt
+    /// bytes in place.
+    @Test func addMetalinkVerifiesPiecesAndFetchesOnlyTheBadOneAgain() async throws {
+        let scratch = try ScratchDirectory()
+        let origin = try FaultOrigin()
+        let corrupt = try FaultOrigin()
+        defer {
+            origin.shutdown()
+            corrupt.shutdown()
+        }
+        let size: Int64 = 4 << 20
+        let piece: Int64 = 1 << 20
+        let resource = Resource(size: size, seed: 48, bytesPerSecond: 2 << 20)
+        var corrupted = resource
+        corrupted.faults = [0, 2 << 20].map { Int64($0) }.map { .corruptBytes($0 + 16..<$0 + 32) }
+        origin.serve("/pc.bin", .resource(resource))
+        corrupt.serve("/pc.bin", .resource(corrupted))
+        let hashes = stride(from: Int64(0), to: size, by: Int(piece)).map {
+            "      <hash>\(SimpleHash.hex(SimpleHash.sha256(resource.bytes(offset: $0, count: Int(piece)))))</hash>"
+        }
+        let document = """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <metalink xmlns="urn:ietf:params:xml:ns:metalink">
+              <file name="pc.bin">
+                <size>\(size)</size>
+                <pieces length="\(piece)" type="sha-256">
+            \(hashes.joined(separator: "\n"))
+                </pieces>
+                <url priority="1">\(origin.url("/pc.bin"))</url>
+                <url priority="2">\(corrupt.url("/pc.bin"))</url>
+              </file>
+            </metalink>
+            """
+        let ours = try await DownloadKitRPCPeer(directory: scratch.path, secret: nil)
+        let options: [String: JSONValue] = [
+            "dir": .string(scratch.path + "/ml"), "split": .string("2"), "max-connection-per-server": .string("1"),
+        ]
+        let added = try await rpcPost(
+            port: ours.port,
+            rpcCall("aria2.addMetalink", [.string(Data(document.utf8).base64EncodedString()), .object(options)]))
+        let task = await ours.manager.allTasks().first
+        var outcome: Result<ManagedTask, any Error>?
+        if let task {
+            do {
+                outcome = .success(try await ours.manager.handle(forTask: task.id).result())
+            } catch {
+                outcome = .failure(error)
+            }
+        }
+        await ours.stop()
+        #expect(result(added)?.arrayValue?.count == 1, "\(added.serialized)")
+        #expect(task?.pieceChecksums?.digests.count == 4)
+        #expect(try outcome?.get().state == .completed)
+        #expect(fileMatchesPattern(scratch.path + "/ml/pc.bin", size: size, seed: 48))
+        // The ranges asked of each URL, the probe's `bytes=0-0` left out.
+        func ranges(_ origin: FaultOrigin) -> [Range<Int64>] { origin.requests("/pc.bin").compactMap(\.byteRange).filter { $0 != 0..<1 } }
+        let bad = try #require(ranges(corrupt).first.map { $0.lowerBound / piece }, "\(ranges(corrupt))")
+        let again = ranges(origin).filter { $0 == bad * piece..<(bad + 1) * piece }
+        #expect(again.count == 1, "piece \(bad) asked again once, of the good URL: \(ranges(origin))")
     }
 }
