@@ -186,6 +186,21 @@ public final class PostgresTaskStore: TaskStoring {
             "v3: mirrors, connections per source",
             ["ALTER TABLE downloadkit_task ADD COLUMN mirrors text, ADD COLUMN connections_per_source bigint"]
         ),
+        (
+            // The task's piece table (ManagedTask.pieceChecksums; StoredPieceTable's columns), as the SQLite
+            // store's v5 keeps it: a row of its own, written once when the task is first written (the task's row
+            // is rewritten at every progress flush, and a table can be hundreds of kilobytes), read with the
+            // task, deleted with it.
+            "v4: piece tables",
+            [
+                """
+                CREATE TABLE downloadkit_task_pieces (
+                    task_id text PRIMARY KEY REFERENCES downloadkit_task (id) ON DELETE CASCADE,
+                    algorithm text NOT NULL, piece_length bigint NOT NULL, digests bytea NOT NULL
+                )
+                """
+            ]
+        ),
     ]
 
     /// The names of the migrations this version applies, oldest first.
@@ -260,10 +275,18 @@ public final class PostgresTaskStore: TaskStoring {
         }
     }
 
-    /// One transaction: upsert `tasks`, delete `deletions`.
+    /// One transaction: upsert `tasks` (a task's piece table with its first row only), delete `deletions`.
     private func write(_ tasks: [ManagedTask], deleting deletions: [String]) async throws {
         try await client.withTransaction(logger: logger) { connection in
-            for task in tasks { try await connection.query(Self.upsert(task), logger: logger).drain() }
+            for task in tasks {
+                // `xmax = 0` holds for a row this statement inserted (an updated row carries this transaction's id).
+                var upsert = Self.upsert(task)
+                upsert.sql += " RETURNING (xmax = 0) AS inserted"
+                let inserted = try await connection.query(upsert, logger: logger).collect().first?.decode(Bool.self) ?? false
+                if inserted, let pieces = task.pieceChecksums {
+                    try await connection.query(try Self.insertPieces(pieces, of: task.id), logger: logger).drain()
+                }
+            }
             if !deletions.isEmpty {
                 try await connection.query("DELETE FROM downloadkit_task WHERE id = ANY(\(deletions))", logger: logger)
                     .drain()
@@ -344,6 +367,16 @@ public final class PostgresTaskStore: TaskStoring {
         return ("INSERT INTO downloadkit_task (\(names)) VALUES (\(values.joined(separator: ", ")))", binds)
     }
 
+    /// Stores `table` as the piece table of task `id` (``StoredPieceTable``'s columns).
+    static func insertPieces(_ table: PieceChecksums, of id: String) throws -> PostgresQuery {
+        let stored = StoredPieceTable(table)
+        return try """
+            INSERT INTO downloadkit_task_pieces (task_id, algorithm, piece_length, digests)
+            VALUES (\(id), \(stored.algorithm), \(stored.pieceLength), \(Data(stored.digests ?? [])))
+            ON CONFLICT (task_id) DO NOTHING
+            """
+    }
+
     /// Inserts the task or updates its own columns (never the lease; never its `original_url` and
     /// `created_at`, which identify it).
     static func upsert(_ task: ManagedTask) -> PostgresQuery {
@@ -371,6 +404,11 @@ public final class PostgresTaskStore: TaskStoring {
                     throw DownloadManagerError(.invalidURL, "not an http(s) URL: \(HTTPURL.redacting(url)) (\(error.detail))")
                 }
             }
+            do throws(DownloadError) {
+                try request.pieceChecksums?.validate()
+            } catch {
+                throw DownloadManagerError(.invalidPieceChecksums, "\(HTTPURL.redacting(request.url)): \(error.detail)")
+            }
         }
         let now = Date()
         return try await client.withTransaction(logger: logger) { connection in
@@ -395,6 +433,9 @@ public final class PostgresTaskStore: TaskStoring {
                     logger: logger
                 ).collect()
                 if !inserted.isEmpty {
+                    if let pieces = request.pieceChecksums {
+                        try await connection.query(try Self.insertPieces(pieces, of: task.id), logger: logger).drain()
+                    }
                     results.append((task.id, true))
                     continue
                 }
@@ -754,7 +795,13 @@ public final class PostgresTaskStore: TaskStoring {
     // MARK: - Rows
 
     /// What the reads select: the task's own columns (``ownColumns``) and its lease.
-    static let taskColumns = (ownColumns.map(\.name) + ["lease_owner", "lease_epoch", "lease_until"]).joined(separator: ", ")
+    static let taskColumns = (ownColumns.map(\.name) + ["lease_owner", "lease_epoch", "lease_until"] + pieceColumns)
+        .joined(separator: ", ")
+
+    /// The task's piece-table row, read beside its own columns (NULL for a task without one). `id` is the task's
+    /// column of whichever table or CTE the read selects from.
+    static let pieceColumns = [("algorithm", "piece_algorithm"), ("piece_length", "piece_length"), ("digests", "piece_digests")]
+        .map { "(SELECT p.\($0.0) FROM downloadkit_task_pieces p WHERE p.task_id = id) AS \($0.1)" }
 
     static func fleetTask(_ row: PostgresRandomAccessRow) throws -> FleetTask {
         let id = try row["id"].decode(String.self)
@@ -765,7 +812,14 @@ public final class PostgresTaskStore: TaskStoring {
                 path: try row["destination_path"].decode(String.self),
                 namingRule: try row["naming_rule"].decode(String?.self),
                 namingFileID: try row["naming_file_id"].decode(String?.self)),
-            checksum: try row["checksum"].decode(String?.self))
+            checksum: try row["checksum"].decode(String?.self),
+            pieces: try row["piece_algorithm"].decode(String?.self).map { algorithm in
+                // A value that does not decode reads as "not bytes" or a zero length: the task is refused
+                // by name (StoredPieceTable.decoded), never run with its pieces unchecked.
+                StoredPieceTable(
+                    algorithm: algorithm, pieceLength: (try? row["piece_length"].decode(Int64.self)) ?? 0,
+                    digests: (try? row["piece_digests"].decode(Data.self)).map { [UInt8]($0) })
+            })
         let destination = columns.destination.destination(fileID: fileID, taskID: id)
         let errorCode = try row["error_code"].decode(String?.self)
         // The v2 columns are read leniently (a value that does not decode reads as NULL), and the connection
@@ -803,7 +857,8 @@ public final class PostgresTaskStore: TaskStoring {
             // Read leniently as the SQLite store does: anything but a JSON array of strings is no mirrors, a
             // count outside 1…64 is none.
             mirrors: TaskMirrorsJSON.decode(text("mirrors")),
-            connectionsPerSource: ManagedTask.connectionsPerSource(stored: integer("connections_per_source")))
+            connectionsPerSource: ManagedTask.connectionsPerSource(stored: integer("connections_per_source")),
+            pieceChecksums: columns.parsedPieces)
         let until = try row["lease_until"].decode(Date?.self)
         let serverNow = try row["server_now"].decode(Date.self)
         return FleetTask(
