@@ -1,3 +1,4 @@
+import DownloadKitDecisions
 import HTTPClient
 import HTTPWire
 
@@ -329,7 +330,7 @@ struct DownloadStateMachine {
             return acceptWholeBody(head, exchange, restart: nil)
         default:
             let status = head.status
-            if [401, 403, 404, 410].contains(status), settings.hasURLProvider {
+            if URLExpiry.statuses.contains(status), settings.hasURLProvider {
                 state = .draining(exchange, .refreshURL(status: status))
                 return .discard
             }
@@ -504,7 +505,7 @@ struct DownloadStateMachine {
     /// A restart decided from a response: at once the first time, then after a backoff, and never more
     /// than ``RestartPolicy/limit`` times in one run.
     private mutating func restart(_ reason: RestartReason) -> Action {
-        guard let delay = restarts.next(base: settings.retryBaseDelay, maximum: settings.maxRetryDelay) else {
+        guard let delay = restarts.next(base: settings.retryBaseDelay, maximum: settings.maxRetryDelay, jitter: .random(in: 0...1)) else {
             return failed(restartsExhausted(reason), stopRequested: false)
         }
         guard delay > 0 else {
@@ -653,7 +654,7 @@ struct DownloadStateMachine {
             return .write(restart: nil)
         case .wholeBody(let reason):
             // Start over from zero in this same response (no wait: the body is already coming).
-            guard restarts.next(base: 0, maximum: 0) != nil else { return .abandon(restartsExhausted(reason)) }
+            guard restarts.next(base: 0, maximum: 0, jitter: 0) != nil else { return .abandon(restartsExhausted(reason)) }
             beginRestart(reason)
             return acceptWholeBody(head, exchange, restart: reason)
         case .complete(let total):

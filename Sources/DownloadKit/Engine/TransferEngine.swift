@@ -1,4 +1,5 @@
 import Dispatch
+import DownloadKitDecisions
 import Foundation
 import Glibc
 import HTTPClient
@@ -42,8 +43,7 @@ final class TransferEngine {
     private var speed = SpeedMeter()
     private var lastProgressTime = 0.0
     private var lastCheckpointTime = 0.0
-    private var lowSpeedWindowStart = 0.0
-    private var lowSpeedWindowBytes: Int64 = 0
+    private var lowSpeed: LowSpeedWindow
     private let rateLimiters: [TokenBucket]
     /// Bytes written since writeback was last started (see `didWrite`).
     private var unflushedBytes = 0
@@ -77,6 +77,7 @@ final class TransferEngine {
         mirrors = try DownloadError.validatedMirrors(of: request)
         try request.pieceChecksums?.validate()
         machine = DownloadStateMachine(url: url, settings: DownloadStateMachine.Settings(request, configuration))
+        lowSpeed = LowSpeedWindow(limit: configuration.lowSpeedLimit, seconds: configuration.lowSpeedTime.asSeconds)
         rateLimiters = (configuration.rateLimit.map { [TokenBucket(bytesPerSecond: $0)] } ?? []) + configuration.sharedRateLimiters
     }
 
@@ -654,18 +655,10 @@ final class TransferEngine {
     }
 
     private func checkLowSpeed(now: Double, received: Int) throws {
-        guard configuration.lowSpeedLimit > 0 else { return }
-        if lowSpeedWindowStart == 0 { lowSpeedWindowStart = now }
-        lowSpeedWindowBytes += Int64(received)
-        let elapsed = now - lowSpeedWindowStart
-        guard elapsed >= configuration.lowSpeedTime.asSeconds else { return }
-        let rate = Double(lowSpeedWindowBytes) / elapsed
-        lowSpeedWindowStart = now
-        lowSpeedWindowBytes = 0
-        if rate < Double(configuration.lowSpeedLimit) {
+        if let rate = lowSpeed.record(received, now: now) {
             throw DownloadError(
                 .tooSlow,
-                "transfer too slow: \(Int(rate)) bytes/s for \(Int(elapsed)) s, below the limit of \(configuration.lowSpeedLimit) bytes/s",
+                "transfer too slow: \(Int(rate)) bytes/s for \(Int(lowSpeed.seconds)) s, below the limit of \(lowSpeed.limit) bytes/s",
                 isTransient: true)
         }
     }

@@ -1,4 +1,5 @@
 import Dispatch
+import DownloadKitDecisions
 import Foundation
 import HTTPClient
 import HTTPWire
