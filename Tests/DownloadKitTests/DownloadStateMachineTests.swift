@@ -4,6 +4,7 @@ import HTTPWire
 import Testing
 
 @_spi(DownloadKitInternal) @testable import DownloadKit
+@testable import DownloadKitDecisions
 
 /// Every resume rule of a download as a table of events and the actions the machine answers with — no
 /// socket, no file, no clock (issue #12). Each row starts a `DownloadStateMachine` from a partial file
@@ -154,6 +155,22 @@ struct DownloadStateMachineTests {
                 (.ended, .finalize),
             ],
             transitions: [.start, .receive(resumedFrom: 0)]),
+        Case(
+            name: "a repeated identical Content-Length is the length: more bytes than it are a protocol violation",
+            steps: [
+                (.start, .send(range: nil, ifRange: nil)),
+                (.head(200, [("Content-Length", "5000, 5000"), ("ETag", strong)]), .write()),
+                (.written(6000), nil),
+                (.ended, .fail(.protocolViolation)),
+            ]),
+        Case(
+            name: "a Content-Length beside Transfer-Encoding is no length: the chunked body is the resource",
+            steps: [
+                (.start, .send(range: nil, ifRange: nil)),
+                (.head(200, [("Transfer-Encoding", "chunked"), ("Content-Length", "5000"), ("ETag", strong)]), .write()),
+                (.written(6000), nil),
+                (.ended, .finalize),
+            ]),
         Case(
             name: "a partial proved by a strong ETag resumes with Range and If-Range: the ETag",
             partial: partial(1000, record(bytes: 1000)),
@@ -555,5 +572,57 @@ struct DownloadStateMachineTests {
         let head = ResponseHead(
             version: .http1_1, status: 301, reason: "", headers: DKHTTPHeaders([("Location", "http://origin.test/disk.iso")]))
         #expect(Seen(machine.responseHead(head, wallClock: 0)) == .abandon(.insecureRedirect))
+    }
+
+    /// A machine resuming `Self.url` from 1000 of 5000 bytes, its 206 for bytes 1000-4999 accepted.
+    static func resumedAt1000() throws -> DownloadStateMachine {
+        var machine = DownloadStateMachine(
+            url: try HTTPURL(Self.url),
+            settings: .init(DownloadRequest(url: Self.url, destination: .file("/d")), DownloadConfiguration()))
+        let record = Self.record(bytes: 1000)
+        machine.adopt(record, recordedOriginalURL: try HTTPURL(record.originalURL))
+        _ = machine.partialData(fileLength: 1000, record: record, sameBoot: true)
+        _ = machine.start()
+        let head = ResponseHead(version: .http1_1, status: 206, reason: "", headers: DKHTTPHeaders(Self.fields206(1000, 4999, 5000)))
+        #expect(machine.responseHead(head, wallClock: 0) == .write(restart: nil))
+        machine.bodyStarts()
+        return machine
+    }
+
+    /// The machine, not the executor, decides that a 206 body runs past its Content-Range: what is
+    /// received but not yet written counts.
+    @Test func a206BodyPastItsRangeIsRefusedByTheMachine() throws {
+        var machine = try Self.resumedAt1000()
+        #expect(machine.bodyOverrun(4000) == nil)
+        #expect(machine.bodyOverrun(4001)?.code == .contentRangeMismatch)
+        #expect(machine.bodyOverrun(4001)?.isTransient == true)
+        machine.bodyWritten(3000)
+        #expect(machine.bodyOverrun(1000) == nil)
+        #expect(machine.bodyOverrun(1001)?.code == .contentRangeMismatch)
+    }
+
+    /// The length verdict before the rename: fewer bytes than the resource is a transient truncation.
+    @Test func aShortFileIsTruncatedByTheMachinesVerdict() throws {
+        var machine = try Self.resumedAt1000()
+        machine.bodyWritten(3999)
+        #expect(machine.lengthVerdict?.code == .truncated)
+        #expect(machine.lengthVerdict?.isTransient == true)
+        #expect(machine.lengthVerdict?.detail == "truncated: expected 5000 bytes, received 4999")
+        machine.bodyWritten(1)
+        #expect(machine.lengthVerdict == nil)
+    }
+
+    /// The stop rule asked with what the machine knows of the partial: a resumed partial is kept on a
+    /// failure, removed on a wrong checksum.
+    @Test func theStopDisposalComesFromWhatThePartialHolds() throws {
+        let machine = try Self.resumedAt1000()
+        #expect(machine.disposal(for: .failure(.other), holdsLock: true, hasWorkingFile: true) == .keep)
+        #expect(machine.disposal(for: .failure(.fileWrong), holdsLock: true, hasWorkingFile: true) == .remove)
+        #expect(machine.disposal(for: .failure(.pieceWrong), holdsLock: true, hasWorkingFile: true) == .remove)
+        #expect(machine.disposal(for: .cancel, holdsLock: false, hasWorkingFile: true) == .leave)
+        let fresh = DownloadStateMachine(
+            url: try HTTPURL(Self.url),
+            settings: .init(DownloadRequest(url: Self.url, destination: .file("/d")), DownloadConfiguration()))
+        #expect(fresh.disposal(for: .failure(.other), holdsLock: true, hasWorkingFile: true) == .remove)
     }
 }

@@ -215,10 +215,24 @@ struct DownloadStateMachine {
         return recordChanged
     }
 
-    /// The last byte the body being written may carry (a 206's Content-Range end), if any.
-    var bodyLimit: Int64? {
-        if case .receivingBody(let exchange) = state { return exchange.rangeEnd }
-        return nil
+    // MARK: - Verdicts on the bytes
+
+    /// Whether `count` more body bytes (received, not yet reported with ``bodyWritten(_:)``) fit the body
+    /// being written: nil when they do, else the failure to abandon the exchange with — a 206 whose body
+    /// runs past the end of its Content-Range (the bytes after it belong to no byte asked for here).
+    func bodyOverrun(_ count: Int64) -> DownloadError? {
+        guard case .receivingBody(let exchange) = state, let end = exchange.rangeEnd, resource.offset + count > end + 1
+        else { return nil }
+        return DownloadError(
+            .contentRangeMismatch, "the 206 body runs past the end of its Content-Range (byte \(end))", httpStatus: 206,
+            isTransient: true)
+    }
+
+    /// The length verdict of ``Action/finalize``: nil when the partial holds the resource's length (or no
+    /// length is known), else the failure — truncated, transient (a retry asks for the rest).
+    var lengthVerdict: DownloadError? {
+        guard let total = resource.totalLength, resource.offset != total else { return nil }
+        return DownloadError(.truncated, "truncated: expected \(total) bytes, received \(resource.offset)", isTransient: true)
     }
 
     // MARK: - Before the first request: what the partial data is worth
@@ -522,6 +536,18 @@ struct DownloadStateMachine {
             "the resource changed (or its length, or the server ignored the range) \(restarts.count + 1) times in this run, the partial discarded each time (last: \(reason.rawValue)); giving up")
     }
 
+    // MARK: - Stopping
+
+    /// What a run that stopped does with its working files (``StopPolicy``), from what is known of the
+    /// partial. `holdsLock`: the executor has the partial open and locked; `hasWorkingFile`: the download
+    /// has a partial path.
+    func disposal(for stop: StopPolicy.Stop, holdsLock: Bool, hasWorkingFile: Bool) -> StopPolicy.Disposal {
+        StopPolicy.disposal(
+            for: stop, holdsLock: holdsLock,
+            received: resource.offset > 0 || resource.savedSegments.contains { $0.written > 0 },
+            segmented: !resource.savedSegments.isEmpty, hasWorkingFile: hasWorkingFile)
+    }
+
     // MARK: - Requests
 
     /// Whether the next request is a range probe for a segmented transfer.
@@ -543,15 +569,11 @@ struct DownloadStateMachine {
             // A one-byte probe learns the length, the validators and whether ranges work, without
             // committing to a body stream (the byte is drained and the connection reused). With partial
             // data, If-Range turns a changed resource into a 200 instead of a 206.
-            headers.replaceOrAdd(name: "Range", value: RangeHeader(ranges: [.closed(first: 0, last: 0)]).headerValue)
-            if let validator = resource.ifRangeValue, resource.offset > 0 || !resource.savedSegments.isEmpty {
-                headers.replaceOrAdd(name: "If-Range", value: validator)
-            } else {
-                headers.remove(name: "If-Range")
-            }
+            let holdsBytes = resource.offset > 0 || !resource.savedSegments.isEmpty
+            headers = RangeRequest.headers(
+                headers, asking: .closed(first: 0, last: 0), ifRange: holdsBytes ? resource.ifRangeValue : nil)
         } else if resource.offset > 0 {
-            headers.replaceOrAdd(name: "Range", value: RangeHeader(ranges: [.from(resource.offset)]).headerValue)
-            if let validator = resource.ifRangeValue { headers.replaceOrAdd(name: "If-Range", value: validator) }
+            headers = RangeRequest.headers(headers, asking: .from(resource.offset), ifRange: resource.ifRangeValue)
         }
         // Conditions only on a request for the whole resource from scratch.
         let conditional = conditions != nil && resource.offset == 0 && resource.savedSegments.isEmpty
@@ -674,7 +696,8 @@ struct DownloadStateMachine {
 
     /// A 200: the body is the whole resource, written from byte 0.
     private mutating func acceptWholeBody(_ head: ResponseHead, _ exchange: Exchange, restart: RestartReason?) -> HeadAction {
-        resource.totalLength = head.contentLength
+        // An invalid or conflicting Content-Length says nothing of the length (the parser refuses to frame such a body).
+        resource.totalLength = try? head.contentLength()
         let ranges = head.headers.first(name: "Accept-Ranges").flatMap { try? AcceptRanges(parsing: $0) }
         resource.acceptsRanges = ranges?.acceptsBytes ?? false
         recordValidators(head)
@@ -792,16 +815,5 @@ struct DownloadStateMachine {
 
     static func md5Hex(_ text: String) -> String {
         DKDigest.hex(DKDigest.hash(.md5, Array(text.utf8)))
-    }
-}
-
-extension ResponseHead {
-    /// The body length from `Content-Length`, when present and valid — never with `Transfer-Encoding`,
-    /// which overrides it (RFC 9112 §6.3 item 3; the parser reads such a body as chunked).
-    var contentLength: Int64? {
-        guard !headers.contains(name: "Transfer-Encoding"), let text = headers.first(name: "Content-Length"), !text.isEmpty, text.allSatisfy(\.isASCII),
-            text.allSatisfy(\.isNumber)
-        else { return nil }
-        return Int64(text)
     }
 }

@@ -112,38 +112,33 @@ final class TransferEngine {
     private func stop(with failure: DownloadError) throws(DownloadError) -> Never {
         // A background checkpoint must not write the plist after the files are removed or moved.
         checkpointQueue.sync {}
-        // Files are removed only by the writer holding the partial's lock (`file` is open): a writer
-        // refused with `.destinationInUse` (or failing before the open) must not touch another's files.
-        let holdsLock = file != nil
-        switch control.stopRequest {
+        // Read once: the disposal and the error thrown must describe the same request.
+        let stopRequest = control.stopRequest
+        let stop: StopPolicy.Stop =
+            switch stopRequest {
+            case .cancel: .cancel
+            case .pause: .pause
+            case .none: .failure(failure.stopVerdict)
+            }
+        switch machine.disposal(for: stop, holdsLock: file != nil, hasWorkingFile: !tempPath.isEmpty) {
+        case .remove:
+            removeWorkingFiles()
+        case .keep:
+            try? checkpoint(force: true)
+            control.setResumeData(try? currentResumeInfo().encoded())
+        case .leave:
+            break
+        }
+        switch stopRequest {
         case .cancel:
-            // Unlink while the lock is held, so no second writer can lock the doomed file.
-            if holdsLock { removeWorkingFiles() }
             file = nil
             control.setState(.cancel)
             throw DownloadError(.cancelled, "the download was cancelled; its partial data was removed")
         case .pause:
-            try? checkpoint(force: true)
-            control.setResumeData(try? currentResumeInfo().encoded())
             control.setState(.pause)
             throw DownloadError(
                 .paused, "the download was paused at \(machine.resource.offset) bytes; resume data is available")
         case .none:
-            if !holdsLock {
-                // Nothing of ours is on disk to keep or remove.
-            } else if failure.code == .checksumMismatch || failure.code == .contentMD5Mismatch
-                || (failure.code == .pieceChecksumMismatch && machine.resource.savedSegments.isEmpty)
-            {
-                // (A piece failing from every source of a segmented run keeps the verified others.)
-                // The bytes are complete but wrong: nothing here is worth resuming.
-                removeWorkingFiles()
-            } else if machine.resource.offset == 0 && !machine.resource.savedSegments.contains(where: { $0.written > 0 }) {
-                // Nothing was received anywhere (404, TLS failure, redirect loop…): leave no clutter behind.
-                removeWorkingFiles()
-            } else if !tempPath.isEmpty && file != nil {
-                try? checkpoint(force: true)
-                control.setResumeData(try? currentResumeInfo().encoded())
-            }
             control.setState(.fail(failure))
             throw failure
         }
@@ -273,7 +268,9 @@ final class TransferEngine {
             case .runSegments(let total):
                 action = step { try self.runSegments(total: total, client: client) }
             case .askForURL(let context):
-                let fresh = configuration.urlProvider.flatMap { Self.callProvider($0, context) }
+                let fresh = configuration.urlProvider.flatMap { provider in
+                    ThreadBridge.wait(until: .distantFuture) { await provider(context) } ?? nil
+                }
                 action = machine.urlProvided(fresh)
             case .retry(let delay, _, _):
                 if !interruptibleSleep(delay, wakes: control.wakeUps, shouldStop: { control.stopRequest != .none }) {
@@ -336,13 +333,7 @@ final class TransferEngine {
             /// Throws when `count` more body bytes would run past a 206's `Content-Range`. Gathered bytes
             /// are not credited yet: they count against the range too.
             func checkBodyLimit(_ count: Int) throws {
-                guard let end = machine.bodyLimit else { return }
-                let gatheredCount = Int64(gathered?.body.count ?? 0)
-                if machine.resource.offset + gatheredCount + Int64(count) > end + 1 {
-                    throw DownloadError(
-                        .contentRangeMismatch, "the 206 body runs past the end of its Content-Range (byte \(end))",
-                        httpStatus: 206, isTransient: true)
-                }
+                if let failure = machine.bodyOverrun(Int64(gathered?.body.count ?? 0) + Int64(count)) { throw failure }
             }
             do {
                 _ = try client.execute(
@@ -807,10 +798,7 @@ final class TransferEngine {
         control.setState(.verify)
         let resource = machine.resource
         let offset = resource.offset
-        if let total = resource.totalLength, offset != total {
-            throw DownloadError(
-                .truncated, "truncated: expected \(total) bytes, received \(offset)", isTransient: true)
-        }
+        if let failure = machine.lengthVerdict { throw failure }
         try file.syncData()
         durableOffset = offset
         try checkPiecesOnOneConnection(total: offset, file: file)
@@ -926,27 +914,6 @@ final class TransferEngine {
         let cwd = FileManager.default.currentDirectoryPath
         return FileSystem.join(cwd, path.hasPrefix("./") ? String(path.dropFirst(2)) : path)
     }
-
-
-    /// Calls the async URL provider from this (non-async) engine thread.
-    private static func callProvider(
-        _ provider: @escaping @Sendable (URLRefreshContext) async -> String?, _ context: URLRefreshContext
-    ) -> String? {
-        let box = ResultBox()
-        let done = DispatchSemaphore(value: 0)
-        Task {
-            box.value = await provider(context)
-            done.signal()
-        }
-        done.wait()
-        return box.value
-    }
-}
-
-/// Carries the URL provider's answer from its task to the waiting engine thread. The semaphore's
-/// signal/wait orders the write before the read, hence `@unchecked Sendable`.
-private final class ResultBox: @unchecked Sendable {
-    var value: String?
 }
 
 /// Coordinates the background checkpoint with the engine thread: at most one in flight, and its
