@@ -625,4 +625,30 @@ struct DownloadStateMachineTests {
             settings: .init(DownloadRequest(url: Self.url, destination: .file("/d")), DownloadConfiguration()))
         #expect(fresh.disposal(for: .failure(.other), holdsLock: true, hasWorkingFile: true) == .remove)
     }
+
+    /// The low-speed rule is an event of the machine: bytes and the time they arrived in, a transient
+    /// `tooSlow` failure out when a window closed below the limit; off with a limit of 0.
+    @Test func theLowSpeedRuleIsAnEventOfTheMachine() throws {
+        let rows: [(limit: Int, steps: [(bytes: Int, now: Double, tooSlow: Bool)])] = [
+            (1000, [(500, 1, false), (4000, 6, false), (4000, 11, true)]),
+            (1000, [(500, 1, false), (12_000, 11, false), (9000, 21, true)]),
+            (0, [(0, 1, false), (0, 100, false)]),
+        ]
+        for row in rows {
+            var configuration = DownloadConfiguration()
+            configuration.lowSpeedLimit = row.limit
+            configuration.lowSpeedTime = .seconds(10)
+            var machine = DownloadStateMachine(
+                url: try HTTPURL(Self.url),
+                settings: .init(DownloadRequest(url: Self.url, destination: .file("/d")), configuration))
+            for (index, step) in row.steps.enumerated() {
+                let failure = machine.received(step.bytes, now: step.now)
+                #expect((failure != nil) == step.tooSlow, "limit \(row.limit), step \(index)")
+                if step.tooSlow {
+                    #expect(failure?.code == .tooSlow)
+                    #expect(failure?.isTransient == true)
+                }
+            }
+        }
+    }
 }

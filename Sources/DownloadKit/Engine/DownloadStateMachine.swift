@@ -40,6 +40,9 @@ struct DownloadStateMachine {
         var retries: Int
         var retryBaseDelay: Double
         var maxRetryDelay: Double
+        /// The low-speed rule's limit (bytes/s, 0: off) and window (seconds).
+        var lowSpeedLimit: Int
+        var lowSpeedTime: Double
 
         init(_ request: DownloadRequest, _ configuration: DownloadConfiguration) {
             destination = request.destination
@@ -56,6 +59,8 @@ struct DownloadStateMachine {
             retries = configuration.retries
             retryBaseDelay = configuration.retryBaseDelay.asSeconds
             maxRetryDelay = configuration.maxRetryDelay.asSeconds
+            lowSpeedLimit = configuration.lowSpeedLimit
+            lowSpeedTime = configuration.lowSpeedTime.asSeconds
         }
     }
 
@@ -183,6 +188,7 @@ struct DownloadStateMachine {
     private var refreshes = 0
     private var retry: RetryPolicy
     private var restarts = RestartPolicy()
+    private var lowSpeed: LowSpeedWindow
     private var pendingRetryAfter: Double?
     /// Conditions (`If-None-Match`, `If-Modified-Since`) for the requests until the resource answers
     /// with something other than a redirect (``askFirst(_:)``).
@@ -199,6 +205,7 @@ struct DownloadStateMachine {
         requestHeaders = settings.headers
         visited = [url.absoluteString]
         retry = RetryPolicy(retries: settings.retries, baseDelay: settings.retryBaseDelay, maxDelay: settings.maxRetryDelay)
+        lowSpeed = LowSpeedWindow(limit: settings.lowSpeedLimit, seconds: settings.lowSpeedTime)
     }
 
     // MARK: - Outputs besides actions
@@ -225,6 +232,17 @@ struct DownloadStateMachine {
         else { return nil }
         return DownloadError(
             .contentRangeMismatch, "the 206 body runs past the end of its Content-Range (byte \(end))", httpStatus: 206,
+            isTransient: true)
+    }
+
+    /// `count` body bytes arrived at `now` (seconds, any monotonic clock): nil, or the failure when the
+    /// transfer stayed below the low-speed limit over its window (``LowSpeedWindow``; transient: a retry
+    /// may find a faster path). The window runs over the whole run, across exchanges.
+    mutating func received(_ count: Int, now: Double) -> DownloadError? {
+        guard let rate = lowSpeed.record(count, now: now) else { return nil }
+        return DownloadError(
+            .tooSlow,
+            "transfer too slow: \(Int(rate)) bytes/s for \(Int(lowSpeed.seconds)) s, below the limit of \(lowSpeed.limit) bytes/s",
             isTransient: true)
     }
 

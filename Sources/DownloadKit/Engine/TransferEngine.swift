@@ -43,7 +43,6 @@ final class TransferEngine {
     private var speed = SpeedMeter()
     private var lastProgressTime = 0.0
     private var lastCheckpointTime = 0.0
-    private var lowSpeed: LowSpeedWindow
     private let rateLimiters: [TokenBucket]
     /// Bytes written since writeback was last started (see `didWrite`).
     private var unflushedBytes = 0
@@ -77,7 +76,6 @@ final class TransferEngine {
         mirrors = try DownloadError.validatedMirrors(of: request)
         try request.pieceChecksums?.validate()
         machine = DownloadStateMachine(url: url, settings: DownloadStateMachine.Settings(request, configuration))
-        lowSpeed = LowSpeedWindow(limit: configuration.lowSpeedLimit, seconds: configuration.lowSpeedTime.asSeconds)
         rateLimiters = (configuration.rateLimit.map { [TokenBucket(bytesPerSecond: $0)] } ?? []) + configuration.sharedRateLimiters
     }
 
@@ -639,18 +637,9 @@ final class TransferEngine {
         let now = monotonicSeconds()
         if now - lastProgressTime >= configuration.progressInterval.asSeconds { publishProgress(now: now) }
         if now - lastCheckpointTime >= configuration.checkpointInterval.asSeconds { try checkpoint(force: false) }
-        try checkLowSpeed(now: now, received: count)
+        if let tooSlow = machine.received(count, now: now) { throw tooSlow }
         if !TokenBucket.wait(rateLimiters, afterConsuming: count, wakes: control.wakeUps, shouldStop: { control.stopRequest != .none }) {
             throw DownloadError(.cancelled, "stopped")
-        }
-    }
-
-    private func checkLowSpeed(now: Double, received: Int) throws {
-        if let rate = lowSpeed.record(received, now: now) {
-            throw DownloadError(
-                .tooSlow,
-                "transfer too slow: \(Int(rate)) bytes/s for \(Int(lowSpeed.seconds)) s, below the limit of \(lowSpeed.limit) bytes/s",
-                isTransient: true)
         }
     }
 
