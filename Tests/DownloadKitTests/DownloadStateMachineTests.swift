@@ -517,11 +517,11 @@ struct DownloadStateMachineTests {
             case .written(let count):
                 machine.bodyWritten(count)
                 seen = nil
-            case .ended: seen = Seen(machine.exchangeEnded())
-            case .failure(let error): seen = Seen(machine.failed(error, stopRequested: false))
+            case .ended: seen = Seen(machine.exchangeEnded(jitter: 1))
+            case .failure(let error): seen = Seen(machine.failed(error, stopRequested: false, jitter: 1))
             case .waited: seen = Seen(machine.retryDelayElapsed())
-            case .url(let url): seen = Seen(machine.urlProvided(url))
-            case .segments(let outcome, let map): seen = Seen(machine.segmentsEnded(outcome, map: map))
+            case .url(let url): seen = Seen(machine.urlProvided(url, jitter: 1))
+            case .segments(let outcome, let map): seen = Seen(machine.segmentsEnded(outcome, map: map, jitter: 1))
             }
             transitions += machine.takeTransitions()
             if let expected {
@@ -539,7 +539,7 @@ struct DownloadStateMachineTests {
             url: try HTTPURL(Self.url),
             settings: .init(DownloadRequest(url: Self.url, destination: .file("/d")), DownloadConfiguration()))
         _ = machine.start()
-        let action = machine.failed(DownloadError(.transport, "", isTransient: true), stopRequested: true)
+        let action = machine.failed(DownloadError(.transport, "", isTransient: true), stopRequested: true, jitter: 1)
         #expect(Seen(action) == .fail(.transport))
     }
 
@@ -553,7 +553,7 @@ struct DownloadStateMachineTests {
         let head = ResponseHead(
             version: .http1_1, status: 302, reason: "", headers: DKHTTPHeaders([("Location", "http://cdn.test/disk.iso")]))
         #expect(machine.responseHead(head, wallClock: 0) == .discard)
-        guard case .send(let next, _) = machine.exchangeEnded() else {
+        guard case .send(let next, _) = machine.exchangeEnded(jitter: 1) else {
             Issue.record("no request after the redirect")
             return
         }
@@ -650,5 +650,21 @@ struct DownloadStateMachineTests {
                 }
             }
         }
+    }
+
+    /// The machine draws no random number: the backoff's jitter is an input of the event that decides the
+    /// wait, so the same events give the same delays.
+    @Test func theBackoffJitterIsAnInputOfTheEvent() throws {
+        let configuration = DownloadConfiguration(retries: 3, retryBaseDelay: .seconds(1), maxRetryDelay: .seconds(30))
+        var machine = DownloadStateMachine(
+            url: try HTTPURL(Self.url),
+            settings: .init(DownloadRequest(url: Self.url, destination: .file("/d")), configuration))
+        _ = machine.start()
+        let reset = DownloadError(.transport, "connection reset", isTransient: true)
+        #expect(Seen(machine.failed(reset, stopRequested: false, jitter: 0)) == .retry(attempt: 1, delay: 0.5))
+        _ = machine.retryDelayElapsed()
+        #expect(Seen(machine.failed(reset, stopRequested: false, jitter: 1)) == .retry(attempt: 2, delay: 2))
+        _ = machine.retryDelayElapsed()
+        #expect(Seen(machine.failed(reset, stopRequested: false, jitter: 0.5)) == .retry(attempt: 3, delay: 3))
     }
 }

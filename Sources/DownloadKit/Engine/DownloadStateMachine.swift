@@ -17,6 +17,10 @@ import HTTPWire
 ///                                                                   ▼
 ///                         exchangeEnded() ─► .send | .runSegments | .askForURL | .retry | .backOff | .finalize | .fail
 ///
+/// No randomness either: the events that may decide a wait (``exchangeEnded(jitter:)``,
+/// ``failed(_:stopRequested:jitter:)``, ``urlProvided(_:jitter:)``, ``segmentsEnded(_:map:jitter:)``) carry
+/// `jitter` in `0...1`, the executor's draw for the backoff (``RetryPolicy/backoffDelay(attempt:base:maximum:jitter:)``).
+///
 /// Segment workers are its sub-state: ``Action/runSegments(total:)`` hands the range `[0, total)` to
 /// ``SegmentCoordinator`` (whose own decisions are the pure ``SegmentBoardState``), and
 /// ``segmentsEnded(_:)`` takes the outcome back. Answers to range requests are decided by the one
@@ -387,7 +391,7 @@ struct DownloadStateMachine {
     }
 
     /// The exchange ended without an error: its body (if any was wanted) is written.
-    mutating func exchangeEnded() -> Action {
+    mutating func exchangeEnded(jitter: Double) -> Action {
         switch state {
         case .draining(_, let next):
             switch next {
@@ -397,17 +401,17 @@ struct DownloadStateMachine {
                     return failed(
                         DownloadError(
                             .tooManyRedirects, "too many redirects: more than \(settings.maxRedirects) starting at \(originalURL)"),
-                        stopRequested: false)
+                        stopRequested: false, jitter: jitter)
                 }
                 if !visited.insert(target.absoluteString).inserted {
-                    return failed(DownloadError(.redirectLoop, "redirect loop: \(target) was already visited"), stopRequested: false)
+                    return failed(DownloadError(.redirectLoop, "redirect loop: \(target) was already visited"), stopRequested: false, jitter: jitter)
                 }
                 follow(redirectTo: target)
                 return nextRequest()
             case .refreshURL(let status):
-                return refreshURL(after: status)
+                return refreshURL(after: status, jitter: jitter)
             case .restart(let reason):
-                return restart(reason)
+                return restart(reason, jitter: jitter)
             case .segmented(let total):
                 state = .segmented(total: total)
                 return .runSegments(total: total)
@@ -425,7 +429,7 @@ struct DownloadStateMachine {
                 if resource.offset > total {
                     return failed(
                         DownloadError(.protocolViolation, "the server sent \(resource.offset) bytes for a resource of \(total) bytes"),
-                        stopRequested: false)
+                        stopRequested: false, jitter: jitter)
                 }
                 if resource.offset < total {
                     // A server may send less than the open-ended range asked for: ask for the rest — but an
@@ -437,7 +441,7 @@ struct DownloadStateMachine {
                                 .contentRangeMismatch,
                                 "the server answered with no body bytes at offset \(resource.offset) of \(total)",
                                 isTransient: true),
-                            stopRequested: false)
+                            stopRequested: false, jitter: jitter)
                     }
                     return nextRequest()
                 }
@@ -451,12 +455,14 @@ struct DownloadStateMachine {
 
     /// The current step failed with `failure` (thrown by the exchange, an effect, or decided here).
     /// `stopRequested`: the caller paused or cancelled; nothing is retried.
-    mutating func failed(_ failure: DownloadError, stopRequested: Bool) -> Action {
+    mutating func failed(_ failure: DownloadError, stopRequested: Bool, jitter: Double) -> Action {
         if stopRequested || failure.code == .cancelled {
             state = .failed
             return .fail(failure)
         }
-        let decision = retry.next(after: failure, progress: resource.offset - attemptStart, retryAfter: pendingRetryAfter)
+        let decision = retry.next(
+            transient: failure.isTransient, progress: resource.offset - attemptStart, retryAfter: pendingRetryAfter,
+            jitter: jitter)
         pendingRetryAfter = nil
         guard case .retry(let delay, let attempt) = decision else {
             state = .failed
@@ -482,15 +488,15 @@ struct DownloadStateMachine {
     }
 
     /// The URL provider answered (nil: it has no fresh URL).
-    mutating func urlProvided(_ fresh: String?) -> Action {
+    mutating func urlProvided(_ fresh: String?, jitter: Double) -> Action {
         guard case .waitingForURL(let status) = state else {
             return .fail(DownloadError(.internalError, "a URL arrived in state \(state)"))
         }
         guard let fresh else {
-            return failed(DownloadError.status(status, reason: "", url: currentURL), stopRequested: false)
+            return failed(DownloadError.status(status, reason: "", url: currentURL), stopRequested: false, jitter: jitter)
         }
         guard let url = try? HTTPURL(fresh) else {
-            return failed(DownloadError(.invalidURL, "the URL provider returned an invalid URL \(HTTPURL.redacting(fresh))"), stopRequested: false)
+            return failed(DownloadError(.invalidURL, "the URL provider returned an invalid URL \(HTTPURL.redacting(fresh))"), stopRequested: false, jitter: jitter)
         }
         currentURL = url
         redirects = 0
@@ -517,7 +523,7 @@ struct DownloadStateMachine {
     }
 
     /// The segment workers stopped with `outcome`; `map` is their final segment map when complete.
-    mutating func segmentsEnded(_ outcome: SegmentCoordinator.Outcome, map: [ResumeSegment]) -> Action {
+    mutating func segmentsEnded(_ outcome: SegmentCoordinator.Outcome, map: [ResumeSegment], jitter: Double) -> Action {
         guard case .segmented(let total) = state else {
             return .fail(DownloadError(.internalError, "segments ended in state \(state)"))
         }
@@ -528,17 +534,17 @@ struct DownloadStateMachine {
             state = .finishing
             return .finalize
         case .restart(let reason):
-            return restart(reason)
+            return restart(reason, jitter: jitter)
         case .refreshURL(let status):
-            return refreshURL(after: status)
+            return refreshURL(after: status, jitter: jitter)
         }
     }
 
     /// A restart decided from a response: at once the first time, then after a backoff, and never more
     /// than ``RestartPolicy/limit`` times in one run.
-    private mutating func restart(_ reason: RestartReason) -> Action {
-        guard let delay = restarts.next(base: settings.retryBaseDelay, maximum: settings.maxRetryDelay, jitter: .random(in: 0...1)) else {
-            return failed(restartsExhausted(reason), stopRequested: false)
+    private mutating func restart(_ reason: RestartReason, jitter: Double) -> Action {
+        guard let delay = restarts.next(base: settings.retryBaseDelay, maximum: settings.maxRetryDelay, jitter: jitter) else {
+            return failed(restartsExhausted(reason), stopRequested: false, jitter: jitter)
         }
         guard delay > 0 else {
             beginRestart(reason)
@@ -635,9 +641,9 @@ struct DownloadStateMachine {
     }
 
     /// After 401/403/404/410: ask the URL provider, within its bound.
-    private mutating func refreshURL(after status: Int) -> Action {
+    private mutating func refreshURL(after status: Int, jitter: Double) -> Action {
         guard settings.hasURLProvider, refreshes < settings.maxURLRefreshes else {
-            return failed(DownloadError.status(status, reason: "", url: currentURL), stopRequested: false)
+            return failed(DownloadError.status(status, reason: "", url: currentURL), stopRequested: false, jitter: jitter)
         }
         refreshes += 1
         state = .waitingForURL(status: status)

@@ -269,7 +269,7 @@ final class TransferEngine {
                 let fresh = configuration.urlProvider.flatMap { provider in
                     ThreadBridge.wait(until: .distantFuture) { await provider(context) } ?? nil
                 }
-                action = machine.urlProvided(fresh)
+                action = machine.urlProvided(fresh, jitter: Self.jitter())
             case .retry(let delay, _, _):
                 if !interruptibleSleep(delay, wakes: control.wakeUps, shouldStop: { control.stopRequest != .none }) {
                     throw DownloadError(.cancelled, "stopped")
@@ -305,7 +305,7 @@ final class TransferEngine {
         do {
             return try body()
         } catch {
-            return machine.failed(DownloadError.wrap(error), stopRequested: control.stopRequest != .none)
+            return machine.failed(DownloadError.wrap(error), stopRequested: control.stopRequest != .none, jitter: Self.jitter())
         }
     }
 
@@ -429,7 +429,7 @@ final class TransferEngine {
                         "checksum mismatch: the body does not match the server's Content-MD5 \(Base64.encode(part.expected))")
                 }
             }
-            return machine.exchangeEnded()
+            return machine.exchangeEnded(jitter: Self.jitter())
         }
     }
 
@@ -570,7 +570,8 @@ final class TransferEngine {
         bytesThisRun += report.fetched
         sourceUsage = report.sources
         machine.segmentsRecovered(report.recovered)
-        let next = machine.segmentsEnded(report.outcome, map: activeBoard?.snapshot() ?? machine.resource.savedSegments)
+        let next = machine.segmentsEnded(
+            report.outcome, map: activeBoard?.snapshot() ?? machine.resource.savedSegments, jitter: Self.jitter())
         if report.outcome == .complete, let checksum = request.checksum {
             // Segments finish out of order: hash the whole file once, at the end.
             let digest = DKDigest(checksum.algorithm)
@@ -896,6 +897,10 @@ final class TransferEngine {
     }
 
     // MARK: - Helpers
+
+    /// The random part of a backoff the machine may decide, drawn here at the edge (the machine takes it
+    /// as an input and stays a function of its events).
+    private static func jitter() -> Double { .random(in: 0...1) }
 
     /// Resume info stores absolute paths; relative ones are taken from the current directory.
     private func absolutePath(_ path: String) -> String {
