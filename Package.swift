@@ -93,8 +93,9 @@ let package = Package(
             ]
         ),
         // The download's decisions as values, no I/O: range, retry and restart policy, the low-speed rule,
-        // send-ahead and piece checks. HTTPWire only, so the compiler keeps sockets, files and clocks out
-        // (docs/ARCHITECTURE.md, "The download state machine"). Not a product: DownloadKit re-exports it.
+        // send-ahead, piece checks, stop and existing-file rules. HTTPWire only, so the client's sockets and TLS
+        // and DownloadKit's file code are out of reach; time and randomness are inputs (docs/ARCHITECTURE.md,
+        // "The download state machine"). Not a product: DownloadKit re-exports it.
         .target(name: "DownloadKitDecisions", dependencies: ["HTTPWire"], path: "Sources/Decisions"),
         // The public library: resumable engine, resume info, segments. No SQLite.
         .target(

@@ -574,11 +574,16 @@ struct DownloadStateMachineTests {
         #expect(Seen(machine.responseHead(head, wallClock: 0)) == .abandon(.insecureRedirect))
     }
 
+    /// A machine for a download of `Self.url` into `/d`.
+    static func machine(_ configuration: DownloadConfiguration = DownloadConfiguration()) throws -> DownloadStateMachine {
+        DownloadStateMachine(
+            url: try HTTPURL(Self.url),
+            settings: .init(DownloadRequest(url: Self.url, destination: .file("/d")), configuration))
+    }
+
     /// A machine resuming `Self.url` from 1000 of 5000 bytes, its 206 for bytes 1000-4999 accepted.
     static func resumedAt1000() throws -> DownloadStateMachine {
-        var machine = DownloadStateMachine(
-            url: try HTTPURL(Self.url),
-            settings: .init(DownloadRequest(url: Self.url, destination: .file("/d")), DownloadConfiguration()))
+        var machine = try Self.machine()
         let record = Self.record(bytes: 1000)
         machine.adopt(record, recordedOriginalURL: try HTTPURL(record.originalURL))
         _ = machine.partialData(fileLength: 1000, record: record, sameBoot: true)
@@ -620,9 +625,7 @@ struct DownloadStateMachineTests {
         #expect(machine.disposal(for: .failure(.fileWrong), holdsLock: true, hasWorkingFile: true) == .remove)
         #expect(machine.disposal(for: .failure(.pieceWrong), holdsLock: true, hasWorkingFile: true) == .remove)
         #expect(machine.disposal(for: .cancel, holdsLock: false, hasWorkingFile: true) == .leave)
-        let fresh = DownloadStateMachine(
-            url: try HTTPURL(Self.url),
-            settings: .init(DownloadRequest(url: Self.url, destination: .file("/d")), DownloadConfiguration()))
+        let fresh = try Self.machine()
         #expect(fresh.disposal(for: .failure(.other), holdsLock: true, hasWorkingFile: true) == .remove)
     }
 
@@ -638,9 +641,7 @@ struct DownloadStateMachineTests {
             var configuration = DownloadConfiguration()
             configuration.lowSpeedLimit = row.limit
             configuration.lowSpeedTime = .seconds(10)
-            var machine = DownloadStateMachine(
-                url: try HTTPURL(Self.url),
-                settings: .init(DownloadRequest(url: Self.url, destination: .file("/d")), configuration))
+            var machine = try Self.machine(configuration)
             for (index, step) in row.steps.enumerated() {
                 let failure = machine.received(step.bytes, now: step.now)
                 #expect((failure != nil) == step.tooSlow, "limit \(row.limit), step \(index)")
@@ -656,9 +657,7 @@ struct DownloadStateMachineTests {
     /// wait, so the same events give the same delays.
     @Test func theBackoffJitterIsAnInputOfTheEvent() throws {
         let configuration = DownloadConfiguration(retries: 3, retryBaseDelay: .seconds(1), maxRetryDelay: .seconds(30))
-        var machine = DownloadStateMachine(
-            url: try HTTPURL(Self.url),
-            settings: .init(DownloadRequest(url: Self.url, destination: .file("/d")), configuration))
+        var machine = try Self.machine(configuration)
         _ = machine.start()
         let reset = DownloadError(.transport, "connection reset", isTransient: true)
         #expect(Seen(machine.failed(reset, stopRequested: false, jitter: 0)) == .retry(attempt: 1, delay: 0.5))
