@@ -666,4 +666,31 @@ struct DownloadStateMachineTests {
         _ = machine.retryDelayElapsed()
         #expect(Seen(machine.failed(reset, stopRequested: false, jitter: 0.5)) == .retry(attempt: 3, delay: 3))
     }
+
+    /// The Content-MD5 verdict is the machine's: the executor reports the digest it computed over the body,
+    /// the machine compares it with what the accepted response stated.
+    @Test func theContentMD5VerdictIsTheMachines() throws {
+        var machine = try Self.machine()
+        _ = machine.start()
+        // MD5("abc") = 900150983cd24fb0d6963f7d28e17f72, base64 kAFQmDzST7DWlj99KOF/cg==.
+        let md5: [UInt8] = [0x90, 0x01, 0x50, 0x98, 0x3c, 0xd2, 0x4f, 0xb0, 0xd6, 0x96, 0x3f, 0x7d, 0x28, 0xe1, 0x7f, 0x72]
+        let head = ResponseHead(
+            version: .http1_1, status: 200, reason: "",
+            headers: DKHTTPHeaders([("Content-Length", "3"), ("Content-MD5", "kAFQmDzST7DWlj99KOF/cg==")]))
+        #expect(machine.responseHead(head, wallClock: 0) == .write(restart: nil))
+        #expect(machine.statedContentMD5 == md5)
+        #expect(machine.contentMD5Verdict(md5) == nil)
+        var wrong = md5
+        wrong[0] ^= 1
+        let failure = try #require(machine.contentMD5Verdict(wrong))
+        #expect(failure.code == .contentMD5Mismatch)
+        #expect(failure.detail.contains("kAFQmDzST7DWlj99KOF/cg=="))
+
+        var plain = try Self.machine()
+        _ = plain.start()
+        let unstated = ResponseHead(version: .http1_1, status: 200, reason: "", headers: DKHTTPHeaders([("Content-Length", "3")]))
+        #expect(plain.responseHead(unstated, wallClock: 0) == .write(restart: nil))
+        #expect(plain.statedContentMD5 == nil)
+        #expect(plain.contentMD5Verdict(wrong) == nil)
+    }
 }

@@ -250,6 +250,22 @@ struct DownloadStateMachine {
             isTransient: true)
     }
 
+    /// The MD5 digest the accepted response states for its body (`Content-MD5`, RFC 1864), when it has a
+    /// valid one: the executor hashes the body it writes and reports with ``contentMD5Verdict(_:)``.
+    var statedContentMD5: [UInt8]? {
+        guard case .receivingBody = state else { return nil }
+        return acceptedHead?.headers.first(name: "Content-MD5").flatMap { try? ContentMD5(parsing: $0) }?.digest
+    }
+
+    /// The verdict on the MD5 digest of the body just written: nil when it is the one the response stated
+    /// (or it stated none), else the failure — the body is not what the server says it sent.
+    func contentMD5Verdict(_ computed: [UInt8]) -> DownloadError? {
+        guard let stated = statedContentMD5, stated != computed else { return nil }
+        return DownloadError(
+            .contentMD5Mismatch,
+            "checksum mismatch: the body does not match the server's Content-MD5 \(Base64.encode(stated))")
+    }
+
     /// The length verdict of ``Action/finalize``: nil when the partial holds the resource's length (or no
     /// length is known), else the failure — truncated, transient (a retry asks for the rest).
     var lengthVerdict: DownloadError? {

@@ -325,7 +325,7 @@ final class TransferEngine {
             guard let file else { throw DownloadError(.fileSystem, "the temp file is not open") }
             if restart != nil { try discardPartialData() }
             var writing = false
-            var partDigest: (digest: DKDigest, expected: [UInt8])?
+            var partDigest: DKDigest?
             var gathered: GatheredBody?
             defer { gathered = nil }  // the buffer goes back to the pool
             /// Throws when `count` more body bytes would run past a 206's `Content-Range`. Gathered bytes
@@ -351,9 +351,7 @@ final class TransferEngine {
                             }
                             if restart != nil { try self.discardPartialData() }
                             try self.reserveSpace()
-                            if let md5Text = head.headers.first(name: "Content-MD5"), let md5 = try? ContentMD5(parsing: md5Text) {
-                                partDigest = (DKDigest(.md5), md5.digest)
-                            }
+                            if self.machine.statedContentMD5 != nil { partDigest = DKDigest(.md5) }
                             // Nothing needs to see the bytes (no digest, no Content-MD5, no rate limit, no write
                             // fence): let the kernel move them from the socket to the file (plain HTTP,
                             // Content-Length bodies). A manager's buckets are there but unlimited until a limit is
@@ -364,7 +362,7 @@ final class TransferEngine {
                             // A small body is gathered instead and written in one piece, past the page cache (a
                             // checksum and a Content-MD5 read each piece as it is written). Its record waits for
                             // its first write that does not complete it (``writeGathered``).
-                            if unpaced { gathered = self.smallBodyGather(file, partDigest: partDigest?.digest) }
+                            if unpaced { gathered = self.smallBodyGather(file, partDigest: partDigest) }
                             if gathered == nil {
                                 try self.recordValidatorsCheckpoint()
                             } else if self.infoDirty {
@@ -410,7 +408,7 @@ final class TransferEngine {
                             // Still no room: these bytes go straight into the file, as on the stream path.
                         }
                         try self.write(bytes, to: file)
-                        partDigest?.digest.update(bytes)
+                        partDigest?.update(bytes)
                     },
                     onSpliced: { count in
                         try self.didWrite(count)
@@ -423,11 +421,7 @@ final class TransferEngine {
             if let gathered { try writeGathered(gathered) }
             if writing {
                 publishProgress()
-                if let part = partDigest, part.digest.finalize() != part.expected {
-                    throw DownloadError(
-                        .contentMD5Mismatch,
-                        "checksum mismatch: the body does not match the server's Content-MD5 \(Base64.encode(part.expected))")
-                }
+                if let partDigest, let failure = machine.contentMD5Verdict(partDigest.finalize()) { throw failure }
             }
             return machine.exchangeEnded(jitter: Self.jitter())
         }
