@@ -693,4 +693,41 @@ struct DownloadStateMachineTests {
         #expect(plain.statedContentMD5 == nil)
         #expect(plain.contentMD5Verdict(wrong) == nil)
     }
+
+    /// The whole file's checksum verdict is the machine's: the caller's checksum first, else the digest
+    /// header of the accepted 200 (RFC 6249) when the configuration checks it; the executor reports the
+    /// digest it computed.
+    @Test func theChecksumVerdictIsTheMachines() throws {
+        let sha256Empty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        let other = String(repeating: "0", count: 64)
+        let head = ResponseHead(
+            version: .http1_1, status: 200, reason: "",
+            headers: DKHTTPHeaders([("Content-Length", "0"), ("Digest", "SHA-256=47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=")]))
+        func answered(_ request: DownloadRequest, _ configuration: DownloadConfiguration) throws -> DownloadStateMachine {
+            var machine = DownloadStateMachine(url: try HTTPURL(Self.url), settings: .init(request, configuration))
+            _ = machine.start()
+            #expect(machine.responseHead(head, wallClock: 0) == .write(restart: nil))
+            return machine
+        }
+        let plain = DownloadRequest(url: Self.url, destination: .file("/d"))
+
+        let stated = try answered(plain, DownloadConfiguration())
+        #expect(stated.finalChecksum == .stated(Checksum(algorithm: .sha256, expectedHex: sha256Empty)))
+        #expect(stated.checksumVerdict(sha256Empty) == nil)
+        #expect(stated.checksumVerdict(other)?.code == .checksumMismatch)
+        #expect(stated.checksumVerdict(other)?.detail.contains("digest header") == true)
+
+        var unchecked = DownloadConfiguration()
+        unchecked.checksDigestHeader = false
+        let off = try answered(plain, unchecked)
+        #expect(off.finalChecksum == nil)
+        #expect(off.checksumVerdict(other) == nil)
+
+        var request = plain
+        request.checksum = Checksum(algorithm: .sha256, expectedHex: other)
+        let requested = try answered(request, DownloadConfiguration())
+        #expect(requested.finalChecksum == .requested(Checksum(algorithm: .sha256, expectedHex: other)))
+        #expect(requested.checksumVerdict(other) == nil)
+        #expect(requested.checksumVerdict(sha256Empty)?.detail.contains("expected \(other)") == true)
+    }
 }

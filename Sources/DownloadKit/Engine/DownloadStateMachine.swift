@@ -44,6 +44,10 @@ struct DownloadStateMachine {
         var retries: Int
         var retryBaseDelay: Double
         var maxRetryDelay: Double
+        /// The checksum the caller requires of the whole file.
+        var checksum: Checksum?
+        /// Whether a digest header of the response (RFC 6249) is verified when the caller gave no checksum.
+        var checksDigestHeader: Bool
         /// The low-speed rule's limit (bytes/s, 0: off) and window (seconds).
         var lowSpeedLimit: Int
         var lowSpeedTime: Double
@@ -63,6 +67,8 @@ struct DownloadStateMachine {
             retries = configuration.retries
             retryBaseDelay = configuration.retryBaseDelay.asSeconds
             maxRetryDelay = configuration.maxRetryDelay.asSeconds
+            checksum = request.checksum
+            checksDigestHeader = configuration.checksDigestHeader
             lowSpeedLimit = configuration.lowSpeedLimit
             lowSpeedTime = configuration.lowSpeedTime.asSeconds
         }
@@ -264,6 +270,42 @@ struct DownloadStateMachine {
         return DownloadError(
             .contentMD5Mismatch,
             "checksum mismatch: the body does not match the server's Content-MD5 \(Base64.encode(stated))")
+    }
+
+    /// The whole-file checksum ``Action/finalize`` verifies.
+    enum FinalChecksum: Sendable, Hashable {
+        /// The caller's (``DownloadRequest/checksum``): the executor hashes the bytes as they are written.
+        case requested(Checksum)
+        /// The one the accepted response's digest header states (RFC 6249): the executor hashes the file.
+        case stated(Checksum)
+    }
+
+    /// The checksum to verify before the rename: the caller's, else — when the configuration checks digest
+    /// headers — the one the accepted response states for the whole file; nil when there is none.
+    var finalChecksum: FinalChecksum? {
+        if let checksum = settings.checksum { return .requested(checksum) }
+        guard settings.checksDigestHeader, let head = acceptedHead, let stated = RFC6249.checksum(in: head, total: resource.offset)
+        else { return nil }
+        return .stated(stated)
+    }
+
+    /// The checksum verdict of ``Action/finalize`` on the digest the executor computed (lowercase hex): nil
+    /// when it is the ``finalChecksum`` (or there is none), else the failure naming both.
+    func checksumVerdict(_ computedHex: String) -> DownloadError? {
+        switch finalChecksum {
+        case nil:
+            return nil
+        case .requested(let checksum):
+            guard computedHex != checksum.expectedHex else { return nil }
+            return DownloadError(
+                .checksumMismatch,
+                "checksum mismatch: \(checksum.algorithm.rawValue) of the download is \(computedHex), expected \(checksum.expectedHex)")
+        case .stated(let stated):
+            guard computedHex != stated.expectedHex else { return nil }
+            return DownloadError(
+                .checksumMismatch,
+                "checksum mismatch: \(stated.algorithm.rawValue) of the download is \(computedHex); the server's digest header states \(stated.expectedHex)")
+        }
     }
 
     /// The length verdict of ``Action/finalize``: nil when the partial holds the resource's length (or no

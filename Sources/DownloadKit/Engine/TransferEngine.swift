@@ -787,30 +787,19 @@ final class TransferEngine {
         durableOffset = offset
         try checkPiecesOnOneConnection(total: offset, file: file)
         var checksumHex: String?
-        if request.checksum == nil, configuration.checksDigestHeader, let head = machine.acceptedHead,
-            let stated = RFC6249.checksum(in: head, total: offset)
-        {
+        switch machine.finalChecksum {
+        case .stated(let stated)?:
             // The server's own digest of the whole file (RFC 6249 §4): hashed from the file, which holds it all.
             let digest = DKDigest(stated.algorithm)
             try hashPrefix(into: digest, count: offset, from: file)
-            let hex = DKDigest.hex(digest.finalize())
-            checksumHex = hex
-            if hex != stated.expectedHex {
-                throw DownloadError(
-                    .checksumMismatch,
-                    "checksum mismatch: \(stated.algorithm.rawValue) of the download is \(hex); the server's digest header states \(stated.expectedHex)")
-            }
-        }
-        if let checksum = request.checksum, let digest {
-            let hex = DKDigest.hex(digest.finalize())
+            checksumHex = DKDigest.hex(digest.finalize())
+        case .requested?:
+            checksumHex = digest.map { DKDigest.hex($0.finalize()) }
             self.digest = nil
-            checksumHex = hex
-            if hex != checksum.expectedHex {
-                throw DownloadError(
-                    .checksumMismatch,
-                    "checksum mismatch: \(checksum.algorithm.rawValue) of the download is \(hex), expected \(checksum.expectedHex)")
-            }
+        case nil:
+            break
         }
+        if let checksumHex, let failure = machine.checksumVerdict(checksumHex) { throw failure }
         // The partial was private (0600) while incomplete; the finished file gets the usual 0644.
         _ = fchmod(file.fd, 0o644)
         // Validators and the URL go on the inode before the rename, so the finished file carries them
