@@ -92,11 +92,16 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The download's decisions as values, no I/O: range, retry and restart policy, the low-speed rule,
+        // send-ahead, piece checks, stop and existing-file rules. HTTPWire only, so the client's sockets and TLS
+        // and DownloadKit's file code are out of reach; time and randomness are inputs (docs/ARCHITECTURE.md,
+        // "The download state machine"). Not a product: DownloadKit re-exports it.
+        .target(name: "DownloadKitDecisions", dependencies: ["HTTPWire"], path: "Sources/Decisions"),
         // The public library: resumable engine, resume info, segments. No SQLite.
         .target(
             name: "DownloadKit",
             dependencies: [
-                "HTTPClient", "HTTPWire", "CDownloadKitSystem",
+                "DownloadKitDecisions", "HTTPClient", "HTTPWire", "CDownloadKitSystem",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
@@ -178,6 +183,7 @@ let package = Package(
             path: "Benchmarks/downloadkit-bench"
         ),
         .testTarget(name: "HTTPWireTests", dependencies: ["HTTPWire"]),
+        .testTarget(name: "DecisionsTests", dependencies: ["DownloadKitDecisions", "HTTPWire"]),
         .testTarget(name: "MetalinkTests", dependencies: ["DownloadKitMetalink", "HTTPWire"]),
         .testTarget(
             name: "HTTPClientTests",
@@ -186,7 +192,7 @@ let package = Package(
         .testTarget(
             name: "DownloadKitTests",
             dependencies: [
-                "DownloadKit", "DownloadKitManager", "HTTPClient", "HTTPWire", "TestOrigin",
+                "DownloadKit", "DownloadKitDecisions", "DownloadKitManager", "HTTPClient", "HTTPWire", "TestOrigin",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),

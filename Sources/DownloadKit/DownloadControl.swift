@@ -1,3 +1,4 @@
+import DownloadKitDecisions
 import Foundation
 import HTTPClient
 

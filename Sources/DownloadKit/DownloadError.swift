@@ -1,3 +1,4 @@
+import DownloadKitDecisions
 import Foundation
 import Glibc
 import HTTPClient
@@ -118,6 +119,15 @@ public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible 
     public var shortDescription: String { code.name }
 
     public var description: String { detail }
+
+    /// What this failure says of the bytes already written, for the stop rule (``StopPolicy``).
+    var stopVerdict: StopPolicy.Verdict {
+        switch code {
+        case .checksumMismatch, .contentMD5Mismatch: .fileWrong
+        case .pieceChecksumMismatch: .pieceWrong
+        default: .other
+        }
+    }
 
     /// Statuses that are worth retrying: 408, 429, 500, 502, 503, 504.
     static func isTransientStatus(_ status: Int) -> Bool {

@@ -1,7 +1,8 @@
+import DownloadKitDecisions
 import Foundation
 import HTTPClient
-import Logging
 import HTTPWire
+import Logging
 
 /// Where a download's file ends up.
 public enum DownloadDestination: Sendable, Hashable {
@@ -321,20 +322,6 @@ public enum DownloadState: String, Sendable, Hashable {
     case failed
     /// Stopped by the caller with its partial data removed.
     case cancelled
-}
-
-/// Why a download restarted from zero.
-public enum RestartReason: String, Sendable, Hashable {
-    /// The validator (ETag or Last-Modified) no longer matches: the resource changed.
-    case validatorChanged
-    /// The server answered a range request with the whole body (200).
-    case rangeIgnored
-    /// The server's total length differs from the one recorded.
-    case lengthChanged
-    /// The partial file is longer than the resource (416 with a smaller total).
-    case partialLongerThanResource
-    /// The partial data could not be trusted (no resume info and no way to validate).
-    case unusablePartialData
 }
 
 /// The reason attached to a state change.

@@ -1,4 +1,5 @@
 import CDownloadKitSystem
+import DownloadKitDecisions
 import Foundation
 import Glibc
 import HTTPClient
@@ -143,27 +144,38 @@ extension Download {
     static func existingFileDecision(_ request: DownloadRequest) throws(DownloadError) -> ExistingFileDecision {
         guard request.existingFile != .replace, case .file(let path) = request.destination else { return .download }
         var st = stat()
-        guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG else { return .download }
-        // Partial data beside it: a download of it is under way or interrupted; let the engine decide.
+        guard lstat(path, &st) == 0 else { return .download }
         let working = try? WorkingFiles(
             destination: request.destination, workingDirectory: request.workingDirectory, url: HTTPURL(request.url))
-        guard !FileManager.default.fileExists(atPath: working?.partial ?? path + ".dkpart") else { return .download }
+        let facts = ExistingFileRule.Facts(
+            isRegularFile: (st.st_mode & S_IFMT) == S_IFREG,
+            partialExists: FileManager.default.fileExists(atPath: working?.partial ?? path + ".dkpart"),
+            ownedByUs: st.st_uid == geteuid())
         let kept = DownloadResult(
             path: path, bytes: Int64(st.st_size), resumedFrom: Int64(st.st_size), bytesTransferred: 0,
             finalURL: request.url, checksumHex: nil, isResumable: false, keptExistingFile: true)
-        if request.existingFile == .keep { return .keep(kept) }
-        // Another user's file is no evidence of a download of ours, whatever a server says of its date or
-        // validators (issue #44: planted in a shared directory, it would be reported as this download).
-        // It is downloaded again, and the final rename replaces it.
-        guard st.st_uid == geteuid() else { return .download }
+        switch ExistingFileRule.verdict(request.existingFile.rule, facts) {
+        case .download:
+            return .download
+        case .keep:
+            return .keep(kept)
+        case .askFirst:
+            _ = try DownloadError.validatedURL(of: request)
+            let (entityTag, lastModified) = FinishedFileValidators.read(at: path)
+            let conditions = ExistingFileRule.conditions(
+                entityTag: entityTag, lastModified: lastModified, modifiedSeconds: Int64(st.st_mtim.tv_sec))
+            return .askFirst(conditions: conditions, kept: kept)
+        }
+    }
+}
 
-        _ = try DownloadError.validatedURL(of: request)
-        let (entityTag, lastModified) = FinishedFileValidators.read(at: path)
-        var conditions = DKHTTPHeaders()
-        if let entityTag { conditions.add(name: "If-None-Match", value: entityTag) }
-        conditions.add(
-            name: "If-Modified-Since",
-            value: lastModified ?? HTTPDate(secondsSince1970: Int64(st.st_mtim.tv_sec)).headerValue)
-        return .askFirst(conditions: conditions, kept: kept)
+extension ExistingFilePolicy {
+    /// The policy as the decisions module spells it.
+    var rule: ExistingFileRule.Policy {
+        switch self {
+        case .replace: .replace
+        case .keep: .keep
+        case .keepIfNotModified: .keepIfNotModified
+        }
     }
 }

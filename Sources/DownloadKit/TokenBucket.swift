@@ -88,3 +88,16 @@ func interruptibleSleep(_ seconds: Double, wakes: WakeSignal, shouldStop: () -> 
     guard seconds > 0 else { return !shouldStop() }
     return wakes.sleep(seconds, shouldStop: shouldStop)
 }
+
+extension TokenBucket {
+    /// The one rate-limit wait of single transfers and segment workers: after `count` bytes, sleeps as long
+    /// as the slowest of `limiters` asks. Returns false when `shouldStop` ended the wait early.
+    static func wait(
+        _ limiters: [TokenBucket], afterConsuming count: Int, wakes: WakeSignal, shouldStop: () -> Bool
+    ) -> Bool {
+        guard !limiters.isEmpty else { return true }
+        var delay = 0.0
+        for limiter in limiters { delay = max(delay, limiter.delay(afterConsuming: count)) }
+        return delay <= 0 || interruptibleSleep(delay, wakes: wakes, shouldStop: shouldStop)
+    }
+}

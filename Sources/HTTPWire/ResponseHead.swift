@@ -77,13 +77,17 @@ public struct ResponseHead: Sendable, Hashable {
     /// Whether this is an interim response (1xx, RFC 9110 §15.2).
     public var isInformational: Bool { (100..<200).contains(status) }
 
-    /// The `Content-Length` value, or `nil` when the field is absent.
+    /// The `Content-Length` value, or `nil` when the field is absent or the message has a
+    /// `Transfer-Encoding`, which overrides it (RFC 9112 §6.3 item 3: the coding frames the body, and the
+    /// field says nothing about its length). The one length rule of the parser's framing, the engine and
+    /// the range policy.
     ///
     /// Repeated identical values, as one list (`"5, 5"`) or as several fields, count as one
     /// (RFC 9110 §8.6). Useful after a HEAD request, whose response has a length but no body.
     /// - Throws: ``WireError/Code/invalidContentLength`` for anything but 1*DIGIT within `Int64`
     ///   (no sign, no empty element), ``WireError/Code/conflictingContentLength`` for differing values.
     public func contentLength() throws(WireError) -> Int64? {
+        guard !headers.contains(name: "Transfer-Encoding") else { return nil }
         var result: Int64?
         for field in headers where DKHTTPHeaders.namesEqual(field.name, "Content-Length") {
             var value: Int64 = 0

@@ -4,6 +4,7 @@ import HTTPWire
 import Testing
 
 @_spi(DownloadKitInternal) @testable import DownloadKit
+@testable import DownloadKitDecisions
 
 /// Every resume rule of a download as a table of events and the actions the machine answers with — no
 /// socket, no file, no clock (issue #12). Each row starts a `DownloadStateMachine` from a partial file
@@ -154,6 +155,22 @@ struct DownloadStateMachineTests {
                 (.ended, .finalize),
             ],
             transitions: [.start, .receive(resumedFrom: 0)]),
+        Case(
+            name: "a repeated identical Content-Length is the length: more bytes than it are a protocol violation",
+            steps: [
+                (.start, .send(range: nil, ifRange: nil)),
+                (.head(200, [("Content-Length", "5000, 5000"), ("ETag", strong)]), .write()),
+                (.written(6000), nil),
+                (.ended, .fail(.protocolViolation)),
+            ]),
+        Case(
+            name: "a Content-Length beside Transfer-Encoding is no length: the chunked body is the resource",
+            steps: [
+                (.start, .send(range: nil, ifRange: nil)),
+                (.head(200, [("Transfer-Encoding", "chunked"), ("Content-Length", "5000"), ("ETag", strong)]), .write()),
+                (.written(6000), nil),
+                (.ended, .finalize),
+            ]),
         Case(
             name: "a partial proved by a strong ETag resumes with Range and If-Range: the ETag",
             partial: partial(1000, record(bytes: 1000)),
@@ -500,11 +517,11 @@ struct DownloadStateMachineTests {
             case .written(let count):
                 machine.bodyWritten(count)
                 seen = nil
-            case .ended: seen = Seen(machine.exchangeEnded())
-            case .failure(let error): seen = Seen(machine.failed(error, stopRequested: false))
+            case .ended: seen = Seen(machine.exchangeEnded(jitter: 1))
+            case .failure(let error): seen = Seen(machine.failed(error, stopRequested: false, jitter: 1))
             case .waited: seen = Seen(machine.retryDelayElapsed())
-            case .url(let url): seen = Seen(machine.urlProvided(url))
-            case .segments(let outcome, let map): seen = Seen(machine.segmentsEnded(outcome, map: map))
+            case .url(let url): seen = Seen(machine.urlProvided(url, jitter: 1))
+            case .segments(let outcome, let map): seen = Seen(machine.segmentsEnded(outcome, map: map, jitter: 1))
             }
             transitions += machine.takeTransitions()
             if let expected {
@@ -522,7 +539,7 @@ struct DownloadStateMachineTests {
             url: try HTTPURL(Self.url),
             settings: .init(DownloadRequest(url: Self.url, destination: .file("/d")), DownloadConfiguration()))
         _ = machine.start()
-        let action = machine.failed(DownloadError(.transport, "", isTransient: true), stopRequested: true)
+        let action = machine.failed(DownloadError(.transport, "", isTransient: true), stopRequested: true, jitter: 1)
         #expect(Seen(action) == .fail(.transport))
     }
 
@@ -536,7 +553,7 @@ struct DownloadStateMachineTests {
         let head = ResponseHead(
             version: .http1_1, status: 302, reason: "", headers: DKHTTPHeaders([("Location", "http://cdn.test/disk.iso")]))
         #expect(machine.responseHead(head, wallClock: 0) == .discard)
-        guard case .send(let next, _) = machine.exchangeEnded() else {
+        guard case .send(let next, _) = machine.exchangeEnded(jitter: 1) else {
             Issue.record("no request after the redirect")
             return
         }
@@ -555,5 +572,162 @@ struct DownloadStateMachineTests {
         let head = ResponseHead(
             version: .http1_1, status: 301, reason: "", headers: DKHTTPHeaders([("Location", "http://origin.test/disk.iso")]))
         #expect(Seen(machine.responseHead(head, wallClock: 0)) == .abandon(.insecureRedirect))
+    }
+
+    /// A machine for a download of `Self.url` into `/d`.
+    static func machine(_ configuration: DownloadConfiguration = DownloadConfiguration()) throws -> DownloadStateMachine {
+        DownloadStateMachine(
+            url: try HTTPURL(Self.url),
+            settings: .init(DownloadRequest(url: Self.url, destination: .file("/d")), configuration))
+    }
+
+    /// A machine resuming `Self.url` from 1000 of 5000 bytes, its 206 for bytes 1000-4999 accepted.
+    static func resumedAt1000() throws -> DownloadStateMachine {
+        var machine = try Self.machine()
+        let record = Self.record(bytes: 1000)
+        machine.adopt(record, recordedOriginalURL: try HTTPURL(record.originalURL))
+        _ = machine.partialData(fileLength: 1000, record: record, sameBoot: true)
+        _ = machine.start()
+        let head = ResponseHead(version: .http1_1, status: 206, reason: "", headers: DKHTTPHeaders(Self.fields206(1000, 4999, 5000)))
+        #expect(machine.responseHead(head, wallClock: 0) == .write(restart: nil))
+        machine.bodyStarts()
+        return machine
+    }
+
+    /// The machine, not the executor, decides that a 206 body runs past its Content-Range: what is
+    /// received but not yet written counts.
+    @Test func a206BodyPastItsRangeIsRefusedByTheMachine() throws {
+        var machine = try Self.resumedAt1000()
+        #expect(machine.bodyOverrun(4000) == nil)
+        #expect(machine.bodyOverrun(4001)?.code == .contentRangeMismatch)
+        #expect(machine.bodyOverrun(4001)?.isTransient == true)
+        machine.bodyWritten(3000)
+        #expect(machine.bodyOverrun(1000) == nil)
+        #expect(machine.bodyOverrun(1001)?.code == .contentRangeMismatch)
+    }
+
+    /// The length verdict before the rename: fewer bytes than the resource is a transient truncation.
+    @Test func aShortFileIsTruncatedByTheMachinesVerdict() throws {
+        var machine = try Self.resumedAt1000()
+        machine.bodyWritten(3999)
+        #expect(machine.lengthVerdict?.code == .truncated)
+        #expect(machine.lengthVerdict?.isTransient == true)
+        #expect(machine.lengthVerdict?.detail == "truncated: expected 5000 bytes, received 4999")
+        machine.bodyWritten(1)
+        #expect(machine.lengthVerdict == nil)
+    }
+
+    /// The stop rule asked with what the machine knows of the partial: a resumed partial is kept on a
+    /// failure, removed on a wrong checksum.
+    @Test func theStopDisposalComesFromWhatThePartialHolds() throws {
+        let machine = try Self.resumedAt1000()
+        #expect(machine.disposal(for: .failure(.other), holdsLock: true, hasWorkingFile: true) == .keep)
+        #expect(machine.disposal(for: .failure(.fileWrong), holdsLock: true, hasWorkingFile: true) == .remove)
+        #expect(machine.disposal(for: .failure(.pieceWrong), holdsLock: true, hasWorkingFile: true) == .remove)
+        #expect(machine.disposal(for: .cancel, holdsLock: false, hasWorkingFile: true) == .leave)
+        let fresh = try Self.machine()
+        #expect(fresh.disposal(for: .failure(.other), holdsLock: true, hasWorkingFile: true) == .remove)
+    }
+
+    /// The low-speed rule is an event of the machine: bytes and the time they arrived in, a transient
+    /// `tooSlow` failure out when a window closed below the limit; off with a limit of 0.
+    @Test func theLowSpeedRuleIsAnEventOfTheMachine() throws {
+        let rows: [(limit: Int, steps: [(bytes: Int, now: Double, tooSlow: Bool)])] = [
+            (1000, [(500, 1, false), (4000, 6, false), (4000, 11, true)]),
+            (1000, [(500, 1, false), (12_000, 11, false), (9000, 21, true)]),
+            (0, [(0, 1, false), (0, 100, false)]),
+        ]
+        for row in rows {
+            var configuration = DownloadConfiguration()
+            configuration.lowSpeedLimit = row.limit
+            configuration.lowSpeedTime = .seconds(10)
+            var machine = try Self.machine(configuration)
+            for (index, step) in row.steps.enumerated() {
+                let failure = machine.received(step.bytes, now: step.now)
+                #expect((failure != nil) == step.tooSlow, "limit \(row.limit), step \(index)")
+                if step.tooSlow {
+                    #expect(failure?.code == .tooSlow)
+                    #expect(failure?.isTransient == true)
+                }
+            }
+        }
+    }
+
+    /// The machine draws no random number: the backoff's jitter is an input of the event that decides the
+    /// wait, so the same events give the same delays.
+    @Test func theBackoffJitterIsAnInputOfTheEvent() throws {
+        let configuration = DownloadConfiguration(retries: 3, retryBaseDelay: .seconds(1), maxRetryDelay: .seconds(30))
+        var machine = try Self.machine(configuration)
+        _ = machine.start()
+        let reset = DownloadError(.transport, "connection reset", isTransient: true)
+        #expect(Seen(machine.failed(reset, stopRequested: false, jitter: 0)) == .retry(attempt: 1, delay: 0.5))
+        _ = machine.retryDelayElapsed()
+        #expect(Seen(machine.failed(reset, stopRequested: false, jitter: 1)) == .retry(attempt: 2, delay: 2))
+        _ = machine.retryDelayElapsed()
+        #expect(Seen(machine.failed(reset, stopRequested: false, jitter: 0.5)) == .retry(attempt: 3, delay: 3))
+    }
+
+    /// The Content-MD5 verdict is the machine's: the executor reports the digest it computed over the body,
+    /// the machine compares it with what the accepted response stated.
+    @Test func theContentMD5VerdictIsTheMachines() throws {
+        var machine = try Self.machine()
+        _ = machine.start()
+        // MD5("abc") = 900150983cd24fb0d6963f7d28e17f72, base64 kAFQmDzST7DWlj99KOF/cg==.
+        let md5: [UInt8] = [0x90, 0x01, 0x50, 0x98, 0x3c, 0xd2, 0x4f, 0xb0, 0xd6, 0x96, 0x3f, 0x7d, 0x28, 0xe1, 0x7f, 0x72]
+        let head = ResponseHead(
+            version: .http1_1, status: 200, reason: "",
+            headers: DKHTTPHeaders([("Content-Length", "3"), ("Content-MD5", "kAFQmDzST7DWlj99KOF/cg==")]))
+        #expect(machine.responseHead(head, wallClock: 0) == .write(restart: nil))
+        #expect(machine.statedContentMD5 == md5)
+        #expect(machine.contentMD5Verdict(md5) == nil)
+        var wrong = md5
+        wrong[0] ^= 1
+        let failure = try #require(machine.contentMD5Verdict(wrong))
+        #expect(failure.code == .contentMD5Mismatch)
+        #expect(failure.detail.contains("kAFQmDzST7DWlj99KOF/cg=="))
+
+        var plain = try Self.machine()
+        _ = plain.start()
+        let unstated = ResponseHead(version: .http1_1, status: 200, reason: "", headers: DKHTTPHeaders([("Content-Length", "3")]))
+        #expect(plain.responseHead(unstated, wallClock: 0) == .write(restart: nil))
+        #expect(plain.statedContentMD5 == nil)
+        #expect(plain.contentMD5Verdict(wrong) == nil)
+    }
+
+    /// The whole file's checksum verdict is the machine's: the caller's checksum first, else the digest
+    /// header of the accepted 200 (RFC 6249) when the configuration checks it; the executor reports the
+    /// digest it computed.
+    @Test func theChecksumVerdictIsTheMachines() throws {
+        let sha256Empty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        let other = String(repeating: "0", count: 64)
+        let head = ResponseHead(
+            version: .http1_1, status: 200, reason: "",
+            headers: DKHTTPHeaders([("Content-Length", "0"), ("Digest", "SHA-256=47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=")]))
+        func answered(_ request: DownloadRequest, _ configuration: DownloadConfiguration) throws -> DownloadStateMachine {
+            var machine = DownloadStateMachine(url: try HTTPURL(Self.url), settings: .init(request, configuration))
+            _ = machine.start()
+            #expect(machine.responseHead(head, wallClock: 0) == .write(restart: nil))
+            return machine
+        }
+        let plain = DownloadRequest(url: Self.url, destination: .file("/d"))
+
+        let stated = try answered(plain, DownloadConfiguration())
+        #expect(stated.finalChecksum == .stated(Checksum(algorithm: .sha256, expectedHex: sha256Empty)))
+        #expect(stated.checksumVerdict(sha256Empty) == nil)
+        #expect(stated.checksumVerdict(other)?.code == .checksumMismatch)
+        #expect(stated.checksumVerdict(other)?.detail.contains("digest header") == true)
+
+        var unchecked = DownloadConfiguration()
+        unchecked.checksDigestHeader = false
+        let off = try answered(plain, unchecked)
+        #expect(off.finalChecksum == nil)
+        #expect(off.checksumVerdict(other) == nil)
+
+        var request = plain
+        request.checksum = Checksum(algorithm: .sha256, expectedHex: other)
+        let requested = try answered(request, DownloadConfiguration())
+        #expect(requested.finalChecksum == .requested(Checksum(algorithm: .sha256, expectedHex: other)))
+        #expect(requested.checksumVerdict(other) == nil)
+        #expect(requested.checksumVerdict(sha256Empty)?.detail.contains("expected \(other)") == true)
     }
 }

@@ -571,6 +571,17 @@ let responseCases: [ResponseCase] = [
         #expect(try head.contentLength() == 1_073_741_824)
         #expect(try ResponseHead(version: .http1_1, status: 200, reason: "").contentLength() == nil)
     }
+
+    /// One length rule for the framing and the engine: Transfer-Encoding overrides Content-Length (RFC 9112
+    /// §6.3 item 3), so the field gives no length then, even a valid one.
+    @Test func contentLengthIsNoLengthBesideTransferEncoding() throws {
+        let chunked = ResponseHead(
+            version: .http1_1, status: 200, reason: "OK",
+            headers: ["Transfer-Encoding": "chunked", "Content-Length": "5000"])
+        #expect(try chunked.contentLength() == nil)
+        let repeated = ResponseHead(version: .http1_1, status: 200, reason: "OK", headers: ["Content-Length": "5000, 5000"])
+        #expect(try repeated.contentLength() == 5000)
+    }
 }
 
 /// Bodies moved past the parser (splice from socket to file) keep the framing exact.

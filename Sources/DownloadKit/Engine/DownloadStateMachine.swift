@@ -1,3 +1,4 @@
+import DownloadKitDecisions
 import HTTPClient
 import HTTPWire
 
@@ -15,6 +16,10 @@ import HTTPWire
 ///                               └► .abandon(error) ─► failed() ─────┤
 ///                                                                   ▼
 ///                         exchangeEnded() ─► .send | .runSegments | .askForURL | .retry | .backOff | .finalize | .fail
+///
+/// No randomness either: the events that may decide a wait (``exchangeEnded(jitter:)``,
+/// ``failed(_:stopRequested:jitter:)``, ``urlProvided(_:jitter:)``, ``segmentsEnded(_:map:jitter:)``) carry
+/// `jitter` in `0...1`, the executor's draw for the backoff (``RetryPolicy/backoffDelay(attempt:base:maximum:jitter:)``).
 ///
 /// Segment workers are its sub-state: ``Action/runSegments(total:)`` hands the range `[0, total)` to
 /// ``SegmentCoordinator`` (whose own decisions are the pure ``SegmentBoardState``), and
@@ -39,6 +44,13 @@ struct DownloadStateMachine {
         var retries: Int
         var retryBaseDelay: Double
         var maxRetryDelay: Double
+        /// The checksum the caller requires of the whole file.
+        var checksum: Checksum?
+        /// Whether a digest header of the response (RFC 6249) is verified when the caller gave no checksum.
+        var checksDigestHeader: Bool
+        /// The low-speed rule's limit (bytes/s, 0: off) and window (seconds).
+        var lowSpeedLimit: Int
+        var lowSpeedTime: Double
 
         init(_ request: DownloadRequest, _ configuration: DownloadConfiguration) {
             destination = request.destination
@@ -55,6 +67,10 @@ struct DownloadStateMachine {
             retries = configuration.retries
             retryBaseDelay = configuration.retryBaseDelay.asSeconds
             maxRetryDelay = configuration.maxRetryDelay.asSeconds
+            checksum = request.checksum
+            checksDigestHeader = configuration.checksDigestHeader
+            lowSpeedLimit = configuration.lowSpeedLimit
+            lowSpeedTime = configuration.lowSpeedTime.asSeconds
         }
     }
 
@@ -182,6 +198,7 @@ struct DownloadStateMachine {
     private var refreshes = 0
     private var retry: RetryPolicy
     private var restarts = RestartPolicy()
+    private var lowSpeed: LowSpeedWindow
     private var pendingRetryAfter: Double?
     /// Conditions (`If-None-Match`, `If-Modified-Since`) for the requests until the resource answers
     /// with something other than a redirect (``askFirst(_:)``).
@@ -198,6 +215,7 @@ struct DownloadStateMachine {
         requestHeaders = settings.headers
         visited = [url.absoluteString]
         retry = RetryPolicy(retries: settings.retries, baseDelay: settings.retryBaseDelay, maxDelay: settings.maxRetryDelay)
+        lowSpeed = LowSpeedWindow(limit: settings.lowSpeedLimit, seconds: settings.lowSpeedTime)
     }
 
     // MARK: - Outputs besides actions
@@ -214,10 +232,87 @@ struct DownloadStateMachine {
         return recordChanged
     }
 
-    /// The last byte the body being written may carry (a 206's Content-Range end), if any.
-    var bodyLimit: Int64? {
-        if case .receivingBody(let exchange) = state { return exchange.rangeEnd }
-        return nil
+    // MARK: - Verdicts on the bytes
+
+    /// Whether `count` more body bytes (received, not yet reported with ``bodyWritten(_:)``) fit the body
+    /// being written: nil when they do, else the failure to abandon the exchange with — a 206 whose body
+    /// runs past the end of its Content-Range (the bytes after it belong to no byte asked for here).
+    func bodyOverrun(_ count: Int64) -> DownloadError? {
+        guard case .receivingBody(let exchange) = state, let end = exchange.rangeEnd, resource.offset + count > end + 1
+        else { return nil }
+        return DownloadError(
+            .contentRangeMismatch, "the 206 body runs past the end of its Content-Range (byte \(end))", httpStatus: 206,
+            isTransient: true)
+    }
+
+    /// `count` body bytes arrived at `now` (seconds, any monotonic clock): nil, or the failure when the
+    /// transfer stayed below the low-speed limit over its window (``LowSpeedWindow``; transient: a retry
+    /// may find a faster path). The window runs over the whole run, across exchanges.
+    mutating func received(_ count: Int, now: Double) -> DownloadError? {
+        guard let rate = lowSpeed.record(count, now: now) else { return nil }
+        return DownloadError(
+            .tooSlow,
+            "transfer too slow: \(Int(rate)) bytes/s for \(Int(lowSpeed.seconds)) s, below the limit of \(lowSpeed.limit) bytes/s",
+            isTransient: true)
+    }
+
+    /// The MD5 digest the accepted response states for its body (`Content-MD5`, RFC 1864), when it has a
+    /// valid one: the executor hashes the body it writes and reports with ``contentMD5Verdict(_:)``.
+    var statedContentMD5: [UInt8]? {
+        guard case .receivingBody = state else { return nil }
+        return acceptedHead?.headers.first(name: "Content-MD5").flatMap { try? ContentMD5(parsing: $0) }?.digest
+    }
+
+    /// The verdict on the MD5 digest of the body just written: nil when it is the one the response stated
+    /// (or it stated none), else the failure — the body is not what the server says it sent.
+    func contentMD5Verdict(_ computed: [UInt8]) -> DownloadError? {
+        guard let stated = statedContentMD5, stated != computed else { return nil }
+        return DownloadError(
+            .contentMD5Mismatch,
+            "checksum mismatch: the body does not match the server's Content-MD5 \(Base64.encode(stated))")
+    }
+
+    /// The whole-file checksum ``Action/finalize`` verifies.
+    enum FinalChecksum: Sendable, Hashable {
+        /// The caller's (``DownloadRequest/checksum``): the executor hashes the bytes as they are written.
+        case requested(Checksum)
+        /// The one the accepted response's digest header states (RFC 6249): the executor hashes the file.
+        case stated(Checksum)
+    }
+
+    /// The checksum to verify before the rename: the caller's, else — when the configuration checks digest
+    /// headers — the one the accepted response states for the whole file; nil when there is none.
+    var finalChecksum: FinalChecksum? {
+        if let checksum = settings.checksum { return .requested(checksum) }
+        guard settings.checksDigestHeader, let head = acceptedHead, let stated = RFC6249.checksum(in: head, total: resource.offset)
+        else { return nil }
+        return .stated(stated)
+    }
+
+    /// The checksum verdict of ``Action/finalize`` on the digest the executor computed (lowercase hex): nil
+    /// when it is the ``finalChecksum`` (or there is none), else the failure naming both.
+    func checksumVerdict(_ computedHex: String) -> DownloadError? {
+        switch finalChecksum {
+        case nil:
+            return nil
+        case .requested(let checksum):
+            guard computedHex != checksum.expectedHex else { return nil }
+            return DownloadError(
+                .checksumMismatch,
+                "checksum mismatch: \(checksum.algorithm.rawValue) of the download is \(computedHex), expected \(checksum.expectedHex)")
+        case .stated(let stated):
+            guard computedHex != stated.expectedHex else { return nil }
+            return DownloadError(
+                .checksumMismatch,
+                "checksum mismatch: \(stated.algorithm.rawValue) of the download is \(computedHex); the server's digest header states \(stated.expectedHex)")
+        }
+    }
+
+    /// The length verdict of ``Action/finalize``: nil when the partial holds the resource's length (or no
+    /// length is known), else the failure — truncated, transient (a retry asks for the rest).
+    var lengthVerdict: DownloadError? {
+        guard let total = resource.totalLength, resource.offset != total else { return nil }
+        return DownloadError(.truncated, "truncated: expected \(total) bytes, received \(resource.offset)", isTransient: true)
     }
 
     // MARK: - Before the first request: what the partial data is worth
@@ -329,7 +424,7 @@ struct DownloadStateMachine {
             return acceptWholeBody(head, exchange, restart: nil)
         default:
             let status = head.status
-            if [401, 403, 404, 410].contains(status), settings.hasURLProvider {
+            if URLExpiry.statuses.contains(status), settings.hasURLProvider {
                 state = .draining(exchange, .refreshURL(status: status))
                 return .discard
             }
@@ -354,7 +449,7 @@ struct DownloadStateMachine {
     }
 
     /// The exchange ended without an error: its body (if any was wanted) is written.
-    mutating func exchangeEnded() -> Action {
+    mutating func exchangeEnded(jitter: Double) -> Action {
         switch state {
         case .draining(_, let next):
             switch next {
@@ -364,17 +459,17 @@ struct DownloadStateMachine {
                     return failed(
                         DownloadError(
                             .tooManyRedirects, "too many redirects: more than \(settings.maxRedirects) starting at \(originalURL)"),
-                        stopRequested: false)
+                        stopRequested: false, jitter: jitter)
                 }
                 if !visited.insert(target.absoluteString).inserted {
-                    return failed(DownloadError(.redirectLoop, "redirect loop: \(target) was already visited"), stopRequested: false)
+                    return failed(DownloadError(.redirectLoop, "redirect loop: \(target) was already visited"), stopRequested: false, jitter: jitter)
                 }
                 follow(redirectTo: target)
                 return nextRequest()
             case .refreshURL(let status):
-                return refreshURL(after: status)
+                return refreshURL(after: status, jitter: jitter)
             case .restart(let reason):
-                return restart(reason)
+                return restart(reason, jitter: jitter)
             case .segmented(let total):
                 state = .segmented(total: total)
                 return .runSegments(total: total)
@@ -392,7 +487,7 @@ struct DownloadStateMachine {
                 if resource.offset > total {
                     return failed(
                         DownloadError(.protocolViolation, "the server sent \(resource.offset) bytes for a resource of \(total) bytes"),
-                        stopRequested: false)
+                        stopRequested: false, jitter: jitter)
                 }
                 if resource.offset < total {
                     // A server may send less than the open-ended range asked for: ask for the rest — but an
@@ -404,7 +499,7 @@ struct DownloadStateMachine {
                                 .contentRangeMismatch,
                                 "the server answered with no body bytes at offset \(resource.offset) of \(total)",
                                 isTransient: true),
-                            stopRequested: false)
+                            stopRequested: false, jitter: jitter)
                     }
                     return nextRequest()
                 }
@@ -418,12 +513,14 @@ struct DownloadStateMachine {
 
     /// The current step failed with `failure` (thrown by the exchange, an effect, or decided here).
     /// `stopRequested`: the caller paused or cancelled; nothing is retried.
-    mutating func failed(_ failure: DownloadError, stopRequested: Bool) -> Action {
+    mutating func failed(_ failure: DownloadError, stopRequested: Bool, jitter: Double) -> Action {
         if stopRequested || failure.code == .cancelled {
             state = .failed
             return .fail(failure)
         }
-        let decision = retry.next(after: failure, progress: resource.offset - attemptStart, retryAfter: pendingRetryAfter)
+        let decision = retry.next(
+            transient: failure.isTransient, progress: resource.offset - attemptStart, retryAfter: pendingRetryAfter,
+            jitter: jitter)
         pendingRetryAfter = nil
         guard case .retry(let delay, let attempt) = decision else {
             state = .failed
@@ -449,15 +546,15 @@ struct DownloadStateMachine {
     }
 
     /// The URL provider answered (nil: it has no fresh URL).
-    mutating func urlProvided(_ fresh: String?) -> Action {
+    mutating func urlProvided(_ fresh: String?, jitter: Double) -> Action {
         guard case .waitingForURL(let status) = state else {
             return .fail(DownloadError(.internalError, "a URL arrived in state \(state)"))
         }
         guard let fresh else {
-            return failed(DownloadError.status(status, reason: "", url: currentURL), stopRequested: false)
+            return failed(DownloadError.status(status, reason: "", url: currentURL), stopRequested: false, jitter: jitter)
         }
         guard let url = try? HTTPURL(fresh) else {
-            return failed(DownloadError(.invalidURL, "the URL provider returned an invalid URL \(HTTPURL.redacting(fresh))"), stopRequested: false)
+            return failed(DownloadError(.invalidURL, "the URL provider returned an invalid URL \(HTTPURL.redacting(fresh))"), stopRequested: false, jitter: jitter)
         }
         currentURL = url
         redirects = 0
@@ -484,7 +581,7 @@ struct DownloadStateMachine {
     }
 
     /// The segment workers stopped with `outcome`; `map` is their final segment map when complete.
-    mutating func segmentsEnded(_ outcome: SegmentCoordinator.Outcome, map: [ResumeSegment]) -> Action {
+    mutating func segmentsEnded(_ outcome: SegmentCoordinator.Outcome, map: [ResumeSegment], jitter: Double) -> Action {
         guard case .segmented(let total) = state else {
             return .fail(DownloadError(.internalError, "segments ended in state \(state)"))
         }
@@ -495,17 +592,17 @@ struct DownloadStateMachine {
             state = .finishing
             return .finalize
         case .restart(let reason):
-            return restart(reason)
+            return restart(reason, jitter: jitter)
         case .refreshURL(let status):
-            return refreshURL(after: status)
+            return refreshURL(after: status, jitter: jitter)
         }
     }
 
     /// A restart decided from a response: at once the first time, then after a backoff, and never more
     /// than ``RestartPolicy/limit`` times in one run.
-    private mutating func restart(_ reason: RestartReason) -> Action {
-        guard let delay = restarts.next(base: settings.retryBaseDelay, maximum: settings.maxRetryDelay) else {
-            return failed(restartsExhausted(reason), stopRequested: false)
+    private mutating func restart(_ reason: RestartReason, jitter: Double) -> Action {
+        guard let delay = restarts.next(base: settings.retryBaseDelay, maximum: settings.maxRetryDelay, jitter: jitter) else {
+            return failed(restartsExhausted(reason), stopRequested: false, jitter: jitter)
         }
         guard delay > 0 else {
             beginRestart(reason)
@@ -519,6 +616,18 @@ struct DownloadStateMachine {
         DownloadError(
             .serverIgnoredRange,
             "the resource changed (or its length, or the server ignored the range) \(restarts.count + 1) times in this run, the partial discarded each time (last: \(reason.rawValue)); giving up")
+    }
+
+    // MARK: - Stopping
+
+    /// What a run that stopped does with its working files (``StopPolicy``), from what is known of the
+    /// partial. `holdsLock`: the executor has the partial open and locked; `hasWorkingFile`: the download
+    /// has a partial path.
+    func disposal(for stop: StopPolicy.Stop, holdsLock: Bool, hasWorkingFile: Bool) -> StopPolicy.Disposal {
+        StopPolicy.disposal(
+            for: stop, holdsLock: holdsLock,
+            received: resource.offset > 0 || resource.savedSegments.contains { $0.written > 0 },
+            segmented: !resource.savedSegments.isEmpty, hasWorkingFile: hasWorkingFile)
     }
 
     // MARK: - Requests
@@ -542,15 +651,11 @@ struct DownloadStateMachine {
             // A one-byte probe learns the length, the validators and whether ranges work, without
             // committing to a body stream (the byte is drained and the connection reused). With partial
             // data, If-Range turns a changed resource into a 200 instead of a 206.
-            headers.replaceOrAdd(name: "Range", value: RangeHeader(ranges: [.closed(first: 0, last: 0)]).headerValue)
-            if let validator = resource.ifRangeValue, resource.offset > 0 || !resource.savedSegments.isEmpty {
-                headers.replaceOrAdd(name: "If-Range", value: validator)
-            } else {
-                headers.remove(name: "If-Range")
-            }
+            let holdsBytes = resource.offset > 0 || !resource.savedSegments.isEmpty
+            headers = RangeRequest.headers(
+                headers, asking: .closed(first: 0, last: 0), ifRange: holdsBytes ? resource.ifRangeValue : nil)
         } else if resource.offset > 0 {
-            headers.replaceOrAdd(name: "Range", value: RangeHeader(ranges: [.from(resource.offset)]).headerValue)
-            if let validator = resource.ifRangeValue { headers.replaceOrAdd(name: "If-Range", value: validator) }
+            headers = RangeRequest.headers(headers, asking: .from(resource.offset), ifRange: resource.ifRangeValue)
         }
         // Conditions only on a request for the whole resource from scratch.
         let conditional = conditions != nil && resource.offset == 0 && resource.savedSegments.isEmpty
@@ -594,9 +699,9 @@ struct DownloadStateMachine {
     }
 
     /// After 401/403/404/410: ask the URL provider, within its bound.
-    private mutating func refreshURL(after status: Int) -> Action {
+    private mutating func refreshURL(after status: Int, jitter: Double) -> Action {
         guard settings.hasURLProvider, refreshes < settings.maxURLRefreshes else {
-            return failed(DownloadError.status(status, reason: "", url: currentURL), stopRequested: false)
+            return failed(DownloadError.status(status, reason: "", url: currentURL), stopRequested: false, jitter: jitter)
         }
         refreshes += 1
         state = .waitingForURL(status: status)
@@ -653,7 +758,7 @@ struct DownloadStateMachine {
             return .write(restart: nil)
         case .wholeBody(let reason):
             // Start over from zero in this same response (no wait: the body is already coming).
-            guard restarts.next(base: 0, maximum: 0) != nil else { return .abandon(restartsExhausted(reason)) }
+            guard restarts.next(base: 0, maximum: 0, jitter: 0) != nil else { return .abandon(restartsExhausted(reason)) }
             beginRestart(reason)
             return acceptWholeBody(head, exchange, restart: reason)
         case .complete(let total):
@@ -673,7 +778,8 @@ struct DownloadStateMachine {
 
     /// A 200: the body is the whole resource, written from byte 0.
     private mutating func acceptWholeBody(_ head: ResponseHead, _ exchange: Exchange, restart: RestartReason?) -> HeadAction {
-        resource.totalLength = head.contentLength
+        // An invalid or conflicting Content-Length says nothing of the length (the parser refuses to frame such a body).
+        resource.totalLength = try? head.contentLength()
         let ranges = head.headers.first(name: "Accept-Ranges").flatMap { try? AcceptRanges(parsing: $0) }
         resource.acceptsRanges = ranges?.acceptsBytes ?? false
         recordValidators(head)
@@ -791,16 +897,5 @@ struct DownloadStateMachine {
 
     static func md5Hex(_ text: String) -> String {
         DKDigest.hex(DKDigest.hash(.md5, Array(text.utf8)))
-    }
-}
-
-extension ResponseHead {
-    /// The body length from `Content-Length`, when present and valid — never with `Transfer-Encoding`,
-    /// which overrides it (RFC 9112 §6.3 item 3; the parser reads such a body as chunked).
-    var contentLength: Int64? {
-        guard !headers.contains(name: "Transfer-Encoding"), let text = headers.first(name: "Content-Length"), !text.isEmpty, text.allSatisfy(\.isASCII),
-            text.allSatisfy(\.isNumber)
-        else { return nil }
-        return Int64(text)
     }
 }

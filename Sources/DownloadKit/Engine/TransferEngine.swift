@@ -1,4 +1,5 @@
 import Dispatch
+import DownloadKitDecisions
 import Foundation
 import Glibc
 import HTTPClient
@@ -42,8 +43,6 @@ final class TransferEngine {
     private var speed = SpeedMeter()
     private var lastProgressTime = 0.0
     private var lastCheckpointTime = 0.0
-    private var lowSpeedWindowStart = 0.0
-    private var lowSpeedWindowBytes: Int64 = 0
     private let rateLimiters: [TokenBucket]
     /// Bytes written since writeback was last started (see `didWrite`).
     private var unflushedBytes = 0
@@ -111,38 +110,33 @@ final class TransferEngine {
     private func stop(with failure: DownloadError) throws(DownloadError) -> Never {
         // A background checkpoint must not write the plist after the files are removed or moved.
         checkpointQueue.sync {}
-        // Files are removed only by the writer holding the partial's lock (`file` is open): a writer
-        // refused with `.destinationInUse` (or failing before the open) must not touch another's files.
-        let holdsLock = file != nil
-        switch control.stopRequest {
+        // Read once: the disposal and the error thrown must describe the same request.
+        let stopRequest = control.stopRequest
+        let stop: StopPolicy.Stop =
+            switch stopRequest {
+            case .cancel: .cancel
+            case .pause: .pause
+            case .none: .failure(failure.stopVerdict)
+            }
+        switch machine.disposal(for: stop, holdsLock: file != nil, hasWorkingFile: !tempPath.isEmpty) {
+        case .remove:
+            removeWorkingFiles()
+        case .keep:
+            try? checkpoint(force: true)
+            control.setResumeData(try? currentResumeInfo().encoded())
+        case .leave:
+            break
+        }
+        switch stopRequest {
         case .cancel:
-            // Unlink while the lock is held, so no second writer can lock the doomed file.
-            if holdsLock { removeWorkingFiles() }
             file = nil
             control.setState(.cancel)
             throw DownloadError(.cancelled, "the download was cancelled; its partial data was removed")
         case .pause:
-            try? checkpoint(force: true)
-            control.setResumeData(try? currentResumeInfo().encoded())
             control.setState(.pause)
             throw DownloadError(
                 .paused, "the download was paused at \(machine.resource.offset) bytes; resume data is available")
         case .none:
-            if !holdsLock {
-                // Nothing of ours is on disk to keep or remove.
-            } else if failure.code == .checksumMismatch || failure.code == .contentMD5Mismatch
-                || (failure.code == .pieceChecksumMismatch && machine.resource.savedSegments.isEmpty)
-            {
-                // (A piece failing from every source of a segmented run keeps the verified others.)
-                // The bytes are complete but wrong: nothing here is worth resuming.
-                removeWorkingFiles()
-            } else if machine.resource.offset == 0 && !machine.resource.savedSegments.contains(where: { $0.written > 0 }) {
-                // Nothing was received anywhere (404, TLS failure, redirect loop…): leave no clutter behind.
-                removeWorkingFiles()
-            } else if !tempPath.isEmpty && file != nil {
-                try? checkpoint(force: true)
-                control.setResumeData(try? currentResumeInfo().encoded())
-            }
             control.setState(.fail(failure))
             throw failure
         }
@@ -272,8 +266,10 @@ final class TransferEngine {
             case .runSegments(let total):
                 action = step { try self.runSegments(total: total, client: client) }
             case .askForURL(let context):
-                let fresh = configuration.urlProvider.flatMap { Self.callProvider($0, context) }
-                action = machine.urlProvided(fresh)
+                let fresh = configuration.urlProvider.flatMap { provider in
+                    ThreadBridge.wait(until: .distantFuture) { await provider(context) } ?? nil
+                }
+                action = machine.urlProvided(fresh, jitter: Self.jitter())
             case .retry(let delay, _, _):
                 if !interruptibleSleep(delay, wakes: control.wakeUps, shouldStop: { control.stopRequest != .none }) {
                     throw DownloadError(.cancelled, "stopped")
@@ -309,7 +305,7 @@ final class TransferEngine {
         do {
             return try body()
         } catch {
-            return machine.failed(DownloadError.wrap(error), stopRequested: control.stopRequest != .none)
+            return machine.failed(DownloadError.wrap(error), stopRequested: control.stopRequest != .none, jitter: Self.jitter())
         }
     }
 
@@ -329,19 +325,13 @@ final class TransferEngine {
             guard let file else { throw DownloadError(.fileSystem, "the temp file is not open") }
             if restart != nil { try discardPartialData() }
             var writing = false
-            var partDigest: (digest: DKDigest, expected: [UInt8])?
+            var partDigest: DKDigest?
             var gathered: GatheredBody?
             defer { gathered = nil }  // the buffer goes back to the pool
             /// Throws when `count` more body bytes would run past a 206's `Content-Range`. Gathered bytes
             /// are not credited yet: they count against the range too.
             func checkBodyLimit(_ count: Int) throws {
-                guard let end = machine.bodyLimit else { return }
-                let gatheredCount = Int64(gathered?.body.count ?? 0)
-                if machine.resource.offset + gatheredCount + Int64(count) > end + 1 {
-                    throw DownloadError(
-                        .contentRangeMismatch, "the 206 body runs past the end of its Content-Range (byte \(end))",
-                        httpStatus: 206, isTransient: true)
-                }
+                if let failure = machine.bodyOverrun(Int64(gathered?.body.count ?? 0) + Int64(count)) { throw failure }
             }
             do {
                 _ = try client.execute(
@@ -361,9 +351,7 @@ final class TransferEngine {
                             }
                             if restart != nil { try self.discardPartialData() }
                             try self.reserveSpace()
-                            if let md5Text = head.headers.first(name: "Content-MD5"), let md5 = try? ContentMD5(parsing: md5Text) {
-                                partDigest = (DKDigest(.md5), md5.digest)
-                            }
+                            if self.machine.statedContentMD5 != nil { partDigest = DKDigest(.md5) }
                             // Nothing needs to see the bytes (no digest, no Content-MD5, no rate limit, no write
                             // fence): let the kernel move them from the socket to the file (plain HTTP,
                             // Content-Length bodies). A manager's buckets are there but unlimited until a limit is
@@ -374,7 +362,7 @@ final class TransferEngine {
                             // A small body is gathered instead and written in one piece, past the page cache (a
                             // checksum and a Content-MD5 read each piece as it is written). Its record waits for
                             // its first write that does not complete it (``writeGathered``).
-                            if unpaced { gathered = self.smallBodyGather(file, partDigest: partDigest?.digest) }
+                            if unpaced { gathered = self.smallBodyGather(file, partDigest: partDigest) }
                             if gathered == nil {
                                 try self.recordValidatorsCheckpoint()
                             } else if self.infoDirty {
@@ -420,7 +408,7 @@ final class TransferEngine {
                             // Still no room: these bytes go straight into the file, as on the stream path.
                         }
                         try self.write(bytes, to: file)
-                        partDigest?.digest.update(bytes)
+                        partDigest?.update(bytes)
                     },
                     onSpliced: { count in
                         try self.didWrite(count)
@@ -433,13 +421,9 @@ final class TransferEngine {
             if let gathered { try writeGathered(gathered) }
             if writing {
                 publishProgress()
-                if let part = partDigest, part.digest.finalize() != part.expected {
-                    throw DownloadError(
-                        .contentMD5Mismatch,
-                        "checksum mismatch: the body does not match the server's Content-MD5 \(Base64.encode(part.expected))")
-                }
+                if let partDigest, let failure = machine.contentMD5Verdict(partDigest.finalize()) { throw failure }
             }
-            return machine.exchangeEnded()
+            return machine.exchangeEnded(jitter: Self.jitter())
         }
     }
 
@@ -580,7 +564,8 @@ final class TransferEngine {
         bytesThisRun += report.fetched
         sourceUsage = report.sources
         machine.segmentsRecovered(report.recovered)
-        let next = machine.segmentsEnded(report.outcome, map: activeBoard?.snapshot() ?? machine.resource.savedSegments)
+        let next = machine.segmentsEnded(
+            report.outcome, map: activeBoard?.snapshot() ?? machine.resource.savedSegments, jitter: Self.jitter())
         if report.outcome == .complete, let checksum = request.checksum {
             // Segments finish out of order: hash the whole file once, at the end.
             let digest = DKDigest(checksum.algorithm)
@@ -647,26 +632,9 @@ final class TransferEngine {
         let now = monotonicSeconds()
         if now - lastProgressTime >= configuration.progressInterval.asSeconds { publishProgress(now: now) }
         if now - lastCheckpointTime >= configuration.checkpointInterval.asSeconds { try checkpoint(force: false) }
-        try checkLowSpeed(now: now, received: count)
+        if let tooSlow = machine.received(count, now: now) { throw tooSlow }
         if !TokenBucket.wait(rateLimiters, afterConsuming: count, wakes: control.wakeUps, shouldStop: { control.stopRequest != .none }) {
             throw DownloadError(.cancelled, "stopped")
-        }
-    }
-
-    private func checkLowSpeed(now: Double, received: Int) throws {
-        guard configuration.lowSpeedLimit > 0 else { return }
-        if lowSpeedWindowStart == 0 { lowSpeedWindowStart = now }
-        lowSpeedWindowBytes += Int64(received)
-        let elapsed = now - lowSpeedWindowStart
-        guard elapsed >= configuration.lowSpeedTime.asSeconds else { return }
-        let rate = Double(lowSpeedWindowBytes) / elapsed
-        lowSpeedWindowStart = now
-        lowSpeedWindowBytes = 0
-        if rate < Double(configuration.lowSpeedLimit) {
-            throw DownloadError(
-                .tooSlow,
-                "transfer too slow: \(Int(rate)) bytes/s for \(Int(elapsed)) s, below the limit of \(configuration.lowSpeedLimit) bytes/s",
-                isTransient: true)
         }
     }
 
@@ -814,38 +782,24 @@ final class TransferEngine {
         control.setState(.verify)
         let resource = machine.resource
         let offset = resource.offset
-        if let total = resource.totalLength, offset != total {
-            throw DownloadError(
-                .truncated, "truncated: expected \(total) bytes, received \(offset)", isTransient: true)
-        }
+        if let failure = machine.lengthVerdict { throw failure }
         try file.syncData()
         durableOffset = offset
         try checkPiecesOnOneConnection(total: offset, file: file)
         var checksumHex: String?
-        if request.checksum == nil, configuration.checksDigestHeader, let head = machine.acceptedHead,
-            let stated = RFC6249.checksum(in: head, total: offset)
-        {
+        switch machine.finalChecksum {
+        case .stated(let stated)?:
             // The server's own digest of the whole file (RFC 6249 §4): hashed from the file, which holds it all.
             let digest = DKDigest(stated.algorithm)
             try hashPrefix(into: digest, count: offset, from: file)
-            let hex = DKDigest.hex(digest.finalize())
-            checksumHex = hex
-            if hex != stated.expectedHex {
-                throw DownloadError(
-                    .checksumMismatch,
-                    "checksum mismatch: \(stated.algorithm.rawValue) of the download is \(hex); the server's digest header states \(stated.expectedHex)")
-            }
-        }
-        if let checksum = request.checksum, let digest {
-            let hex = DKDigest.hex(digest.finalize())
+            checksumHex = DKDigest.hex(digest.finalize())
+        case .requested?:
+            checksumHex = digest.map { DKDigest.hex($0.finalize()) }
             self.digest = nil
-            checksumHex = hex
-            if hex != checksum.expectedHex {
-                throw DownloadError(
-                    .checksumMismatch,
-                    "checksum mismatch: \(checksum.algorithm.rawValue) of the download is \(hex), expected \(checksum.expectedHex)")
-            }
+        case nil:
+            break
         }
+        if let checksumHex, let failure = machine.checksumVerdict(checksumHex) { throw failure }
         // The partial was private (0600) while incomplete; the finished file gets the usual 0644.
         _ = fchmod(file.fd, 0o644)
         // Validators and the URL go on the inode before the rename, so the finished file carries them
@@ -927,33 +881,16 @@ final class TransferEngine {
 
     // MARK: - Helpers
 
+    /// The random part of a backoff the machine may decide, drawn here at the edge (the machine takes it
+    /// as an input and stays a function of its events).
+    private static func jitter() -> Double { .random(in: 0...1) }
+
     /// Resume info stores absolute paths; relative ones are taken from the current directory.
     private func absolutePath(_ path: String) -> String {
         if path.hasPrefix("/") { return path }
         let cwd = FileManager.default.currentDirectoryPath
         return FileSystem.join(cwd, path.hasPrefix("./") ? String(path.dropFirst(2)) : path)
     }
-
-
-    /// Calls the async URL provider from this (non-async) engine thread.
-    private static func callProvider(
-        _ provider: @escaping @Sendable (URLRefreshContext) async -> String?, _ context: URLRefreshContext
-    ) -> String? {
-        let box = ResultBox()
-        let done = DispatchSemaphore(value: 0)
-        Task {
-            box.value = await provider(context)
-            done.signal()
-        }
-        done.wait()
-        return box.value
-    }
-}
-
-/// Carries the URL provider's answer from its task to the waiting engine thread. The semaphore's
-/// signal/wait orders the write before the read, hence `@unchecked Sendable`.
-private final class ResultBox: @unchecked Sendable {
-    var value: String?
 }
 
 /// Coordinates the background checkpoint with the engine thread: at most one in flight, and its

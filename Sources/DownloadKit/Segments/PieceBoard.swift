@@ -1,3 +1,4 @@
+import DownloadKitDecisions
 import Glibc
 import HTTPClient
 

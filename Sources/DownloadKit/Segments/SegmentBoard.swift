@@ -1,3 +1,4 @@
+import DownloadKitDecisions
 import HTTPClient
 
 /// ``SegmentBoardState`` shared by the segment worker threads: every event takes the one lock once
@@ -62,5 +63,21 @@ final class SegmentBoard: Sendable {
     func proveCoverage(total: Int64) throws(DownloadError) {
         let copy = state.withLock { $0 }
         try copy.proveCoverage(total: total)
+    }
+}
+
+/// The shortest wait any segment worker of one download measured (``SendAheadRule``): each worker folds
+/// its own in and takes the result back.
+final class SharedShortestWait: Sendable {
+    private let shortest = LockedValue<Double?>(nil)
+
+    init() {}
+
+    /// Folds `wait` in and returns the shortest so far (nil while no worker measured one).
+    func fold(_ wait: Double?) -> Double? {
+        shortest.withLock { shortest in
+            if let wait { shortest = min(shortest ?? wait, wait) }
+            return shortest
+        }
     }
 }

@@ -1,3 +1,5 @@
+import DownloadKitDecisions
+
 /// The rules of a segmented download's shared segment map, as a value: events in (take, beginRequest,
 /// continueRequest, claim, record, release, steal, stop, restart), decisions out. No locks, no I/O, no clocks — the
 /// locked ``SegmentBoard`` wraps it for threads, and the schedule tests drive it directly.

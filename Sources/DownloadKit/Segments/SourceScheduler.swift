@@ -1,3 +1,5 @@
+import DownloadKitDecisions
+
 /// The sources of a download with mirrors (docs/MIRRORS.md), as a value: which source a segment worker
 /// uses, whether a source agrees with the first, when it is dropped. Events in (a worker wants a source,
 /// a source answered with these validators, a sample compared, a source failed, bytes served), decisions

@@ -1,6 +1,6 @@
 import Testing
 
-@_spi(DownloadKitInternal) @testable import DownloadKit
+@testable import DownloadKitDecisions
 
 /// The segment worker's decisions after each exchange, as events in and actions out: every path a failed
 /// attempt can take (stop, restart, fresh URL, drop, retry, give up), the retry count, and the answers
@@ -160,6 +160,6 @@ struct SegmentAttemptMachineTests {
         (200, 1.0, 30.0, 0.0, 15.0), (2, 0.25, 30.0, 2.0, 0.5), (2, 0.25, 30.0, -1.0, 0.25),
     ])
     func backoff(_ attempt: Int, _ base: Double, _ maximum: Double, _ jitter: Double, _ delay: Double) {
-        #expect(Machine.backoffDelay(attempt: attempt, base: base, maximum: maximum, jitter: jitter) == delay)
+        #expect(RetryPolicy.backoffDelay(attempt: attempt, base: base, maximum: maximum, jitter: jitter) == delay)
     }
 }

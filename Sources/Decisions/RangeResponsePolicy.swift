@@ -1,6 +1,6 @@
 import HTTPWire
 
-/// The one rule set for answers to a range request (issue #12): the single-connection engine, the
+/// The one rule set for answers to a range request: the single-connection engine, the
 /// segmented transfer's probe and its workers all ask it, so a rule about a 206, a 200 or a 416 exists
 /// once. A pure value: the request's facts in, a decision out — no socket, no file (tested as a table in
 /// `RangeResponsePolicyTests`).
@@ -16,18 +16,25 @@ import HTTPWire
 ///   mistake: retried, the partial kept); N smaller means the partial is longer than the resource; N equal
 ///   means the partial is complete — if the length and validator still agree. A 416 without `*/N` for a
 ///   range past byte 0 means the partial is longer than the resource.
-struct RangeResponsePolicy: Sendable, Hashable {
+package struct RangeResponsePolicy: Sendable, Hashable {
     /// The first byte asked for (`bytes=first-` or `bytes=first-last`).
-    var first: Int64
+    package var first: Int64
     /// The validator known before the request, from the resume info, the probe or an earlier response.
-    var knownEntityTag: EntityTag?
+    package var knownEntityTag: EntityTag?
     /// The `Last-Modified` known before the request.
-    var knownLastModified: String?
+    package var knownLastModified: String?
     /// The resource's length known before the request.
-    var knownTotal: Int64?
+    package var knownTotal: Int64?
+
+    package init(first: Int64, knownEntityTag: EntityTag?, knownLastModified: String?, knownTotal: Int64?) {
+        self.first = first
+        self.knownEntityTag = knownEntityTag
+        self.knownLastModified = knownLastModified
+        self.knownTotal = knownTotal
+    }
 
     /// What a response means for the partial data.
-    enum Decision: Sendable, Hashable {
+    package enum Decision: Sendable, Hashable {
         /// Write the body at `first`: it holds bytes `first...last` of a resource of `total` bytes (nil
         /// when the server did not say).
         case write(first: Int64, last: Int64, total: Int64?)
@@ -45,7 +52,7 @@ struct RangeResponsePolicy: Sendable, Hashable {
     }
 
     /// Decides what `head`, the answer to a range request, means.
-    func decide(_ head: ResponseHead) -> Decision {
+    package func decide(_ head: ResponseHead) -> Decision {
         let receivedTag = head.headers.first(name: "ETag").flatMap { try? EntityTag(parsing: $0) }
         switch head.status {
         case 206:
@@ -102,7 +109,7 @@ struct RangeResponsePolicy: Sendable, Hashable {
     /// Whether a response's ETag says the resource changed. Two strong tags compare strongly; when either
     /// is weak (RFC 9110 §8.8.3.2) only the opaque tags are compared — the byte identity is then proved by
     /// `If-Range` with Last-Modified. No known tag: nothing to contradict.
-    static func entityTagChanged(known: EntityTag?, received: EntityTag) -> Bool {
+    package static func entityTagChanged(known: EntityTag?, received: EntityTag) -> Bool {
         guard let known else { return false }
         if known.isWeak || received.isWeak { return !known.weakMatches(received) }
         return !known.strongMatches(received)

@@ -14,31 +14,42 @@
 ///   with equal jitter), then the worker goes on;
 /// - anything else: with mirrors the source is dropped (the download fails when it was the last one),
 ///   without them the download fails.
-struct SegmentAttemptMachine: Sendable, Hashable {
+package struct SegmentAttemptMachine: Sendable, Hashable {
     /// The statuses that may mean a signed or temporary URL expired: without mirrors the engine asks its
     /// URL provider for a fresh one rather than failing.
-    static let expiredStatuses: Set<Int> = [401, 403, 404, 410]
+    package static let expiredStatuses = URLExpiry.statuses
 
     /// The retry rule and where the worker's requests go.
-    struct Rules: Sendable, Hashable {
+    package struct Rules: Sendable, Hashable {
         /// Transient failures allowed in a row without progress.
-        var retries: Int
+        package var retries: Int
         /// First backoff ceiling, seconds.
-        var baseDelay: Double
+        package var baseDelay: Double
         /// Largest backoff ceiling, seconds.
-        var maxDelay: Double
+        package var maxDelay: Double
         /// Bytes an attempt must move for its failure to start the count again.
-        var progressThatResets: Int64
+        package var progressThatResets: Int64
         /// Whether the source is one of several: past the retry rule it is dropped, and only the last
         /// one's drop fails the download.
-        var hasSources: Bool
+        package var hasSources: Bool
         /// Whether the source is a mirror (not the first source): its change of version is its own failure,
         /// never a restart of the download.
-        var isMirror: Bool
+        package var isMirror: Bool
+
+        package init(
+            retries: Int, baseDelay: Double, maxDelay: Double, progressThatResets: Int64, hasSources: Bool, isMirror: Bool
+        ) {
+            self.retries = retries
+            self.baseDelay = baseDelay
+            self.maxDelay = maxDelay
+            self.progressThatResets = progressThatResets
+            self.hasSources = hasSources
+            self.isMirror = isMirror
+        }
     }
 
     /// A failure as the worker classifies the error an attempt ended with.
-    enum Failure: Sendable, Hashable {
+    package enum Failure: Sendable, Hashable {
         /// The board or the caller stopped, or the exchange was cancelled.
         case stopped
         /// The partial data no longer matches the resource (validator, length, an ignored range).
@@ -57,7 +68,7 @@ struct SegmentAttemptMachine: Sendable, Hashable {
     }
 
     /// What happened, as the worker reports it.
-    enum Event: Sendable, Hashable {
+    package enum Event: Sendable, Hashable {
         /// The worker took a segment from the board: a new run of attempts.
         case segmentTaken
         /// A mirror's sample agreed with the written bytes: a new run of attempts.
@@ -81,7 +92,7 @@ struct SegmentAttemptMachine: Sendable, Hashable {
     }
 
     /// Why the worker drops its source.
-    enum DropCause: Sendable, Hashable {
+    package enum DropCause: Sendable, Hashable {
         case tooSlow(bytesPerSecond: Int)
         case unverifiable
         /// Failed past the retry rule, or a failure not worth retrying.
@@ -89,7 +100,7 @@ struct SegmentAttemptMachine: Sendable, Hashable {
     }
 
     /// How the worker stops the board (every worker then ends).
-    enum BoardStop: Sendable, Hashable {
+    package enum BoardStop: Sendable, Hashable {
         /// The download starts over (the reason is the failure's).
         case restart
         /// The engine asks for a fresh URL.
@@ -101,7 +112,7 @@ struct SegmentAttemptMachine: Sendable, Hashable {
     }
 
     /// What the worker does next.
-    enum Action: Sendable, Hashable {
+    package enum Action: Sendable, Hashable {
         /// Request the next range of the held segment (or the mirror's sample again).
         case proceed
         /// Hand the held segment back to the board and take another.
@@ -119,7 +130,7 @@ struct SegmentAttemptMachine: Sendable, Hashable {
     }
 
     /// Where the worker stands with its source.
-    enum State: Sendable, Hashable {
+    package enum State: Sendable, Hashable {
         /// Fetching, after `failures` transient failures in a row without progress.
         case running(failures: Int)
         /// Waiting out a retry delay; then running with `failures`.
@@ -130,15 +141,15 @@ struct SegmentAttemptMachine: Sendable, Hashable {
         case ended(leftSource: Bool)
     }
 
-    let rules: Rules
+    package let rules: Rules
     private(set) var state: State = .running(failures: 0)
 
-    init(rules: Rules) {
+    package init(rules: Rules) {
         self.rules = rules
     }
 
     /// Applies `event` and returns what the worker does next.
-    mutating func handle(_ event: Event) -> Action {
+    package mutating func handle(_ event: Event) -> Action {
         switch (state, event) {
         case (.ended(let left), _):
             return left ? .leaveSource : .finish
@@ -187,10 +198,10 @@ struct SegmentAttemptMachine: Sendable, Hashable {
         case .unverifiable where rules.hasSources:
             return drop(.unverifiable)
         case .transient, .tooSlow:
-            let count = progress >= rules.progressThatResets ? 0 : failures
+            package let count = progress >= rules.progressThatResets ? 0 : failures
             guard count < rules.retries else { return giveUp() }
             state = .waiting(failures: count + 1)
-            return .wait(seconds: Self.backoffDelay(attempt: count + 1, base: rules.baseDelay, maximum: rules.maxDelay, jitter: jitter))
+            return .wait(seconds: RetryPolicy.backoffDelay(attempt: count + 1, base: rules.baseDelay, maximum: rules.maxDelay, jitter: jitter))
         case .restart, .expired, .unverifiable, .permanent:
             return giveUp()
         }
@@ -213,13 +224,5 @@ struct SegmentAttemptMachine: Sendable, Hashable {
     private mutating func end(leftSource: Bool) -> Action {
         state = .ended(leftSource: leftSource)
         return leftSource ? .leaveSource : .finish
-    }
-
-    /// Exponential backoff with equal jitter: between half and all of `base · 2^(attempt-1)`, capped at
-    /// `maximum`, placed by `jitter` (`0...1`) — never immediate, yet spreading many clients' retries.
-    static func backoffDelay(attempt: Int, base: Double, maximum: Double, jitter: Double) -> Double {
-        let doubling = Double(sign: .plus, exponent: min(max(1, attempt), 64) - 1, significand: 1)
-        let ceiling = min(maximum, base * doubling)
-        return ceiling / 2 + min(max(0, jitter), 1) * (ceiling / 2)
     }
 }

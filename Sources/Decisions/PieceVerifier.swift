@@ -13,9 +13,9 @@
 /// - The piece is fetched again from an eligible source that has not sent a bad copy of it (not demoted
 ///   first, then the first listed); when every one has, from one that sent a single bad copy (the same one
 ///   once more); when none is left, the download fails naming the piece.
-struct PieceVerifier: Sendable, Hashable {
+package struct PieceVerifier: Sendable, Hashable {
     /// Where a piece is.
-    enum State: Sendable, Hashable {
+    package enum State: Sendable, Hashable {
         /// Some of its bytes are still to be credited.
         case open
         /// Fully credited; one worker checks it (or fetches it again) until it is verified or the download fails.
@@ -25,7 +25,7 @@ struct PieceVerifier: Sendable, Hashable {
     }
 
     /// What comes after a check.
-    enum Next: Sendable, Hashable {
+    package enum Next: Sendable, Hashable {
         case verified
         /// Write the piece again from this source, then check it again.
         case refetch(from: Int)
@@ -34,37 +34,43 @@ struct PieceVerifier: Sendable, Hashable {
     }
 
     /// A check's decision.
-    struct Decision: Sendable, Hashable {
-        var next: Next
+    package struct Decision: Sendable, Hashable {
+        package var next: Next
         /// Sources demoted by this bad piece (their first).
-        var demote: [Int] = []
+        package var demote: [Int] = []
         /// Sources dropped by this bad piece, with their count of bad pieces.
-        var drop: [Int: Int] = [:]
+        package var drop: [Int: Int] = [:]
+
+        package init(next: Next, demote: [Int] = [], drop: [Int: Int] = [:]) {
+            self.next = next
+            self.demote = demote
+            self.drop = drop
+        }
     }
 
     /// Bad pieces after which a source is dropped (while another is left).
-    static let dropAfter = 2
+    package static let dropAfter = 2
     /// Bad copies of one piece a source may send before it is not asked for that piece again.
-    static let copiesPerSource = 2
+    package static let copiesPerSource = 2
 
-    let pieceLength: Int64
-    let total: Int64
-    private(set) var states: [State]
+    package let pieceLength: Int64
+    package let total: Int64
+    package private(set) var states: [State]
     private var credited: [Int64]
     /// Per piece, the sources whose credits wrote it in this run.
     private var writers: [Set<Int>]
     /// Per piece, bad copies by source.
     private var badCopies: [Int: [Int: Int]] = [:]
     /// Per source: bad pieces it sent, pieces fetched again from it.
-    private(set) var badPieces: [Int]
-    private(set) var refetched: [Int]
-    private(set) var demoted: Set<Int> = []
+    package private(set) var badPieces: [Int]
+    package private(set) var refetched: [Int]
+    package private(set) var demoted: Set<Int> = []
 
     /// - Parameters:
     ///   - runs: byte ranges already credited (a resumed map); pieces they cover completely are `checking`
     ///     (``unchecked``) unless in `verified`.
     ///   - verified: pieces the journal recorded as verified (trusted only when fully covered by `runs`).
-    init(pieceLength: Int64, total: Int64, sourceCount: Int, runs: [Range<Int64>] = [], verified: Set<Int> = []) {
+    package init(pieceLength: Int64, total: Int64, sourceCount: Int, runs: [Range<Int64>] = [], verified: Set<Int> = []) {
         self.pieceLength = max(1, pieceLength)
         self.total = max(0, total)
         let count = total > 0 ? Int((total - 1) / self.pieceLength + 1) : 0
@@ -77,9 +83,9 @@ struct PieceVerifier: Sendable, Hashable {
         for piece in verified where states.indices.contains(piece) && states[piece] == .checking { states[piece] = .verified }
     }
 
-    var count: Int { states.count }
+    package var count: Int { states.count }
 
-    func range(of piece: Int) -> Range<Int64> {
+    package func range(of piece: Int) -> Range<Int64> {
         let start = Int64(piece) * pieceLength
         return start..<min(total, start + pieceLength)
     }
@@ -88,7 +94,7 @@ struct PieceVerifier: Sendable, Hashable {
 
     /// Bytes `range` were credited from `source` (nil: found written on resume). Returns the pieces this
     /// completed, now `checking`: the caller checks them.
-    mutating func credit(_ span: Range<Int64>, from source: Int?) -> [Int] {
+    package mutating func credit(_ span: Range<Int64>, from source: Int?) -> [Int] {
         let lower = max(0, span.lowerBound)
         let upper = min(total, span.upperBound)
         guard lower < upper else { return [] }
@@ -107,11 +113,11 @@ struct PieceVerifier: Sendable, Hashable {
 
     /// Pieces complete and not yet verified (after ``init(pieceLength:total:sourceCount:runs:verified:)``: the
     /// resumed pieces the journal did not record as verified).
-    var unchecked: [Int] { states.indices.filter { states[$0] == .checking } }
+    package var unchecked: [Int] { states.indices.filter { states[$0] == .checking } }
 
     /// A resumed piece was checked from disk: good → verified; bad → open again with nothing credited (its
     /// bytes are fetched like any missing range; no source is blamed).
-    mutating func resumeChecked(_ piece: Int, good: Bool) {
+    package mutating func resumeChecked(_ piece: Int, good: Bool) {
         guard states.indices.contains(piece), states[piece] == .checking else { return }
         if good {
             states[piece] = .verified
@@ -124,7 +130,7 @@ struct PieceVerifier: Sendable, Hashable {
 
     /// Piece `piece` (checking) was hashed: `good` or not. `eligible` are the sources that may send it again
     /// (live and agreeing), in the request's order.
-    mutating func checked(_ piece: Int, good: Bool, eligible: [Int]) -> Decision {
+    package mutating func checked(_ piece: Int, good: Bool, eligible: [Int]) -> Decision {
         guard states.indices.contains(piece), states[piece] == .checking else { return Decision(next: .fail) }
         if good {
             states[piece] = .verified
@@ -164,8 +170,8 @@ struct PieceVerifier: Sendable, Hashable {
 
     // MARK: - Views
 
-    var allVerified: Bool { states.allSatisfy { $0 == .verified } }
-    var verified: [Int] { states.indices.filter { states[$0] == .verified } }
+    package var allVerified: Bool { states.allSatisfy { $0 == .verified } }
+    package var verified: [Int] { states.indices.filter { states[$0] == .verified } }
     /// Bad copies of `piece` received so far.
-    func badCopyCount(_ piece: Int) -> Int { (badCopies[piece] ?? [:]).values.reduce(0, +) }
+    package func badCopyCount(_ piece: Int) -> Int { (badCopies[piece] ?? [:]).values.reduce(0, +) }
 }

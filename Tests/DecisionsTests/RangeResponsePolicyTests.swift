@@ -1,7 +1,7 @@
 import HTTPWire
 import Testing
 
-@testable import DownloadKit
+@testable import DownloadKitDecisions
 
 /// Every rule for an answer to a range request, as a table: the request's facts and a response head in,
 /// a decision out — no socket, no file (issue #12). The single-connection engine, the probe and the
