@@ -198,7 +198,7 @@ package struct SegmentAttemptMachine: Sendable, Hashable {
         case .unverifiable where rules.hasSources:
             return drop(.unverifiable)
         case .transient, .tooSlow:
-            package let count = progress >= rules.progressThatResets ? 0 : failures
+            let count = progress >= rules.progressThatResets ? 0 : failures
             guard count < rules.retries else { return giveUp() }
             state = .waiting(failures: count + 1)
             return .wait(seconds: RetryPolicy.backoffDelay(attempt: count + 1, base: rules.baseDelay, maximum: rules.maxDelay, jitter: jitter))

@@ -461,12 +461,8 @@ public enum CompletionCommand {
         process.arguments = ["-c", command + " \"$@\"", "downloadkit-on-complete", path]
         do {
             try process.run()
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                DispatchQueue.global().async {
-                    process.waitUntilExit()
-                    continuation.resume()
-                }
-            }
+            // Waited for on a thread of its own (ThreadBridge), never on the cooperative pool.
+            _ = try? await ThreadBridge.run { process.waitUntilExit() }
             if process.terminationStatus != 0 {
                 await renderer.note("warning: --on-complete exited with status \(process.terminationStatus) for \(path)")
             }

@@ -41,6 +41,15 @@ package final class SerialThread: Sendable {
         }
     }
 
+    /// Blocks the calling thread until every job handed over before has run: for a thread of its own (a
+    /// transfer), never for a task on the cooperative pool (use ``settle()``). An idle queue returns at once.
+    package func settleBlocking() {
+        if state.withLock({ !$0.draining }) { return }
+        let done = LockedValue(false)
+        async { done.withLockWakingWaiters { $0 = true } }
+        _ = done.wait { $0 ? () : nil }
+    }
+
     /// Runs the jobs in batches (everything queued at the time), in order, until none is left.
     private func drain() {
         while true {

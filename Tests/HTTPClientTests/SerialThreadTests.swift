@@ -1,4 +1,5 @@
 import DownloadKitRuntime
+import Glibc
 import Testing
 
 /// `SerialThread`, the runtime layer's serial queue (the task store's writer, a daemon session's queue): jobs
@@ -50,5 +51,24 @@ struct SerialThreadTests {
         queue.async { done.withLock { $0 += 1 } }
         await queue.settle()
         #expect(done.withLock { $0 } == 101)
+    }
+
+    /// `settleBlocking` (a transfer thread waiting for its background checkpoint) returns only after every job
+    /// handed over before it has run, however long they take; on an idle queue it returns at once.
+    @Test func settleBlockingWaitsForTheJobsBeforeIt() async throws {
+        let queue = SerialThread()
+        let ran = LockedValue([Int]())
+        let seen = try await ThreadBridge.run { () -> [Int] in
+            queue.settleBlocking()
+            for index in 0..<3 {
+                queue.async {
+                    usleep(50_000)
+                    ran.withLock { $0.append(index) }
+                }
+            }
+            queue.settleBlocking()
+            return ran.withLock { $0 }
+        }
+        #expect(seen == [0, 1, 2])
     }
 }

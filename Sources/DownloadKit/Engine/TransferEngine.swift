@@ -1,4 +1,3 @@
-import Dispatch
 import DownloadKitDecisions
 import Foundation
 import Glibc
@@ -62,7 +61,7 @@ final class TransferEngine {
     // Background checkpoints: `fdatasync` of a fast stream can take a while, so periodic checkpoints
     // run on their own queue and never stall the receive loop. Forced ones (head, pause, stop) wait
     // for it and run inline.
-    private let checkpointQueue = DispatchQueue(label: "DownloadKit checkpoint")
+    private let checkpointQueue = SerialThread()
     private let backgroundCheckpoint = BackgroundCheckpointState()
 
     init(request: DownloadRequest, configuration: DownloadConfiguration, control: DownloadControl, client: DKHTTPClient?)
@@ -109,7 +108,7 @@ final class TransferEngine {
     /// Ends a run that did not complete: keeps partial data (checkpointed) unless cancelled.
     private func stop(with failure: DownloadError) throws(DownloadError) -> Never {
         // A background checkpoint must not write the plist after the files are removed or moved.
-        checkpointQueue.sync {}
+        checkpointQueue.settleBlocking()
         // Read once: the disposal and the error thrown must describe the same request.
         let stopRequest = control.stopRequest
         let stop: StopPolicy.Stop =
@@ -291,7 +290,7 @@ final class TransferEngine {
                 guard let kept = keptIfNotModified else {
                     throw DownloadError(.internalError, "a 304 kept a file no conditional request asked about")
                 }
-                checkpointQueue.sync {}
+                checkpointQueue.settleBlocking()
                 removeWorkingFiles()
                 return kept
             case .fail(let failure):
@@ -664,7 +663,7 @@ final class TransferEngine {
     /// `.dkresume` file: a file that finishes within one checkpoint interval never creates, renames and
     /// unlinks one (issue #18: that cost more than the transfer of a 64 KiB file).
     private func recordValidatorsCheckpoint() throws {
-        checkpointQueue.sync {}
+        checkpointQueue.settleBlocking()
         applyBackgroundSync()
         if let failure = backgroundCheckpoint.takeFailure() { throw failure }
         guard infoDirty, let file else { return }
@@ -726,7 +725,7 @@ final class TransferEngine {
             }
             return
         }
-        checkpointQueue.sync {}
+        checkpointQueue.settleBlocking()
         applyBackgroundSync()
         if let failure = backgroundCheckpoint.takeFailure() { throw failure }
         try file.syncData()
@@ -746,7 +745,7 @@ final class TransferEngine {
 
     /// Waits for a background checkpoint and forgets what it synced (the partial is about to restart).
     private func discardBackgroundSync() {
-        checkpointQueue.sync {}
+        checkpointQueue.settleBlocking()
         _ = backgroundCheckpoint.takeSynced()
     }
 
@@ -778,7 +777,7 @@ final class TransferEngine {
 
     private func finalize() throws -> DownloadResult {
         guard let file else { throw DownloadError(.fileSystem, "the temp file is not open") }
-        checkpointQueue.sync {}
+        checkpointQueue.settleBlocking()
         control.setState(.verify)
         let resource = machine.resource
         let offset = resource.offset
