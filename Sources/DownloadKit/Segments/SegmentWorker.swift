@@ -455,11 +455,9 @@ struct SegmentWorker: Sendable {
     /// The range request for `range` to `target`, with the validator that keeps every piece of one
     /// version (a mirror gets none: each of its answers is checked against the first source's instead).
     private func request(for range: Range<Int64>, target: Target) -> DKHTTPRequest {
-        var requestHeaders = target.headers
-        requestHeaders.replaceOrAdd(
-            name: "Range", value: RangeHeader(ranges: [.closed(first: range.lowerBound, last: range.upperBound - 1)]).headerValue)
-        if let ifRange = target.ifRange { requestHeaders.replaceOrAdd(name: "If-Range", value: ifRange) }
-        return DKHTTPRequest(method: .GET, url: target.url, headers: requestHeaders)
+        let headers = RangeRequest.headers(
+            target.headers, asking: .closed(first: range.lowerBound, last: range.upperBound - 1), ifRange: target.ifRange)
+        return DKHTTPRequest(method: .GET, url: target.url, headers: headers)
     }
 
     /// Credits `count` written bytes at the cursor and journals them (after the write: a journalled byte
