@@ -66,6 +66,10 @@ struct DownloadStateMachineTests {
             }
         }
 
+        init(_ decision: DownloadStateMachine.Decision<DownloadStateMachine.Action>) { self.init(decision.next) }
+
+        init(_ decision: DownloadStateMachine.Decision<DownloadStateMachine.HeadAction>) { self.init(decision.next) }
+
         init(_ action: DownloadStateMachine.HeadAction) {
             switch action {
             case .discard: self = .discard
@@ -506,24 +510,32 @@ struct DownloadStateMachineTests {
         if let record = partial.record { machine.adopt(record, recordedOriginalURL: try HTTPURL(record.originalURL)) }
         _ = machine.partialData(fileLength: partial.length, record: partial.record, sameBoot: partial.sameBoot)
         var transitions: [DownloadTransition] = []
+        /// The answer's action as a row writes it; its transitions join the ones seen so far.
+        func take(_ decision: DownloadStateMachine.Decision<DownloadStateMachine.Action>) -> Seen {
+            transitions += decision.transitions
+            return Seen(decision.next)
+        }
         for (index, (event, expected)) in row.steps.enumerated() {
             let seen: Seen?
             switch event {
-            case .start: seen = Seen(machine.start())
+            case .start: seen = take(machine.start())
             case .head(let status, let fields):
                 let head = ResponseHead(version: .http1_1, status: status, reason: "", headers: DKHTTPHeaders(fields))
-                seen = Seen(machine.responseHead(head, wallClock: 1_700_000_000))
-                if case .receivingBody = machine.state { machine.bodyStarts() }
+                let decision = machine.responseHead(head, wallClock: 1_700_000_000)
+                transitions += decision.transitions
+                seen = Seen(decision.next)
+                if case .receivingBody = machine.state {
+                    transitions += machine.bodyStarts().compactMap(\.transition)
+                }
             case .written(let count):
                 machine.bodyWritten(count)
                 seen = nil
-            case .ended: seen = Seen(machine.exchangeEnded(jitter: 1))
-            case .failure(let error): seen = Seen(machine.failed(error, stopRequested: false, jitter: 1))
-            case .waited: seen = Seen(machine.retryDelayElapsed())
-            case .url(let url): seen = Seen(machine.urlProvided(url, jitter: 1))
-            case .segments(let outcome, let map): seen = Seen(machine.segmentsEnded(outcome, map: map, jitter: 1))
+            case .ended: seen = take(machine.exchangeEnded(jitter: 1))
+            case .failure(let error): seen = take(machine.failed(error, stopRequested: false, jitter: 1))
+            case .waited: seen = take(machine.retryDelayElapsed())
+            case .url(let url): seen = take(machine.urlProvided(url, jitter: 1))
+            case .segments(let outcome, let map): seen = take(machine.segmentsEnded(outcome, map: map, jitter: 1))
             }
-            transitions += machine.takeTransitions()
             if let expected {
                 let actual = try #require(seen, "step \(index) (\(event)) gave no answer")
                 #expect(expected.matches(actual), "step \(index) (\(event)): expected \(expected), got \(actual)")
@@ -552,8 +564,8 @@ struct DownloadStateMachineTests {
         _ = machine.start()
         let head = ResponseHead(
             version: .http1_1, status: 302, reason: "", headers: DKHTTPHeaders([("Location", "http://cdn.test/disk.iso")]))
-        #expect(machine.responseHead(head, wallClock: 0) == .discard)
-        guard case .send(let next, _) = machine.exchangeEnded(jitter: 1) else {
+        #expect(machine.responseHead(head, wallClock: 0).next == .discard)
+        guard case .send(let next, _) = machine.exchangeEnded(jitter: 1).next else {
             Issue.record("no request after the redirect")
             return
         }
@@ -589,8 +601,8 @@ struct DownloadStateMachineTests {
         _ = machine.partialData(fileLength: 1000, record: record, sameBoot: true)
         _ = machine.start()
         let head = ResponseHead(version: .http1_1, status: 206, reason: "", headers: DKHTTPHeaders(Self.fields206(1000, 4999, 5000)))
-        #expect(machine.responseHead(head, wallClock: 0) == .write(restart: nil))
-        machine.bodyStarts()
+        #expect(machine.responseHead(head, wallClock: 0).next == .write(restart: nil))
+        _ = machine.bodyStarts()
         return machine
     }
 
@@ -653,6 +665,49 @@ struct DownloadStateMachineTests {
         }
     }
 
+    /// Transitions, the record's changes and what the server said of resuming travel with the answer
+    /// they belong to, in order: the executor performs them before the action and reads no flag beside it.
+    @Test func effectsTravelWithTheirAnswer() throws {
+        var machine = try Self.machine()
+        let start = machine.start()
+        #expect(start.effects == [.recordChanged, .publish(.start)])
+        let redirect = ResponseHead(
+            version: .http1_1, status: 302, reason: "", headers: DKHTTPHeaders([("Location", "http://cdn.test/disk.iso")]))
+        #expect(machine.responseHead(redirect, wallClock: 0) == .init(effects: [], next: .discard))
+        let followed = machine.exchangeEnded(jitter: 1)
+        #expect(followed.effects == [.recordChanged, .publish(.redirect(to: "http://cdn.test/disk.iso"))])
+        // A 200 with no validator and no Accept-Ranges: not resumable, said once, with the record's change.
+        let whole = ResponseHead(version: .http1_1, status: 200, reason: "", headers: DKHTTPHeaders([("Content-Length", "3")]))
+        let head = machine.responseHead(whole, wallClock: 0)
+        #expect(head.next == .write(restart: nil))
+        #expect(head.effects == [.recordChanged, .resumable(false), .publish(.notResumable)])
+        #expect(machine.bodyStarts() == [.publish(.receive(resumedFrom: 0))])
+        machine.bodyWritten(3)
+        // Nothing new to record at the end: the answer carries no effect.
+        #expect(machine.exchangeEnded(jitter: 1) == .init(effects: [], next: .finalize))
+    }
+
+    /// A resumed 206 says the resource is resumable and records its validators; a retry's wait is published
+    /// with the retry it announces, and the request after it resumes.
+    @Test func aRetryIsPublishedWithItsAction() throws {
+        var machine = try Self.resumedAt1000()
+        machine.bodyWritten(10)
+        let reset = DownloadError(.transport, "connection reset", isTransient: true)
+        let retry = machine.failed(reset, stopRequested: false, jitter: 1)
+        #expect(Seen.retry(attempt: 1).matches(Seen(retry)))
+        guard case .retry(let delay, let attempt, _) = retry.next else {
+            Issue.record("no retry")
+            return
+        }
+        #expect(retry.effects == [.publish(.retry(after: .seconds(delay), attempt: attempt, error: reset))])
+        let resumed = machine.retryDelayElapsed()
+        #expect(resumed.effects == [.publish(.resume(offset: 1010))])
+        let head = ResponseHead(version: .http1_1, status: 206, reason: "", headers: DKHTTPHeaders(Self.fields206(1010, 4999, 5000)))
+        let accepted = machine.responseHead(head, wallClock: 0)
+        #expect(accepted.next == .write(restart: nil))
+        #expect(accepted.effects == [.resumable(true), .recordChanged])
+    }
+
     /// The machine draws no random number: the backoff's jitter is an input of the event that decides the
     /// wait, so the same events give the same delays.
     @Test func theBackoffJitterIsAnInputOfTheEvent() throws {
@@ -677,7 +732,7 @@ struct DownloadStateMachineTests {
         let head = ResponseHead(
             version: .http1_1, status: 200, reason: "",
             headers: DKHTTPHeaders([("Content-Length", "3"), ("Content-MD5", "kAFQmDzST7DWlj99KOF/cg==")]))
-        #expect(machine.responseHead(head, wallClock: 0) == .write(restart: nil))
+        #expect(machine.responseHead(head, wallClock: 0).next == .write(restart: nil))
         #expect(machine.statedContentMD5 == md5)
         #expect(machine.contentMD5Verdict(md5) == nil)
         var wrong = md5
@@ -689,7 +744,7 @@ struct DownloadStateMachineTests {
         var plain = try Self.machine()
         _ = plain.start()
         let unstated = ResponseHead(version: .http1_1, status: 200, reason: "", headers: DKHTTPHeaders([("Content-Length", "3")]))
-        #expect(plain.responseHead(unstated, wallClock: 0) == .write(restart: nil))
+        #expect(plain.responseHead(unstated, wallClock: 0).next == .write(restart: nil))
         #expect(plain.statedContentMD5 == nil)
         #expect(plain.contentMD5Verdict(wrong) == nil)
     }
@@ -706,7 +761,7 @@ struct DownloadStateMachineTests {
         func answered(_ request: DownloadRequest, _ configuration: DownloadConfiguration) throws -> DownloadStateMachine {
             var machine = DownloadStateMachine(url: try HTTPURL(Self.url), settings: .init(request, configuration))
             _ = machine.start()
-            #expect(machine.responseHead(head, wallClock: 0) == .write(restart: nil))
+            #expect(machine.responseHead(head, wallClock: 0).next == .write(restart: nil))
             return machine
         }
         let plain = DownloadRequest(url: Self.url, destination: .file("/d"))

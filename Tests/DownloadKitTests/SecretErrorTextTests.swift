@@ -72,7 +72,7 @@ struct SecretErrorTextTests {
         _ = machine.start()
         for location in ["http://u:PASS@origin.test/disk.iso?sig=SECRET", "gopher://u:PASS@origin.test/?sig=SECRET"] {
             let head = ResponseHead(version: .http1_1, status: 302, reason: "", headers: DKHTTPHeaders([("Location", location)]))
-            guard case .abandon(let error) = machine.responseHead(head, wallClock: 0) else {
+            guard case .abandon(let error) = machine.responseHead(head, wallClock: 0).next else {
                 Issue.record("the redirect to \(location) was not refused")
                 continue
             }

@@ -4,10 +4,11 @@ import HTTPWire
 
 /// Every decision of one download, as a value: events in, actions out (issue #12; the shape of
 /// AsyncHTTPClient's `HTTPRequestStateMachine`). It owns what is known about the resource and the
-/// partial data, the request loop's bookkeeping (redirects, URL refreshes, retries, restarts) and the
-/// (state, reason) transitions to publish. It performs nothing: ``TransferEngine`` executes its actions
-/// (send a request, truncate, reserve space, write the resume info, wait, rename) and reports back what
-/// happened. No socket, no file, no clock: `DownloadStateMachineTests` drives it as tables.
+/// partial data and the request loop's bookkeeping (redirects, URL refreshes, retries, restarts). It
+/// performs nothing: each event answers with a ``Decision`` — the ``Effect``s to perform first (the
+/// (state, reason) transitions to publish, a changed record) and the action — which ``TransferEngine``
+/// executes (send a request, truncate, reserve space, write the resume info, wait, rename) before it
+/// reports back what happened. No socket, no file, no clock: `DownloadStateMachineTests` drives it as tables.
 ///
 /// The loop, as the executor runs it (docs/ARCHITECTURE.md, "The download state machine"):
 ///
@@ -137,6 +138,35 @@ struct DownloadStateMachine {
         case abandon(DownloadError)
     }
 
+    /// What the executor performs before the action of a decision, in order.
+    enum Effect: Sendable, Hashable {
+        /// Publish this (state, reason) transition.
+        case publish(DownloadTransition)
+        /// What the resume info records (URLs, validators, length, name) changed: the next checkpoint
+        /// writes it even when no byte was added.
+        case recordChanged
+        /// Whether the server can resume this resource, as the last accepted response said.
+        case resumable(Bool)
+
+        /// The transition this effect publishes, if it is one.
+        var transition: DownloadTransition? {
+            if case .publish(let transition) = self { transition } else { nil }
+        }
+    }
+
+    /// The answer to an event: the effects to perform first, in order, then what to do next. The
+    /// transitions and the record's changes travel with the action they belong to, so the executor
+    /// needs nothing else from the machine to act.
+    struct Decision<Next: Sendable & Hashable>: Sendable, Hashable {
+        var effects: [Effect]
+        var next: Next
+
+        /// The transitions among ``effects``, in order.
+        var transitions: [DownloadTransition] {
+            effects.compactMap(\.transition)
+        }
+    }
+
     /// Where the loop is.
     enum State: Sendable, Hashable {
         case idle
@@ -205,8 +235,9 @@ struct DownloadStateMachine {
     private var conditions: DKHTTPHeaders?
     /// The offset when the current attempt began (a retry's progress is measured from it).
     private var attemptStart: Int64 = 0
-    private var transitions: [DownloadTransition] = []
-    private var recordChanged = true
+    /// The effects decided since the last answer; the next answer hands them out. The record counts as
+    /// changed from the start: the first checkpoint always writes it.
+    private var outbox: [Effect] = [.recordChanged]
 
     init(url: HTTPURL, settings: Settings) {
         self.settings = settings
@@ -218,18 +249,29 @@ struct DownloadStateMachine {
         lowSpeed = LowSpeedWindow(limit: settings.lowSpeedLimit, seconds: settings.lowSpeedTime)
     }
 
-    // MARK: - Outputs besides actions
+    // MARK: - Effects
 
-    /// The (state, reason) transitions decided since the last call, in order; the executor publishes them.
-    mutating func takeTransitions() -> [DownloadTransition] {
-        defer { transitions.removeAll(keepingCapacity: true) }
-        return transitions
+    /// `next`, with the effects decided since the last answer.
+    private mutating func decided<Next>(_ next: Next) -> Decision<Next> {
+        Decision(effects: takeEffects(), next: next)
     }
 
-    /// Whether what the resume info records (URLs, validators, length, name) changed since the last call.
-    mutating func takeRecordChanged() -> Bool {
-        defer { recordChanged = false }
-        return recordChanged
+    private mutating func takeEffects() -> [Effect] {
+        defer { outbox.removeAll(keepingCapacity: true) }
+        return outbox
+    }
+
+    private mutating func announce(_ transition: DownloadTransition) {
+        outbox.append(.publish(transition))
+    }
+
+    private mutating func recordChanges() {
+        if !outbox.contains(.recordChanged) { outbox.append(.recordChanged) }
+    }
+
+    private mutating func learnResumable(_ resumable: Bool) {
+        resource.isResumable = resumable
+        outbox.append(.resumable(resumable))
     }
 
     // MARK: - Verdicts on the bytes
@@ -371,7 +413,7 @@ struct DownloadStateMachine {
             resource.offset = sameBoot ? fileLength : min(fileLength, record.bytesReceived)
         } else {
             resource.offset = fileLength
-            if fileLength > 0 { recordChanged = true }
+            if fileLength > 0 { recordChanges() }
         }
         if let total = resource.totalLength, resource.offset > total {
             resource.offset = 0
@@ -393,14 +435,18 @@ struct DownloadStateMachine {
         self.conditions = conditions
     }
 
-    mutating func start() -> Action {
-        transitions.append(resource.offset > 0 ? .resume(offset: resource.offset) : .start)
-        return nextRequest()
+    mutating func start() -> Decision<Action> {
+        announce(resource.offset > 0 ? .resume(offset: resource.offset) : .start)
+        return decided(nextRequest())
     }
 
     /// A response head arrived for the request last sent. `wallClock` (seconds since 1970) dates a
     /// `Retry-After` given as an HTTP-date.
-    mutating func responseHead(_ head: ResponseHead, wallClock: Int64) -> HeadAction {
+    mutating func responseHead(_ head: ResponseHead, wallClock: Int64) -> Decision<HeadAction> {
+        decided(decideResponseHead(head, wallClock: wallClock))
+    }
+
+    private mutating func decideResponseHead(_ head: ResponseHead, wallClock: Int64) -> HeadAction {
         guard case .awaitingHead(let exchange) = state else {
             return .abandon(DownloadError(.internalError, "a response head arrived with no request out"))
         }
@@ -438,8 +484,9 @@ struct DownloadStateMachine {
     }
 
     /// The executor reserved space and recorded the validators of an accepted response: body bytes flow.
-    mutating func bodyStarts() {
-        transitions.append(.receive(resumedFrom: resource.offset))
+    mutating func bodyStarts() -> [Effect] {
+        announce(.receive(resumedFrom: resource.offset))
+        return takeEffects()
     }
 
     /// `count` more bytes of the body are in the partial at ``Resource/offset``.
@@ -449,20 +496,24 @@ struct DownloadStateMachine {
     }
 
     /// The exchange ended without an error: its body (if any was wanted) is written.
-    mutating func exchangeEnded(jitter: Double) -> Action {
+    mutating func exchangeEnded(jitter: Double) -> Decision<Action> {
+        decided(decideExchangeEnded(jitter: jitter))
+    }
+
+    private mutating func decideExchangeEnded(jitter: Double) -> Action {
         switch state {
         case .draining(_, let next):
             switch next {
             case .redirect(let target):
                 redirects += 1
                 if redirects > settings.maxRedirects {
-                    return failed(
+                    return decideFailure(
                         DownloadError(
                             .tooManyRedirects, "too many redirects: more than \(settings.maxRedirects) starting at \(originalURL)"),
                         stopRequested: false, jitter: jitter)
                 }
                 if !visited.insert(target.absoluteString).inserted {
-                    return failed(DownloadError(.redirectLoop, "redirect loop: \(target) was already visited"), stopRequested: false, jitter: jitter)
+                    return decideFailure(DownloadError(.redirectLoop, "redirect loop: \(target) was already visited"), stopRequested: false, jitter: jitter)
                 }
                 follow(redirectTo: target)
                 return nextRequest()
@@ -485,7 +536,7 @@ struct DownloadStateMachine {
         case .receivingBody:
             if let total = resource.totalLength {
                 if resource.offset > total {
-                    return failed(
+                    return decideFailure(
                         DownloadError(.protocolViolation, "the server sent \(resource.offset) bytes for a resource of \(total) bytes"),
                         stopRequested: false, jitter: jitter)
                 }
@@ -494,7 +545,7 @@ struct DownloadStateMachine {
                     // answer without a single byte is a failure (retried with backoff, bounded by `retries`),
                     // not a reason to ask again at once.
                     if resource.offset == attemptStart {
-                        return failed(
+                        return decideFailure(
                             DownloadError(
                                 .contentRangeMismatch,
                                 "the server answered with no body bytes at offset \(resource.offset) of \(total)",
@@ -513,7 +564,11 @@ struct DownloadStateMachine {
 
     /// The current step failed with `failure` (thrown by the exchange, an effect, or decided here).
     /// `stopRequested`: the caller paused or cancelled; nothing is retried.
-    mutating func failed(_ failure: DownloadError, stopRequested: Bool, jitter: Double) -> Action {
+    mutating func failed(_ failure: DownloadError, stopRequested: Bool, jitter: Double) -> Decision<Action> {
+        decided(decideFailure(failure, stopRequested: stopRequested, jitter: jitter))
+    }
+
+    private mutating func decideFailure(_ failure: DownloadError, stopRequested: Bool, jitter: Double) -> Action {
         if stopRequested || failure.code == .cancelled {
             state = .failed
             return .fail(failure)
@@ -527,15 +582,19 @@ struct DownloadStateMachine {
             return .fail(failure)
         }
         state = .waitingToRetry
-        transitions.append(.retry(after: .seconds(delay), attempt: attempt, error: failure))
+        announce(.retry(after: .seconds(delay), attempt: attempt, error: failure))
         return .retry(after: delay, attempt: attempt, error: failure)
     }
 
     /// A wait (``Action/retry(after:attempt:error:)`` or ``Action/backOff(seconds:)``) is over.
-    mutating func retryDelayElapsed() -> Action {
+    mutating func retryDelayElapsed() -> Decision<Action> {
+        decided(decideRetryDelayElapsed())
+    }
+
+    private mutating func decideRetryDelayElapsed() -> Action {
         switch state {
         case .waitingToRetry:
-            transitions.append(.resume(offset: resource.offset))
+            announce(.resume(offset: resource.offset))
             return nextRequest()
         case .backingOff(let reason):
             beginRestart(reason)
@@ -546,21 +605,25 @@ struct DownloadStateMachine {
     }
 
     /// The URL provider answered (nil: it has no fresh URL).
-    mutating func urlProvided(_ fresh: String?, jitter: Double) -> Action {
+    mutating func urlProvided(_ fresh: String?, jitter: Double) -> Decision<Action> {
+        decided(decideURLProvided(fresh, jitter: jitter))
+    }
+
+    private mutating func decideURLProvided(_ fresh: String?, jitter: Double) -> Action {
         guard case .waitingForURL(let status) = state else {
             return .fail(DownloadError(.internalError, "a URL arrived in state \(state)"))
         }
         guard let fresh else {
-            return failed(DownloadError.status(status, reason: "", url: currentURL), stopRequested: false, jitter: jitter)
+            return decideFailure(DownloadError.status(status, reason: "", url: currentURL), stopRequested: false, jitter: jitter)
         }
         guard let url = try? HTTPURL(fresh) else {
-            return failed(DownloadError(.invalidURL, "the URL provider returned an invalid URL \(HTTPURL.redacting(fresh))"), stopRequested: false, jitter: jitter)
+            return decideFailure(DownloadError(.invalidURL, "the URL provider returned an invalid URL \(HTTPURL.redacting(fresh))"), stopRequested: false, jitter: jitter)
         }
         currentURL = url
         redirects = 0
         visited = [url.absoluteString]
-        recordChanged = true
-        transitions.append(.refreshURL(to: url.listingDescription))
+        recordChanges()
+        announce(.refreshURL(to: url.listingDescription))
         return nextRequest()
     }
 
@@ -581,7 +644,11 @@ struct DownloadStateMachine {
     }
 
     /// The segment workers stopped with `outcome`; `map` is their final segment map when complete.
-    mutating func segmentsEnded(_ outcome: SegmentCoordinator.Outcome, map: [ResumeSegment], jitter: Double) -> Action {
+    mutating func segmentsEnded(_ outcome: SegmentCoordinator.Outcome, map: [ResumeSegment], jitter: Double) -> Decision<Action> {
+        decided(decideSegmentsEnded(outcome, map: map, jitter: jitter))
+    }
+
+    private mutating func decideSegmentsEnded(_ outcome: SegmentCoordinator.Outcome, map: [ResumeSegment], jitter: Double) -> Action {
         guard case .segmented(let total) = state else {
             return .fail(DownloadError(.internalError, "segments ended in state \(state)"))
         }
@@ -602,7 +669,7 @@ struct DownloadStateMachine {
     /// than ``RestartPolicy/limit`` times in one run.
     private mutating func restart(_ reason: RestartReason, jitter: Double) -> Action {
         guard let delay = restarts.next(base: settings.retryBaseDelay, maximum: settings.maxRetryDelay, jitter: jitter) else {
-            return failed(restartsExhausted(reason), stopRequested: false, jitter: jitter)
+            return decideFailure(restartsExhausted(reason), stopRequested: false, jitter: jitter)
         }
         guard delay > 0 else {
             beginRestart(reason)
@@ -676,8 +743,8 @@ struct DownloadStateMachine {
         resource.totalLength = nil
         resource.savedSegments = []
         restartPending = nil
-        recordChanged = true
-        transitions.append(.restart(reason))
+        recordChanges()
+        announce(.restart(reason))
     }
 
     private mutating func follow(redirectTo target: HTTPURL) {
@@ -686,8 +753,8 @@ struct DownloadStateMachine {
             requestHeaders = Self.withoutCredentials(requestHeaders, credentialHeaderNames: settings.credentialHeaderNames)
         }
         currentURL = target
-        recordChanged = true
-        transitions.append(.redirect(to: target.listingDescription))
+        recordChanges()
+        announce(.redirect(to: target.listingDescription))
     }
 
     /// `headers` less the fields that carry credentials: they never go to another origin (a redirect's
@@ -701,7 +768,7 @@ struct DownloadStateMachine {
     /// After 401/403/404/410: ask the URL provider, within its bound.
     private mutating func refreshURL(after status: Int, jitter: Double) -> Action {
         guard settings.hasURLProvider, refreshes < settings.maxURLRefreshes else {
-            return failed(DownloadError.status(status, reason: "", url: currentURL), stopRequested: false, jitter: jitter)
+            return decideFailure(DownloadError.status(status, reason: "", url: currentURL), stopRequested: false, jitter: jitter)
         }
         refreshes += 1
         state = .waitingForURL(status: status)
@@ -713,7 +780,7 @@ struct DownloadStateMachine {
 
     private mutating func settleOnOneConnection(_ reason: String) {
         singleConnectionOnly = true
-        if settings.connections > 1 || settings.sourceCount > 1 { transitions.append(.stayOnOneConnection(reason)) }
+        if settings.connections > 1 || settings.sourceCount > 1 { announce(.stayOnOneConnection(reason)) }
     }
 
     // MARK: - Answers
@@ -750,7 +817,7 @@ struct DownloadStateMachine {
         case .write(_, let last, let total):
             if let total { resource.totalLength = total }
             resource.acceptsRanges = true
-            resource.isResumable = true
+            learnResumable(true)
             recordValidators(head)
             var receiving = exchange
             receiving.rangeEnd = last
@@ -784,8 +851,8 @@ struct DownloadStateMachine {
         resource.acceptsRanges = ranges?.acceptsBytes ?? false
         recordValidators(head)
         let resumable = resource.acceptsRanges == true || resource.entityTag != nil || resource.lastModified != nil
-        resource.isResumable = resumable
-        if !resumable { transitions.append(.notResumable) }
+        learnResumable(resumable)
+        if !resumable { announce(.notResumable) }
         resolveFileName(head)
         var receiving = exchange
         receiving.rangeEnd = nil
@@ -820,7 +887,7 @@ struct DownloadStateMachine {
             }
             resource.totalLength = complete
             resource.acceptsRanges = true
-            resource.isResumable = true
+            learnResumable(true)
             recordValidators(head)
             resolveFileName(head)
             if let reason = SegmentRules.oneConnectionReason(entityTag: resource.entityTag, lastModified: resource.lastModified) {
@@ -868,7 +935,7 @@ struct DownloadStateMachine {
             resource.entityTag = try? EntityTag(parsing: text)
         }
         if let modified = head.headers.first(name: "Last-Modified") { resource.lastModified = modified }
-        recordChanged = true
+        recordChanges()
     }
 
     /// Names a directory download from the response (once): Content-Disposition, the URL's last
@@ -892,7 +959,7 @@ struct DownloadStateMachine {
                 ?? currentURL.lastPathSegment.flatMap(FileNaming.sanitizedFileName)
                 ?? FileNaming.fileName(forURL: originalURL.absoluteString, pathExtension: ext, fileID: nil, md5Hex: md5Hex)
         }
-        recordChanged = true
+        recordChanges()
     }
 
     static func md5Hex(_ text: String) -> String {

@@ -254,36 +254,36 @@ final class TransferEngine {
 
     private func transfer(using client: DKHTTPClient) throws -> DownloadResult {
         let buffer = ReceiveBuffer(capacity: receiveBufferSize(client))
-        var action = machine.start()
+        var decision = machine.start()
         while true {
             // A retry's checkpoint comes before its `retrying` state is published.
-            if case .retry = action { try? checkpoint(force: true) }
-            publishDecisions()
-            switch action {
+            if case .retry = decision.next { try? checkpoint(force: true) }
+            perform(decision.effects)
+            switch decision.next {
             case .send(let request, let restart):
-                action = exchange(request, restart: restart, client: client, buffer: buffer)
+                decision = exchange(request, restart: restart, client: client, buffer: buffer)
             case .runSegments(let total):
-                action = step { try self.runSegments(total: total, client: client) }
+                decision = step { try self.runSegments(total: total, client: client) }
             case .askForURL(let context):
                 let fresh = configuration.urlProvider.flatMap { provider in
                     ThreadBridge.wait(until: .distantFuture) { await provider(context) } ?? nil
                 }
-                action = machine.urlProvided(fresh, jitter: Self.jitter())
+                decision = machine.urlProvided(fresh, jitter: Self.jitter())
             case .retry(let delay, _, _):
                 if !interruptibleSleep(delay, wakes: control.wakeUps, shouldStop: { control.stopRequest != .none }) {
                     throw DownloadError(.cancelled, "stopped")
                 }
-                action = machine.retryDelayElapsed()
+                decision = machine.retryDelayElapsed()
             case .backOff(let seconds):
                 if !interruptibleSleep(seconds, wakes: control.wakeUps, shouldStop: { control.stopRequest != .none }) {
                     throw DownloadError(.cancelled, "stopped")
                 }
-                action = machine.retryDelayElapsed()
+                decision = machine.retryDelayElapsed()
             case .finalize:
                 var result: DownloadResult?
-                action = step {
+                decision = step {
                     result = try self.finalize()
-                    return .finalize
+                    return Decided(effects: [], next: .finalize)
                 }
                 if let result { return result }
             case .keepExisting:
@@ -300,7 +300,7 @@ final class TransferEngine {
     }
 
     /// Runs an effect that yields the next action; a failure goes to the machine, which retries or gives up.
-    private func step(_ body: () throws -> DownloadStateMachine.Action) -> DownloadStateMachine.Action {
+    private func step(_ body: () throws -> Decided) -> Decided {
         do {
             return try body()
         } catch {
@@ -308,17 +308,24 @@ final class TransferEngine {
         }
     }
 
-    /// Publishes the transitions the machine decided, in order, and takes what it learned.
-    private func publishDecisions() {
-        for transition in machine.takeTransitions() { control.setState(transition) }
-        if machine.takeRecordChanged() { infoDirty = true }
-        if let resumable = machine.resource.isResumable { control.isResumable = resumable }
+    /// An answer of the machine to an event whose next step is an action of the loop.
+    private typealias Decided = DownloadStateMachine.Decision<DownloadStateMachine.Action>
+
+    /// Performs the effects the machine decided, in order.
+    private func perform(_ effects: [DownloadStateMachine.Effect]) {
+        for effect in effects {
+            switch effect {
+            case .publish(let transition): control.setState(transition)
+            case .recordChanged: infoDirty = true
+            case .resumable(let resumable): control.isResumable = resumable
+            }
+        }
     }
 
     /// Sends one request and streams its body as the machine decides; returns the machine's next action.
     private func exchange(
         _ httpRequest: DKHTTPRequest, restart: RestartReason?, client: DKHTTPClient, buffer: ReceiveBuffer
-    ) -> DownloadStateMachine.Action {
+    ) -> Decided {
         step {
             if control.stopRequest != .none { throw DownloadError(.cancelled, "stopped") }
             guard let file else { throw DownloadError(.fileSystem, "the temp file is not open") }
@@ -337,8 +344,8 @@ final class TransferEngine {
                     httpRequest, cancellation: control.cancellation, buffer: buffer,
                     onHead: { head in
                         let decision = self.machine.responseHead(head, wallClock: Int64(Date().timeIntervalSince1970))
-                        self.publishDecisions()
-                        switch decision {
+                        self.perform(decision.effects)
+                        switch decision.next {
                         case .discard:
                             return .discard
                         case .abandon(let failure):
@@ -368,8 +375,7 @@ final class TransferEngine {
                                 // The checkpoint interval counts from the head, as when the record is stored there.
                                 self.lastCheckpointTime = monotonicSeconds()
                             }
-                            self.machine.bodyStarts()
-                            self.publishDecisions()
+                            self.perform(self.machine.bodyStarts())
                             writing = true
                             if let gathered {
                                 // Received in place: the kernel copies the bytes into the gather buffer itself.
@@ -533,7 +539,7 @@ final class TransferEngine {
 
     /// Runs segment workers over `[0, total)` (``SegmentCoordinator``) until every segment is written or
     /// they stop, and hands their outcome to the machine.
-    private func runSegments(total: Int64, client: DKHTTPClient) throws -> DownloadStateMachine.Action {
+    private func runSegments(total: Int64, client: DKHTTPClient) throws -> Decided {
         guard let file else { throw DownloadError(.fileSystem, "the temp file is not open") }
         try reserveSpace()
         let coordinator = SegmentCoordinator(
@@ -563,15 +569,14 @@ final class TransferEngine {
         bytesThisRun += report.fetched
         sourceUsage = report.sources
         machine.segmentsRecovered(report.recovered)
-        let next = machine.segmentsEnded(
-            report.outcome, map: activeBoard?.snapshot() ?? machine.resource.savedSegments, jitter: Self.jitter())
         if report.outcome == .complete, let checksum = request.checksum {
             // Segments finish out of order: hash the whole file once, at the end.
             let digest = DKDigest(checksum.algorithm)
             try hashPrefix(into: digest, count: total, from: file)
             self.digest = digest
         }
-        return next
+        return machine.segmentsEnded(
+            report.outcome, map: activeBoard?.snapshot() ?? machine.resource.savedSegments, jitter: Self.jitter())
     }
 
 
