@@ -610,35 +610,44 @@ struct DownloadStateMachineTests {
     /// received but not yet written counts.
     @Test func a206BodyPastItsRangeIsRefusedByTheMachine() throws {
         var machine = try Self.resumedAt1000()
-        #expect(machine.bodyOverrun(4000) == nil)
-        #expect(machine.bodyOverrun(4001)?.code == .contentRangeMismatch)
-        #expect(machine.bodyOverrun(4001)?.isTransient == true)
-        machine.bodyWritten(3000)
-        #expect(machine.bodyOverrun(1000) == nil)
-        #expect(machine.bodyOverrun(1001)?.code == .contentRangeMismatch)
+        // (bytes written before, bytes arriving, the failure's code or nil: go on)
+        let rows: [(written: Int, arriving: Int64, fails: DownloadError.Code?)] = [
+            (0, 4000, nil), (0, 4001, .contentRangeMismatch), (3000, 1000, nil), (0, 1001, .contentRangeMismatch),
+        ]
+        for row in rows {
+            machine.bodyWritten(row.written)
+            let verdict = machine.bodyArriving(row.arriving)
+            #expect(Self.code(verdict) == row.fails, "\(row)")
+            if case .fail(let failure) = verdict { #expect(failure.isTransient) }
+        }
+    }
+
+    /// The failure's code of a verdict, nil when it goes on.
+    static func code(_ verdict: DownloadStateMachine.Verdict) -> DownloadError.Code? {
+        if case .fail(let failure) = verdict { failure.code } else { nil }
     }
 
     /// The length verdict before the rename: fewer bytes than the resource is a transient truncation.
     @Test func aShortFileIsTruncatedByTheMachinesVerdict() throws {
         var machine = try Self.resumedAt1000()
         machine.bodyWritten(3999)
-        #expect(machine.lengthVerdict?.code == .truncated)
-        #expect(machine.lengthVerdict?.isTransient == true)
-        #expect(machine.lengthVerdict?.detail == "truncated: expected 5000 bytes, received 4999")
+        #expect(
+            machine.verifying()
+                == .fail(DownloadError(.truncated, "truncated: expected 5000 bytes, received 4999", isTransient: true)))
         machine.bodyWritten(1)
-        #expect(machine.lengthVerdict == nil)
+        #expect(machine.verifying() == .check(pieces: nil, checksum: nil))
     }
 
     /// The stop rule asked with what the machine knows of the partial: a resumed partial is kept on a
     /// failure, removed on a wrong checksum.
     @Test func theStopDisposalComesFromWhatThePartialHolds() throws {
         let machine = try Self.resumedAt1000()
-        #expect(machine.disposal(for: .failure(.other), holdsLock: true, hasWorkingFile: true) == .keep)
-        #expect(machine.disposal(for: .failure(.fileWrong), holdsLock: true, hasWorkingFile: true) == .remove)
-        #expect(machine.disposal(for: .failure(.pieceWrong), holdsLock: true, hasWorkingFile: true) == .remove)
-        #expect(machine.disposal(for: .cancel, holdsLock: false, hasWorkingFile: true) == .leave)
+        #expect(machine.stopped(.failure(.other), holdsLock: true, hasWorkingFile: true) == .keep)
+        #expect(machine.stopped(.failure(.fileWrong), holdsLock: true, hasWorkingFile: true) == .remove)
+        #expect(machine.stopped(.failure(.pieceWrong), holdsLock: true, hasWorkingFile: true) == .remove)
+        #expect(machine.stopped(.cancel, holdsLock: false, hasWorkingFile: true) == .leave)
         let fresh = try Self.machine()
-        #expect(fresh.disposal(for: .failure(.other), holdsLock: true, hasWorkingFile: true) == .remove)
+        #expect(fresh.stopped(.failure(.other), holdsLock: true, hasWorkingFile: true) == .remove)
     }
 
     /// The low-speed rule is an event of the machine: bytes and the time they arrived in, a transient
@@ -655,12 +664,9 @@ struct DownloadStateMachineTests {
             configuration.lowSpeedTime = .seconds(10)
             var machine = try Self.machine(configuration)
             for (index, step) in row.steps.enumerated() {
-                let failure = machine.received(step.bytes, now: step.now)
-                #expect((failure != nil) == step.tooSlow, "limit \(row.limit), step \(index)")
-                if step.tooSlow {
-                    #expect(failure?.code == .tooSlow)
-                    #expect(failure?.isTransient == true)
-                }
+                let verdict = machine.received(step.bytes, now: step.now)
+                #expect(Self.code(verdict) == (step.tooSlow ? .tooSlow : nil), "limit \(row.limit), step \(index)")
+                if case .fail(let failure) = verdict { #expect(failure.isTransient) }
             }
         }
     }
@@ -734,10 +740,13 @@ struct DownloadStateMachineTests {
             headers: DKHTTPHeaders([("Content-Length", "3"), ("Content-MD5", "kAFQmDzST7DWlj99KOF/cg==")]))
         #expect(machine.responseHead(head, wallClock: 0).next == .write(restart: nil))
         #expect(machine.statedContentMD5 == md5)
-        #expect(machine.contentMD5Verdict(md5) == nil)
+        #expect(machine.bodyDigested(md5) == .goOn)
         var wrong = md5
         wrong[0] ^= 1
-        let failure = try #require(machine.contentMD5Verdict(wrong))
+        guard case .fail(let failure) = machine.bodyDigested(wrong) else {
+            Issue.record("a wrong body digest went on")
+            return
+        }
         #expect(failure.code == .contentMD5Mismatch)
         #expect(failure.detail.contains("kAFQmDzST7DWlj99KOF/cg=="))
 
@@ -746,7 +755,7 @@ struct DownloadStateMachineTests {
         let unstated = ResponseHead(version: .http1_1, status: 200, reason: "", headers: DKHTTPHeaders([("Content-Length", "3")]))
         #expect(plain.responseHead(unstated, wallClock: 0).next == .write(restart: nil))
         #expect(plain.statedContentMD5 == nil)
-        #expect(plain.contentMD5Verdict(wrong) == nil)
+        #expect(plain.bodyDigested(wrong) == .goOn)
     }
 
     /// The whole file's checksum verdict is the machine's: the caller's checksum first, else the digest
@@ -768,21 +777,72 @@ struct DownloadStateMachineTests {
 
         let stated = try answered(plain, DownloadConfiguration())
         #expect(stated.finalChecksum == .stated(Checksum(algorithm: .sha256, expectedHex: sha256Empty)))
-        #expect(stated.checksumVerdict(sha256Empty) == nil)
-        #expect(stated.checksumVerdict(other)?.code == .checksumMismatch)
-        #expect(stated.checksumVerdict(other)?.detail.contains("digest header") == true)
+        #expect(stated.fileDigested(sha256Empty) == .goOn)
+        #expect(Self.code(stated.fileDigested(other)) == .checksumMismatch)
+        #expect(Self.detail(stated.fileDigested(other))?.contains("digest header") == true)
 
         var unchecked = DownloadConfiguration()
         unchecked.checksDigestHeader = false
         let off = try answered(plain, unchecked)
         #expect(off.finalChecksum == nil)
-        #expect(off.checksumVerdict(other) == nil)
+        #expect(off.fileDigested(other) == .goOn)
 
         var request = plain
         request.checksum = Checksum(algorithm: .sha256, expectedHex: other)
         let requested = try answered(request, DownloadConfiguration())
         #expect(requested.finalChecksum == .requested(Checksum(algorithm: .sha256, expectedHex: other)))
-        #expect(requested.checksumVerdict(other) == nil)
-        #expect(requested.checksumVerdict(sha256Empty)?.detail.contains("expected \(other)") == true)
+        #expect(requested.fileDigested(other) == .goOn)
+        #expect(Self.detail(requested.fileDigested(sha256Empty))?.contains("expected \(other)") == true)
+    }
+
+    /// The failure's text of a verdict, nil when it goes on.
+    static func detail(_ verdict: DownloadStateMachine.Verdict) -> String? {
+        if case .fail(let failure) = verdict { failure.detail } else { nil }
+    }
+
+    /// Pieces on one connection are judged by the machine: ``verifying()`` asks for them (only without a
+    /// segment map, only when the table describes the length), ``piecesDigested(_:)`` fails at the first
+    /// bad piece, naming it.
+    @Test func piecesOnOneConnectionAreJudgedByTheMachine() throws {
+        let body = Array("abcdefghij".utf8)  // 10 bytes, pieces of 4: 0-3, 4-7, 8-9
+        let digests = stride(from: 0, to: body.count, by: 4).map { DKDigest.hash(.sha256, Array(body[$0..<min(body.count, $0 + 4)])) }
+        let table = PieceChecksums(algorithm: .sha256, pieceLength: 4, digests: digests)
+        var request = DownloadRequest(url: Self.url, destination: .file("/d"))
+        request.pieceChecksums = table
+        var configuration = DownloadConfiguration()
+        configuration.checksDigestHeader = false
+        var machine = DownloadStateMachine(url: try HTTPURL(Self.url), settings: .init(request, configuration))
+        _ = machine.start()
+        // The probe's 200: no ranges, the whole body on one connection.
+        let head = ResponseHead(version: .http1_1, status: 200, reason: "", headers: DKHTTPHeaders([("Content-Length", "10")]))
+        #expect(machine.responseHead(head, wallClock: 0).next == .write(restart: nil))
+        _ = machine.bodyStarts()
+        machine.bodyWritten(10)
+        #expect(Seen(machine.exchangeEnded(jitter: 1)) == .finalize)
+        #expect(machine.verifying() == .check(pieces: table, checksum: nil))
+        var bad = digests
+        bad[1][0] ^= 1
+        let rows: [(digests: [[UInt8]], fails: String?)] = [
+            (digests, nil),
+            (bad, "piece 1 (bytes 4-7) failed its sha256 check (one connection: it cannot be fetched again alone)"),
+            (Array(digests.prefix(2)), "piece 2 (bytes 8-9) failed its sha256 check (one connection: it cannot be fetched again alone)"),
+        ]
+        for row in rows {
+            let verdict = machine.piecesDigested(row.digests)
+            #expect(Self.detail(verdict) == row.fails)
+            if row.fails != nil { #expect(Self.code(verdict) == .pieceChecksumMismatch) }
+        }
+        // A table that does not describe the length fails before any piece is hashed.
+        var short = request
+        short.pieceChecksums = PieceChecksums(algorithm: .sha256, pieceLength: 4, digests: Array(digests.prefix(2)))
+        var wrongTable = DownloadStateMachine(url: try HTTPURL(Self.url), settings: .init(short, configuration))
+        _ = wrongTable.start()
+        _ = wrongTable.responseHead(head, wallClock: 0)
+        wrongTable.bodyWritten(10)
+        _ = wrongTable.exchangeEnded(jitter: 1)
+        guard case .fail = wrongTable.verifying() else {
+            Issue.record("a piece table for another length was not refused")
+            return
+        }
     }
 }

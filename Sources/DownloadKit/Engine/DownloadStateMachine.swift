@@ -35,8 +35,9 @@ struct DownloadStateMachine {
         var connections: Int
         /// The request's URL plus its mirrors: with more than one, the download is segmented.
         var sourceCount: Int
-        /// The request has piece checksums: segmented too, so a bad piece can be fetched again alone.
-        var hasPieceChecksums: Bool
+        /// The request's piece checksums: segmented too, so a bad piece can be fetched again alone.
+        var pieceChecksums: PieceChecksums?
+        var hasPieceChecksums: Bool { pieceChecksums != nil }
         var minimumSegmentSize: Int64
         var maxRedirects: Int
         var allowsInsecureRedirects: Bool
@@ -59,7 +60,7 @@ struct DownloadStateMachine {
             credentialHeaderNames = request.credentialHeaderNames
             connections = configuration.connections
             sourceCount = 1 + request.mirrors.count
-            hasPieceChecksums = request.pieceChecksums != nil
+            pieceChecksums = request.pieceChecksums
             minimumSegmentSize = configuration.minimumSegmentSize
             maxRedirects = configuration.maxRedirects
             allowsInsecureRedirects = configuration.allowsInsecureRedirects
@@ -276,42 +277,63 @@ struct DownloadStateMachine {
 
     // MARK: - Verdicts on the bytes
 
-    /// Whether `count` more body bytes (received, not yet reported with ``bodyWritten(_:)``) fit the body
-    /// being written: nil when they do, else the failure to abandon the exchange with — a 206 whose body
-    /// runs past the end of its Content-Range (the bytes after it belong to no byte asked for here).
-    func bodyOverrun(_ count: Int64) -> DownloadError? {
-        guard case .receivingBody(let exchange) = state, let end = exchange.rangeEnd, resource.offset + count > end + 1
-        else { return nil }
-        return DownloadError(
-            .contentRangeMismatch, "the 206 body runs past the end of its Content-Range (byte \(end))", httpStatus: 206,
-            isTransient: true)
+    /// The machine's answer to what the executor observed of the bytes.
+    enum Verdict: Sendable, Hashable {
+        /// The bytes are as they should be: go on.
+        case goOn
+        /// End the step with this failure (the executor reports it with ``failed(_:stopRequested:jitter:)``,
+        /// which retries or gives up).
+        case fail(DownloadError)
     }
 
-    /// `count` body bytes arrived at `now` (seconds, any monotonic clock): nil, or the failure when the
-    /// transfer stayed below the low-speed limit over its window (``LowSpeedWindow``; transient: a retry
-    /// may find a faster path). The window runs over the whole run, across exchanges.
-    mutating func received(_ count: Int, now: Double) -> DownloadError? {
-        guard let rate = lowSpeed.record(count, now: now) else { return nil }
-        return DownloadError(
-            .tooSlow,
-            "transfer too slow: \(Int(rate)) bytes/s for \(Int(lowSpeed.seconds)) s, below the limit of \(lowSpeed.limit) bytes/s",
-            isTransient: true)
+    /// The answer to ``verifying()``: what the executor checks before the rename.
+    enum Verification: Sendable, Hashable {
+        /// The partial cannot be the resource (short, or the piece table does not describe its length).
+        case fail(DownloadError)
+        /// Make the partial durable, then report the digest of each of `pieces` (when given) with
+        /// ``piecesDigested(_:)`` and the file's `checksum` (when given) with ``fileDigested(_:)``.
+        case check(pieces: PieceChecksums?, checksum: FinalChecksum?)
+    }
+
+    /// `count` more body bytes arrived (received, not yet reported with ``bodyWritten(_:)``): they fail the
+    /// exchange when they run past the end of the accepted 206's Content-Range (the bytes after it belong
+    /// to no byte asked for here).
+    func bodyArriving(_ count: Int64) -> Verdict {
+        guard case .receivingBody(let exchange) = state, let end = exchange.rangeEnd, resource.offset + count > end + 1
+        else { return .goOn }
+        return .fail(
+            DownloadError(
+                .contentRangeMismatch, "the 206 body runs past the end of its Content-Range (byte \(end))", httpStatus: 206,
+                isTransient: true))
+    }
+
+    /// `count` body bytes arrived at `now` (seconds, any monotonic clock): they fail the transfer when it
+    /// stayed below the low-speed limit over its window (``LowSpeedWindow``; transient: a retry may find a
+    /// faster path). The window runs over the whole run, across exchanges.
+    mutating func received(_ count: Int, now: Double) -> Verdict {
+        guard let rate = lowSpeed.record(count, now: now) else { return .goOn }
+        return .fail(
+            DownloadError(
+                .tooSlow,
+                "transfer too slow: \(Int(rate)) bytes/s for \(Int(lowSpeed.seconds)) s, below the limit of \(lowSpeed.limit) bytes/s",
+                isTransient: true))
     }
 
     /// The MD5 digest the accepted response states for its body (`Content-MD5`, RFC 1864), when it has a
-    /// valid one: the executor hashes the body it writes and reports with ``contentMD5Verdict(_:)``.
+    /// valid one: the executor hashes the body it writes and reports with ``bodyDigested(_:)``.
     var statedContentMD5: [UInt8]? {
         guard case .receivingBody = state else { return nil }
         return acceptedHead?.headers.first(name: "Content-MD5").flatMap { try? ContentMD5(parsing: $0) }?.digest
     }
 
-    /// The verdict on the MD5 digest of the body just written: nil when it is the one the response stated
-    /// (or it stated none), else the failure — the body is not what the server says it sent.
-    func contentMD5Verdict(_ computed: [UInt8]) -> DownloadError? {
-        guard let stated = statedContentMD5, stated != computed else { return nil }
-        return DownloadError(
-            .contentMD5Mismatch,
-            "checksum mismatch: the body does not match the server's Content-MD5 \(Base64.encode(stated))")
+    /// The MD5 digest of the body just written: a failure when it is not the one the response stated —
+    /// the body is not what the server says it sent.
+    func bodyDigested(_ computed: [UInt8]) -> Verdict {
+        guard let stated = statedContentMD5, stated != computed else { return .goOn }
+        return .fail(
+            DownloadError(
+                .contentMD5Mismatch,
+                "checksum mismatch: the body does not match the server's Content-MD5 \(Base64.encode(stated))"))
     }
 
     /// The whole-file checksum ``Action/finalize`` verifies.
@@ -331,30 +353,63 @@ struct DownloadStateMachine {
         return .stated(stated)
     }
 
-    /// The checksum verdict of ``Action/finalize`` on the digest the executor computed (lowercase hex): nil
-    /// when it is the ``finalChecksum`` (or there is none), else the failure naming both.
-    func checksumVerdict(_ computedHex: String) -> DownloadError? {
-        switch finalChecksum {
-        case nil:
-            return nil
-        case .requested(let checksum):
-            guard computedHex != checksum.expectedHex else { return nil }
-            return DownloadError(
-                .checksumMismatch,
-                "checksum mismatch: \(checksum.algorithm.rawValue) of the download is \(computedHex), expected \(checksum.expectedHex)")
-        case .stated(let stated):
-            guard computedHex != stated.expectedHex else { return nil }
-            return DownloadError(
-                .checksumMismatch,
-                "checksum mismatch: \(stated.algorithm.rawValue) of the download is \(computedHex); the server's digest header states \(stated.expectedHex)")
+    /// ``Action/finalize`` begins: the partial must hold the resource's length (else it is truncated,
+    /// transient: a retry asks for the rest). Piece checksums of a download that ran on one connection
+    /// had no piece checked as it arrived: they are all checked now.
+    func verifying() -> Verification {
+        if let total = resource.totalLength, resource.offset != total {
+            return .fail(
+                DownloadError(.truncated, "truncated: expected \(total) bytes, received \(resource.offset)", isTransient: true))
         }
+        var pieces: PieceChecksums?
+        if let table = settings.pieceChecksums, resource.savedSegments.isEmpty {
+            do {
+                try table.validate(total: resource.offset)
+            } catch {
+                return .fail(error)
+            }
+            pieces = table
+        }
+        return .check(pieces: pieces, checksum: finalChecksum)
     }
 
-    /// The length verdict of ``Action/finalize``: nil when the partial holds the resource's length (or no
-    /// length is known), else the failure — truncated, transient (a retry asks for the rest).
-    var lengthVerdict: DownloadError? {
-        guard let total = resource.totalLength, resource.offset != total else { return nil }
-        return DownloadError(.truncated, "truncated: expected \(total) bytes, received \(resource.offset)", isTransient: true)
+    /// The digest of each piece of a download that ran on one connection, in order: the first bad one
+    /// fails the download, naming the piece (nothing can be fetched again alone without ranges).
+    func piecesDigested(_ digests: [[UInt8]]) -> Verdict {
+        guard let table = settings.pieceChecksums else { return .goOn }
+        let total = resource.offset
+        var verifier = PieceVerifier(pieceLength: table.pieceLength, total: total, sourceCount: 1, runs: [0..<total])
+        for piece in verifier.unchecked {
+            let good = digests.indices.contains(piece) && table.digests.indices.contains(piece)
+                && digests[piece] == table.digests[piece]
+            guard verifier.checked(piece, good: good, eligible: []).next == .fail else { continue }
+            return .fail(
+                DownloadError(
+                    .pieceChecksumMismatch,
+                    "\(PieceChecksums.name(piece, table.range(ofPiece: piece, total: total))) failed its \(table.algorithm.rawValue) check (one connection: it cannot be fetched again alone)"))
+        }
+        return .goOn
+    }
+
+    /// The digest the executor computed of the whole file (lowercase hex): a failure naming both when it
+    /// is not the ``finalChecksum``.
+    func fileDigested(_ computedHex: String) -> Verdict {
+        switch finalChecksum {
+        case nil:
+            return .goOn
+        case .requested(let checksum):
+            guard computedHex != checksum.expectedHex else { return .goOn }
+            return .fail(
+                DownloadError(
+                    .checksumMismatch,
+                    "checksum mismatch: \(checksum.algorithm.rawValue) of the download is \(computedHex), expected \(checksum.expectedHex)"))
+        case .stated(let stated):
+            guard computedHex != stated.expectedHex else { return .goOn }
+            return .fail(
+                DownloadError(
+                    .checksumMismatch,
+                    "checksum mismatch: \(stated.algorithm.rawValue) of the download is \(computedHex); the server's digest header states \(stated.expectedHex)"))
+        }
     }
 
     // MARK: - Before the first request: what the partial data is worth
@@ -687,10 +742,10 @@ struct DownloadStateMachine {
 
     // MARK: - Stopping
 
-    /// What a run that stopped does with its working files (``StopPolicy``), from what is known of the
-    /// partial. `holdsLock`: the executor has the partial open and locked; `hasWorkingFile`: the download
-    /// has a partial path.
-    func disposal(for stop: StopPolicy.Stop, holdsLock: Bool, hasWorkingFile: Bool) -> StopPolicy.Disposal {
+    /// The run stopped (`stop`): what to do with its working files (``StopPolicy``), from what is known of
+    /// the partial. `holdsLock`: the executor has the partial open and locked; `hasWorkingFile`: the
+    /// download has a partial path.
+    func stopped(_ stop: StopPolicy.Stop, holdsLock: Bool, hasWorkingFile: Bool) -> StopPolicy.Disposal {
         StopPolicy.disposal(
             for: stop, holdsLock: holdsLock,
             received: resource.offset > 0 || resource.savedSegments.contains { $0.written > 0 },

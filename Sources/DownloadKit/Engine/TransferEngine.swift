@@ -117,7 +117,7 @@ final class TransferEngine {
             case .pause: .pause
             case .none: .failure(failure.stopVerdict)
             }
-        switch machine.disposal(for: stop, holdsLock: file != nil, hasWorkingFile: !tempPath.isEmpty) {
+        switch machine.stopped(stop, holdsLock: file != nil, hasWorkingFile: !tempPath.isEmpty) {
         case .remove:
             removeWorkingFiles()
         case .keep:
@@ -311,6 +311,14 @@ final class TransferEngine {
     /// An answer of the machine to an event whose next step is an action of the loop.
     private typealias Decided = DownloadStateMachine.Decision<DownloadStateMachine.Action>
 
+    /// Performs the machine's verdict on what was just observed: go on, or end the step with its failure.
+    private func perform(_ verdict: DownloadStateMachine.Verdict) throws(DownloadError) {
+        switch verdict {
+        case .goOn: return
+        case .fail(let failure): throw failure
+        }
+    }
+
     /// Performs the effects the machine decided, in order.
     private func perform(_ effects: [DownloadStateMachine.Effect]) {
         for effect in effects {
@@ -334,10 +342,10 @@ final class TransferEngine {
             var partDigest: DKDigest?
             var gathered: GatheredBody?
             defer { gathered = nil }  // the buffer goes back to the pool
-            /// Throws when `count` more body bytes would run past a 206's `Content-Range`. Gathered bytes
-            /// are not credited yet: they count against the range too.
+            /// Reports `count` more body bytes to the machine before they are taken. Gathered bytes are not
+            /// credited yet: they count too.
             func checkBodyLimit(_ count: Int) throws {
-                if let failure = machine.bodyOverrun(Int64(gathered?.body.count ?? 0) + Int64(count)) { throw failure }
+                try perform(machine.bodyArriving(Int64(gathered?.body.count ?? 0) + Int64(count)))
             }
             do {
                 _ = try client.execute(
@@ -426,7 +434,7 @@ final class TransferEngine {
             if let gathered { try writeGathered(gathered) }
             if writing {
                 publishProgress()
-                if let partDigest, let failure = machine.contentMD5Verdict(partDigest.finalize()) { throw failure }
+                if let partDigest { try perform(machine.bodyDigested(partDigest.finalize())) }
             }
             return machine.exchangeEnded(jitter: Self.jitter())
         }
@@ -636,7 +644,7 @@ final class TransferEngine {
         let now = monotonicSeconds()
         if now - lastProgressTime >= configuration.progressInterval.asSeconds { publishProgress(now: now) }
         if now - lastCheckpointTime >= configuration.checkpointInterval.asSeconds { try checkpoint(force: false) }
-        if let tooSlow = machine.received(count, now: now) { throw tooSlow }
+        try perform(machine.received(count, now: now))
         if !TokenBucket.wait(rateLimiters, afterConsuming: count, wakes: control.wakeUps, shouldStop: { control.stopRequest != .none }) {
             throw DownloadError(.cancelled, "stopped")
         }
@@ -786,12 +794,16 @@ final class TransferEngine {
         control.setState(.verify)
         let resource = machine.resource
         let offset = resource.offset
-        if let failure = machine.lengthVerdict { throw failure }
+        let pieces: PieceChecksums?, checksum: DownloadStateMachine.FinalChecksum?
+        switch machine.verifying() {
+        case .fail(let failure): throw failure
+        case .check(let wanted, let final): (pieces, checksum) = (wanted, final)
+        }
         try file.syncData()
         durableOffset = offset
-        try checkPiecesOnOneConnection(total: offset, file: file)
+        if let pieces { try perform(machine.piecesDigested(pieceDigests(pieces, total: offset, in: file))) }
         var checksumHex: String?
-        switch machine.finalChecksum {
+        switch checksum {
         case .stated(let stated)?:
             // The server's own digest of the whole file (RFC 6249 §4): hashed from the file, which holds it all.
             let digest = DKDigest(stated.algorithm)
@@ -803,7 +815,7 @@ final class TransferEngine {
         case nil:
             break
         }
-        if let checksumHex, let failure = machine.checksumVerdict(checksumHex) { throw failure }
+        if let checksumHex { try perform(machine.fileDigested(checksumHex)) }
         // The partial was private (0600) while incomplete; the finished file gets the usual 0644.
         _ = fchmod(file.fd, 0o644)
         // Validators and the URL go on the inode before the rename, so the finished file carries them
@@ -834,16 +846,13 @@ final class TransferEngine {
             responseHeaders: machine.acceptedHead?.headers, sources: sourceUsage)
     }
 
-    /// A download with piece checksums that ran on one connection (no ranges, a small file…) had no
-    /// pieces checked as they arrived: all are checked here, before the rename; the first bad one fails
-    /// the download (nothing can be fetched again alone without ranges), naming the piece.
-    private func checkPiecesOnOneConnection(total: Int64, file: FileHandleFD) throws {
-        guard let table = request.pieceChecksums, machine.resource.savedSegments.isEmpty else { return }
-        try table.validate(total: total)
-        for piece in 0..<table.pieceCount(forLength: total) where try !PieceBoard.matches(piece, of: table, total: total, in: file) {
-            throw DownloadError(
-                .pieceChecksumMismatch,
-                "\(PieceChecksums.name(piece, table.range(ofPiece: piece, total: total))) failed its \(table.algorithm.rawValue) check (one connection: it cannot be fetched again alone)")
+    /// The digest of each piece of `table` in the file's first `total` bytes, in order (a download with
+    /// piece checksums that ran on one connection: the machine judges them, ``DownloadStateMachine/piecesDigested(_:)``).
+    private func pieceDigests(_ table: PieceChecksums, total: Int64, in file: FileHandleFD) throws -> [[UInt8]] {
+        try (0..<table.pieceCount(forLength: total)).map { piece in
+            let digest = DKDigest(table.algorithm)
+            try file.hash(table.range(ofPiece: piece, total: total), into: digest)
+            return digest.finalize()
         }
     }
 
