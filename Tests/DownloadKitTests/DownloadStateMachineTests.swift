@@ -832,15 +832,20 @@ struct DownloadStateMachineTests {
             #expect(Self.detail(verdict) == row.fails)
             if row.fails != nil { #expect(Self.code(verdict) == .pieceChecksumMismatch) }
         }
-        // A table that does not describe the length fails before any piece is hashed.
+        // A table that does not describe the length the head states fails before a byte is written.
         var short = request
         short.pieceChecksums = PieceChecksums(algorithm: .sha256, pieceLength: 4, digests: Array(digests.prefix(2)))
+        var refused = DownloadStateMachine(url: try HTTPURL(Self.url), settings: .init(short, configuration))
+        _ = refused.start()
+        #expect(Seen(refused.responseHead(head, wallClock: 0)) == .abandon(.invalidPieceChecksums))
+        // Without a stated length it fails at the end, before any piece is hashed.
+        let unframed = ResponseHead(version: .http1_1, status: 200, reason: "", headers: DKHTTPHeaders([("Connection", "close")]))
         var wrongTable = DownloadStateMachine(url: try HTTPURL(Self.url), settings: .init(short, configuration))
         _ = wrongTable.start()
-        _ = wrongTable.responseHead(head, wallClock: 0)
+        #expect(wrongTable.responseHead(unframed, wallClock: 0).next == .write(restart: nil))
         wrongTable.bodyWritten(10)
         _ = wrongTable.exchangeEnded(jitter: 1)
-        guard case .fail = wrongTable.verifying() else {
+        guard case .fail(let failure) = wrongTable.verifying(), failure.code == .invalidPieceChecksums else {
             Issue.record("a piece table for another length was not refused")
             return
         }

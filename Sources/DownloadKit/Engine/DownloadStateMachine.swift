@@ -363,11 +363,7 @@ struct DownloadStateMachine {
         }
         var pieces: PieceChecksums?
         if let table = settings.pieceChecksums, resource.savedSegments.isEmpty {
-            do {
-                try table.validate(total: resource.offset)
-            } catch {
-                return .fail(error)
-            }
+            if let failure = pieceTableFailure(total: resource.offset) { return .fail(failure) }
             pieces = table
         }
         return .check(pieces: pieces, checksum: finalChecksum)
@@ -498,7 +494,27 @@ struct DownloadStateMachine {
     /// A response head arrived for the request last sent. `wallClock` (seconds since 1970) dates a
     /// `Retry-After` given as an HTTP-date.
     mutating func responseHead(_ head: ResponseHead, wallClock: Int64) -> Decision<HeadAction> {
-        decided(decideResponseHead(head, wallClock: wallClock))
+        // Decided first: the piece table is checked against the length this head taught.
+        let action = decideResponseHead(head, wallClock: wallClock)
+        return decided(pieceTableChecked(action))
+    }
+
+    /// A body about to be written on one connection whose length is known must be one the piece table
+    /// describes: a table for another length fails before a byte is written.
+    private func pieceTableChecked(_ action: HeadAction) -> HeadAction {
+        guard case .write = action, let total = resource.totalLength, let failure = pieceTableFailure(total: total)
+        else { return action }
+        return .abandon(failure)
+    }
+
+    /// Why the request's piece table cannot describe `total` bytes; nil when it can or there is none.
+    private func pieceTableFailure(total: Int64) -> DownloadError? {
+        do {
+            try settings.pieceChecksums?.validate(total: total)
+            return nil
+        } catch {
+            return error
+        }
     }
 
     private mutating func decideResponseHead(_ head: ResponseHead, wallClock: Int64) -> HeadAction {

@@ -359,10 +359,6 @@ final class TransferEngine {
                         case .abandon(let failure):
                             throw failure
                         case .write(let restart):
-                            // One connection: a piece table that cannot describe this length fails before a byte.
-                            if let table = self.request.pieceChecksums, let total = self.machine.resource.totalLength {
-                                try table.validate(total: total)
-                            }
                             if restart != nil { try self.discardPartialData() }
                             try self.reserveSpace()
                             if self.machine.statedContentMD5 != nil { partDigest = DKDigest(.md5) }
