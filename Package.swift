@@ -183,6 +183,8 @@ let package = Package(
             path: "Benchmarks/downloadkit-bench"
         ),
         .testTarget(name: "HTTPWireTests", dependencies: ["HTTPWire"]),
+        // setns(2) for tests that watch a network namespace of their own (Swift's Glibc leaves it out).
+        .target(name: "CTestSystem", path: "Tests/CTestSystem"),
         .testTarget(name: "DecisionsTests", dependencies: ["DownloadKitDecisions", "HTTPWire"]),
         .testTarget(name: "MetalinkTests", dependencies: ["DownloadKitMetalink", "HTTPWire"]),
         .testTarget(
@@ -192,7 +194,8 @@ let package = Package(
         .testTarget(
             name: "DownloadKitTests",
             dependencies: [
-                "DownloadKit", "DownloadKitDecisions", "DownloadKitManager", "HTTPClient", "HTTPWire", "TestOrigin",
+                "CTestSystem", "DownloadKit", "DownloadKitDecisions", "DownloadKitManager", "HTTPClient", "HTTPWire",
+                "TestOrigin",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),

@@ -1,5 +1,8 @@
+import CDownloadKitSystem
 import DownloadKit
+import DownloadKitRuntime
 import Foundation
+import Glibc
 import HTTPClient
 
 /// What the network allows right now.
@@ -28,82 +31,161 @@ public protocol NetworkMonitor: Sendable {
     func statusUpdates() -> AsyncStream<NetworkStatus>
 }
 
-/// Watches Linux network links by polling `/sys/class/net/*/operstate` and `carrier`.
+/// One network link as the kernel describes it: what decides whether it carries traffic.
+public struct NetworkLink: Sendable, Hashable {
+    /// The link's operational state (RFC 2863, `IFLA_OPERSTATE`; `/sys/class/net/*/operstate`).
+    public enum OperationalState: UInt8, Sendable, Hashable {
+        case unknown = 0, notPresent = 1, down = 2, lowerLayerDown = 3, testing = 4, dormant = 5, up = 6
+    }
+
+    /// The link's name (`eth0`, `wwan0`, …).
+    public var name: String
+    /// Whether it is a loopback link (ARPHRD_LOOPBACK, 772): it never counts.
+    public var isLoopback: Bool
+    /// Its operational state.
+    public var state: OperationalState
+    /// Whether it has a carrier, when the kernel says.
+    public var hasCarrier: Bool?
+
+    /// A link's facts.
+    public init(name: String, isLoopback: Bool = false, state: OperationalState, hasCarrier: Bool? = nil) {
+        self.name = name
+        self.isLoopback = isLoopback
+        self.state = state
+        self.hasCarrier = hasCarrier
+    }
+
+    /// Whether the link carries traffic: its state is up, or unknown with a carrier (virtual links such as
+    /// tun devices report unknown). Loopback never does.
+    public var isUp: Bool {
+        guard !isLoopback, name != "lo" else { return false }
+        switch state {
+        case .up: return true
+        case .unknown: return hasCarrier == true
+        default: return false
+        }
+    }
+}
+
+extension NetworkStatus {
+    /// The network's status over its links: reachable when any link is up, metered when every link that is
+    /// up is metered.
+    public init(links: [NetworkLink], isMetered: (String) -> Bool) {
+        let up = links.filter(\.isUp).map(\.name)
+        self.init(isReachable: !up.isEmpty, isMetered: !up.isEmpty && up.allSatisfy(isMetered))
+    }
+}
+
+/// Watches Linux network links through the kernel's routing netlink: link and address changes wake it,
+/// nothing is polled.
 ///
-/// A link counts as up when its `operstate` is `up`, or `unknown` with `carrier` 1 (virtual links such
-/// as tun devices report `unknown`). Loopback (`lo`, or any link whose `type` is 772) never counts. A link
-/// is metered when ``isMeteredInterface`` says so; by default names starting with `wwan`, `ppp`, `wwp`
-/// or `usb` (mobile broadband and USB tethering). The network is reachable when any link is up, and
-/// metered when every link that is up is metered.
+/// A link counts as up by ``NetworkLink/isUp``. A link is metered when `isMeteredInterface` says so; by default
+/// names starting with `wwan`, `ppp`, `wwp` or `usb` (mobile broadband and USB tethering). The network is
+/// reachable when any link is up, and metered when every link that is up is metered.
+///
+/// The monitor sees the network namespace of the thread that asks: ``currentStatus`` lists the links from
+/// the calling thread, and ``statusUpdates()`` starts its watching thread from the calling thread (so it
+/// stays in that namespace). Where the kernel's netlink cannot be opened (a sandbox that forbids it), the
+/// status reads as reachable and not metered, and ``statusUpdates()`` yields it once and finishes: a monitor
+/// that cannot see must not hold every download back.
 public final class LinuxNetworkMonitor: NetworkMonitor {
     /// The default metered-link rule: names starting with `wwan`, `ppp`, `wwp` or `usb`.
     public static let defaultMeteredPrefixes = ["wwan", "ppp", "wwp", "usb"]
 
-    private let root: String
-    private let interval: Double
     private let isMeteredInterface: @Sendable (String) -> Bool
 
     /// Creates a monitor.
     /// - Parameters:
-    ///   - sysfsNetPath: The directory listing the links; `/sys/class/net` (tests pass a fake tree).
-    ///   - pollInterval: Seconds between polls. Default 1.
     ///   - meteredPrefixes: Link-name prefixes counted as metered when no predicate is given.
     ///   - isMeteredInterface: A predicate on the link name that overrides `meteredPrefixes`.
     public init(
-        sysfsNetPath: String = "/sys/class/net", pollInterval: Double = 1,
         meteredPrefixes: [String] = LinuxNetworkMonitor.defaultMeteredPrefixes,
         isMeteredInterface: (@Sendable (String) -> Bool)? = nil
     ) {
-        self.root = sysfsNetPath
-        self.interval = max(0.01, pollInterval)
         self.isMeteredInterface = isMeteredInterface ?? { name in meteredPrefixes.contains { name.hasPrefix($0) } }
+    }
+
+    /// The links of the calling thread's network namespace, or nil when netlink cannot be read.
+    public static func links() -> [NetworkLink]? {
+        var capacity = 16
+        while true {
+            var raw = [dk_link](repeating: dk_link(), count: capacity)
+            let count = Int(dk_netlink_links(&raw, Int32(capacity)))
+            if count < 0 { return nil }
+            // More links than room (a link appeared between two dumps, or many of them): ask again.
+            if count > capacity {
+                capacity = count + 16
+                continue
+            }
+            return raw.prefix(count).map(NetworkLink.init(kernel:))
+        }
     }
 
     /// The links that are up now (loopback excluded), by name.
     public var upInterfaces: [String] {
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []
-        return names.sorted().filter { name in
-            guard name != "lo", read(name, "type") != "772" else { return false }
-            switch read(name, "operstate") {
-            case "up": return true
-            case "unknown": return read(name, "carrier") == "1"
-            default: return false
-            }
-        }
+        (Self.links() ?? []).filter(\.isUp).map(\.name).sorted()
     }
 
-    public var currentStatus: NetworkStatus {
-        let up = upInterfaces
-        return NetworkStatus(isReachable: !up.isEmpty, isMetered: !up.isEmpty && up.allSatisfy(isMeteredInterface))
+    public var currentStatus: NetworkStatus { status(of: Self.links()) }
+
+    private func status(of links: [NetworkLink]?) -> NetworkStatus {
+        guard let links else { return NetworkStatus(isReachable: true, isMetered: false) }
+        return NetworkStatus(links: links, isMetered: isMeteredInterface)
     }
 
-    /// Polls every `pollInterval` and yields the status first, then each change. The polling stops when
-    /// the consumer stops iterating (the stream is terminated).
+    /// Yields the status first, then each change, as the kernel announces link and address changes. The
+    /// watching thread ends when the consumer stops iterating (the stream is terminated).
     public func statusUpdates() -> AsyncStream<NetworkStatus> {
         let (stream, continuation) = AsyncStream<NetworkStatus>.makeStream(bufferingPolicy: .bufferingNewest(8))
-        let interval = self.interval
-        let poller = Task { [self] in
-            var last: NetworkStatus?
-            while !Task.isCancelled {
-                let status = currentStatus
-                if status != last {
-                    continuation.yield(status)
-                    last = status
+        // Subscribed before the first read, so that no change falls between the two.
+        let subscription = dk_netlink_subscribe()
+        var wake: [Int32] = [-1, -1]
+        guard subscription >= 0, dk_wake_pipe(&wake) == 0 else {
+            if subscription >= 0 { close(subscription) }
+            continuation.yield(currentStatus)
+            continuation.finish()
+            return stream
+        }
+        let (wakeRead, wakeWrite) = (wake[0], wake[1])
+        continuation.onTermination = { _ in
+            // The watching thread owns every descriptor but this write end's: it closes them when it sees the
+            // pipe readable (this end closed) and leaves.
+            close(wakeWrite)
+        }
+        let started = ThreadBridge.tryStartThread { [self] in
+            defer {
+                close(subscription)
+                close(wakeRead)
+            }
+            var last = status(of: Self.links())
+            continuation.yield(last)
+            while dk_netlink_wait(subscription, wakeRead) == 1 {
+                let now = status(of: Self.links())
+                if now != last {
+                    continuation.yield(now)
+                    last = now
                 }
-                try? await Task.sleep(nanoseconds: UInt64(interval * 1e9))
             }
             continuation.finish()
         }
-        continuation.onTermination = { _ in poller.cancel() }
+        if !started {
+            close(subscription)
+            close(wakeRead)
+            continuation.yield(currentStatus)
+            continuation.finish()
+        }
         return stream
     }
+}
 
-    private func read(_ interface: String, _ attribute: String) -> String? {
-        // Reading `carrier` of a link that is administratively down fails with EINVAL: that reads as nil.
-        guard let data = FileManager.default.contents(atPath: root + "/" + interface + "/" + attribute) else {
-            return nil
+extension NetworkLink {
+    fileprivate init(kernel link: dk_link) {
+        let name = withUnsafeBytes(of: link.name) { bytes in
+            String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
         }
-        return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        self.init(
+            name: name, isLoopback: link.type == 772, state: OperationalState(rawValue: link.operstate) ?? .unknown,
+            hasCarrier: link.carrier < 0 ? nil : link.carrier == 1)
     }
 }
 

@@ -51,6 +51,15 @@ public enum ThreadBridge {
     /// Starts a detached POSIX thread that runs `body` once (on the calling thread when the process is
     /// out of threads, so the work is never lost).
     package static func startThread(_ body: @escaping @Sendable () -> Void) {
+        // Out of threads (EAGAIN): run it here rather than lose the continuation.
+        if !tryStartThread(body) { body() }
+    }
+
+    /// Starts a detached POSIX thread that runs `body` once, or returns false (and never runs `body`) when
+    /// the process is out of threads — for work that must not run on the caller, such as a loop that
+    /// blocks until it is told to stop. The new thread starts in the caller's namespaces (its network
+    /// namespace included).
+    package static func tryStartThread(_ body: @escaping @Sendable () -> Void) -> Bool {
         final class Start {
             let body: @Sendable () -> Void
             init(_ body: @escaping @Sendable () -> Void) { self.body = body }
@@ -66,9 +75,10 @@ public enum ThreadBridge {
             start.body()
             return nil
         }, start)
-        // Out of threads (EAGAIN): run it here rather than lose the continuation.
         if status != 0 {
-            Unmanaged<Start>.fromOpaque(start).takeRetainedValue().body()
+            Unmanaged<Start>.fromOpaque(start).release()
+            return false
         }
+        return true
     }
 }

@@ -1,4 +1,6 @@
 @_spi(DownloadKitInternal) import DownloadKit
+import CTestSystem
+import DownloadKitRuntime
 import DownloadKitManager
 import Foundation
 import HTTPClient
@@ -430,50 +432,74 @@ struct ManagerTests {
 
 @Suite("Linux network monitor")
 struct ManagerNetworkMonitorTests {
-    private func link(_ root: String, _ name: String, operstate: String, carrier: String? = "1", type: String = "1") throws {
-        try FileManager.default.createDirectory(atPath: root + "/" + name, withIntermediateDirectories: true)
-        try Data((operstate + "\n").utf8).write(to: URL(fileURLWithPath: root + "/" + name + "/operstate"))
-        try Data((type + "\n").utf8).write(to: URL(fileURLWithPath: root + "/" + name + "/type"))
-        let carrierPath = root + "/" + name + "/carrier"
-        if let carrier {
-            try Data((carrier + "\n").utf8).write(to: URL(fileURLWithPath: carrierPath))
-        } else {
-            try? FileManager.default.removeItem(atPath: carrierPath)
+    @Test(
+        "a link is up when its state is up, or unknown with a carrier; loopback never; wwan/ppp metered",
+        arguments: [
+            ([NetworkLink(name: "lo", isLoopback: true, state: .unknown, hasCarrier: true)], false, false),
+            ([NetworkLink(name: "lo", state: .up)], false, false),
+            ([NetworkLink(name: "loop0", isLoopback: true, state: .up)], false, false),
+            ([NetworkLink(name: "eth0", state: .down, hasCarrier: false)], false, false),
+            ([NetworkLink(name: "eth0", state: .up)], true, false),
+            ([NetworkLink(name: "wwan0", state: .up)], true, true),
+            ([NetworkLink(name: "wwan0", state: .up), NetworkLink(name: "eth0", state: .up)], true, false),
+            ([NetworkLink(name: "wwan0", state: .up), NetworkLink(name: "eth0", state: .lowerLayerDown)], true, true),
+            ([NetworkLink(name: "tun0", state: .unknown, hasCarrier: true)], true, false),
+            ([NetworkLink(name: "tun0", state: .unknown, hasCarrier: nil)], false, false),
+            ([NetworkLink(name: "ppp0", state: .dormant)], false, false),
+            ([NetworkLink(name: "usb0", state: .up), NetworkLink(name: "ppp0", state: .up)], true, true),
+        ] as [([NetworkLink], Bool, Bool)])
+    func linkRule(links: [NetworkLink], reachable: Bool, metered: Bool) {
+        let prefixes = LinuxNetworkMonitor.defaultMeteredPrefixes
+        let status = NetworkStatus(links: links, isMetered: { name in prefixes.contains { name.hasPrefix($0) } })
+        #expect(status == NetworkStatus(isReachable: reachable, isMetered: metered))
+    }
+
+    @Test("this machine's links are read from the kernel; loopback is never up")
+    func realLinks() throws {
+        let links = try #require(LinuxNetworkMonitor.links())
+        #expect(links.contains { $0.name == "lo" && $0.isLoopback })
+        #expect(!LinuxNetworkMonitor().upInterfaces.contains("lo"))
+    }
+
+    /// The monitor in a network namespace of the test's own (`ip netns add`), where two veth pairs are
+    /// brought up and down: each change arrives as the kernel announces it, with no polling to wait for.
+    /// A monitor reading the machine's own namespace would start reachable (this machine has a link up).
+    @Test("link changes in a network namespace arrive as they happen, in order")
+    func namespaceChanges() async throws {
+        let namespace = "dk-monitor-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        func ip(_ arguments: String) throws {
+            let result = try ProcessRunner.run("ip", ["-n", namespace] + arguments.split(separator: " ").map(String.init))
+            #expect(result.succeeded, "ip -n \(namespace) \(arguments): \(result.output)")
         }
-    }
+        let added = try ProcessRunner.run("ip", ["netns", "add", namespace])
+        try #require(added.succeeded, "ip netns add: \(added.output)")
+        defer { _ = try? ProcessRunner.run("ip", ["netns", "delete", namespace]) }
+        try ip("link add wwan7 type veth peer name wwan8")
+        try ip("link add eth7 type veth peer name eth8")
 
-    @Test("links up and down, loopback ignored, wwan/ppp metered, and changes are streamed")
-    func fakeSysfs() async throws {
-        let scratch = try ScratchDirectory()
-        let root = scratch.path
-        try link(root, "lo", operstate: "unknown", type: "772")
-        try link(root, "eth0", operstate: "down", carrier: "0")
-        let monitor = LinuxNetworkMonitor(sysfsNetPath: root, pollInterval: 0.05)
-        #expect(monitor.currentStatus == NetworkStatus(isReachable: false, isMetered: false))
-        try link(root, "wwan0", operstate: "up")
-        #expect(monitor.currentStatus == NetworkStatus(isReachable: true, isMetered: true))
-        try link(root, "eth0", operstate: "up")
-        #expect(monitor.currentStatus == NetworkStatus(isReachable: true, isMetered: false))
-        try link(root, "tun0", operstate: "unknown", carrier: "1")
-        #expect(monitor.upInterfaces == ["eth0", "tun0", "wwan0"])
-
-        let custom = LinuxNetworkMonitor(sysfsNetPath: root, isMeteredInterface: { $0 != "wwan0" })
-        #expect(custom.currentStatus.isMetered == false)
-
-        let updates = monitor.statusUpdates()
-        var iterator = updates.makeAsyncIterator()
-        #expect(await iterator.next() == NetworkStatus(isReachable: true, isMetered: false))
-        try link(root, "eth0", operstate: "down", carrier: nil)
-        try link(root, "tun0", operstate: "down", carrier: nil)
-        #expect(await iterator.next() == NetworkStatus(isReachable: true, isMetered: true))
-        try link(root, "wwan0", operstate: "lowerlayerdown", carrier: nil)
-        #expect(await iterator.next() == NetworkStatus(isReachable: false, isMetered: false))
-    }
-
-    @Test("the real /sys/class/net can be read")
-    func realSysfs() {
         let monitor = LinuxNetworkMonitor()
-        #expect(!monitor.upInterfaces.contains("lo"))
-        _ = monitor.currentStatus
+        // The watching thread starts in the namespace of the thread that asks for the updates.
+        let updates: AsyncStream<NetworkStatus> = try await withCheckedThrowingContinuation { answer in
+            ThreadBridge.startThread {
+                guard dk_test_enter_network_namespace("/run/netns/" + namespace) == 0 else {
+                    answer.resume(throwing: POSIXError(POSIXErrorCode(rawValue: errno) ?? .EPERM))
+                    return
+                }
+                answer.resume(returning: monitor.statusUpdates())
+            }
+        }
+        var iterator = updates.makeAsyncIterator()
+        let unreachable = NetworkStatus(isReachable: false, isMetered: false)
+        #expect(await iterator.next() == unreachable)
+        try ip("link set wwan7 up")
+        try ip("link set wwan8 up")
+        #expect(await iterator.next() == NetworkStatus(isReachable: true, isMetered: true))
+        try ip("link set eth7 up")
+        try ip("link set eth8 up")
+        #expect(await iterator.next() == NetworkStatus(isReachable: true, isMetered: false))
+        try ip("link set eth7 down")
+        #expect(await iterator.next() == NetworkStatus(isReachable: true, isMetered: true))
+        try ip("link set wwan8 down")
+        #expect(await iterator.next() == unreachable)
     }
 }
