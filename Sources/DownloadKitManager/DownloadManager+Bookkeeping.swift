@@ -47,37 +47,12 @@ extension DownloadManager {
                 }
                 if task != stored { dirty.insert(task.id) }
             }
-            tasks[task.id] = task
-            index(task)
+            tasks.insert(task)
         }
         logger.debug("restored \(tasks.count) tasks from \(stateDirectory)")
         try await commit()
         apply(scheduler.schedule())
         try await commit()
-    }
-
-    func index(_ task: ManagedTask) {
-        // The newest task of a URL is the one found by it, in whatever order tasks are restored (there
-        // are several only after ``TaskRequest/reusesLiveTaskOnly`` made a new one beside a stopped one).
-        if let current = idByURL[task.originalURL], current != task.id, let other = tasks[current],
-            (other.createdAt, other.id) > (task.createdAt, task.id)
-        {
-            // Keep the newer one.
-        } else {
-            idByURL[task.originalURL] = task.id
-        }
-        if idByURL[task.currentURL] == nil { idByURL[task.currentURL] = task.id }
-        if let fileID = task.fileID { idByFileID[fileID] = task.id }
-        if let group = task.group { groups[group, default: []].insert(task.id) }
-    }
-
-    func unindex(_ task: ManagedTask) {
-        for url in [task.originalURL, task.currentURL] where idByURL[url] == task.id { idByURL[url] = nil }
-        if let fileID = task.fileID, idByFileID[fileID] == task.id { idByFileID[fileID] = nil }
-        if let group = task.group {
-            groups[group]?.remove(task.id)
-            if groups[group]?.isEmpty == true { groups[group] = nil }
-        }
     }
 
     func existing(_ id: String) throws -> ManagedTask {
@@ -101,7 +76,7 @@ extension DownloadManager {
     func store(_ task: ManagedTask) {
         var task = task
         task.updatedAt = Date()
-        tasks[task.id] = task
+        tasks.update(task)
         dirty.insert(task.id)
         progressDirty.remove(task.id)
     }
@@ -204,7 +179,7 @@ extension DownloadManager {
     /// task of a URL (the usual, only one) is decided without a scan.
     func ownedPartialPaths(_ task: ManagedTask) -> [String] {
         let paths = partialPaths(task)
-        guard idByURL[task.originalURL] != task.id else { return paths }
+        guard !tasks.isNewestOfItsURL(task) else { return paths }
         let shared = tasks.values.contains {
             $0.id != task.id && $0.originalURL == task.originalURL && partialPaths($0) == paths
         }

@@ -62,12 +62,11 @@ extension DownloadManager {
         let now = Date()
         // Room for the batch up front: growing these tables one rehash at a time was an eighth of a
         // 10,000-task enqueue.
-        tasks.reserveCapacity(tasks.count + requests.count)
-        idByURL.reserveCapacity(idByURL.count + requests.count)
+        tasks.reserveCapacity(adding: requests.count)
         dirty.reserveCapacity(dirty.count + requests.count)
         var identifiers = TaskIdentifier.Generator(expected: requests.count)
         for request in requests {
-            if let existing = idByURL[request.url] ?? request.fileID.flatMap({ idByFileID[$0] }),
+            if let existing = tasks.id(forURL: request.url) ?? request.fileID.flatMap({ tasks.id(forFileID: $0) }),
                 !request.reusesLiveTaskOnly
                     || !(tasks[existing].map { [.completed, .failed, .cancelled].contains($0.state) } ?? false)
             {
@@ -100,8 +99,7 @@ extension DownloadManager {
                 task.queueOrder = order
                 actions += newActions
             }
-            index(task)
-            tasks[id] = task
+            tasks.insert(task)
             dirty.insert(id)
             ids.append(id)
             emit(.stateChanged(taskID: id, state: task.state))
@@ -285,11 +283,7 @@ extension DownloadManager {
     private func replaceSources(of task: ManagedTask, url: String, mirrors: [String]) async throws {
         guard task.currentURL != url || task.mirrors != mirrors else { return }
         var task = task
-        if task.currentURL != url {
-            if idByURL[task.currentURL] == task.id, task.currentURL != task.originalURL { idByURL[task.currentURL] = nil }
-            task.currentURL = url
-            if idByURL[url] == nil { idByURL[url] = task.id }
-        }
+        task.currentURL = url
         task.mirrors = mirrors
         try await storeRestartingTransfer(task)
     }
@@ -406,8 +400,7 @@ extension DownloadManager {
             if deletingFile, task.state == .completed, let path = task.path { paths.append(path) }
             let actions = scheduler.withdraw(task.id)
             stopTransfer(task.id, deleting: paths)
-            unindex(task)
-            tasks[task.id] = nil
+            tasks.remove(task.id)
             dirty.remove(task.id)
             progressDirty.remove(task.id)
             lastProgressEvent[task.id] = nil

@@ -124,7 +124,7 @@ extension DownloadManager {
         guard active[id]?.run == run, var task = tasks[id] else { return }
         task.bytesReceived = progress.bytesReceived
         if let total = progress.totalBytes { task.totalBytes = total }
-        tasks[id] = task
+        tasks.update(task)
         progressDirty.insert(id)
         let now = monotonicSeconds()
         if now - (lastProgressEvent[id] ?? 0) >= configuration.progressEventInterval.asSeconds {
@@ -136,7 +136,6 @@ extension DownloadManager {
     func transferURLChanged(_ id: String, run: Int, _ url: String) {
         guard active[id]?.run == run, var task = tasks[id] else { return }
         task.currentURL = url
-        if idByURL[url] == nil { idByURL[url] = id }
         store(task)
         commitInBackground()
     }

@@ -97,10 +97,7 @@ public actor DownloadManager {
     let broadcaster = EventBroadcaster(bufferSize: 4096)
     var logger: Logger { configuration.logger }
     var scheduler: Scheduler
-    var tasks: [String: ManagedTask] = [:]
-    var idByURL: [String: String] = [:]
-    var idByFileID: [String: String] = [:]
-    var groups: [String: Set<String>] = [:]
+    var tasks = TaskTable()
     var active: [String: ActiveTransfer] = [:]
     var stopping: [String: (token: Int, task: Task<Void, Never>)] = [:]
     var nextRun = 1
@@ -256,7 +253,7 @@ public actor DownloadManager {
 
     /// The tasks of a group.
     public func tasks(inGroup group: String) -> [ManagedTask] {
-        (groups[group] ?? []).compactMap { tasks[$0] }.sorted { ($0.queueOrder, $0.id) < ($1.queueOrder, $1.id) }
+        tasks.members(ofGroup: group)
     }
 
     /// The waiting line, first to start first.
@@ -278,7 +275,7 @@ public actor DownloadManager {
 
     /// Aggregate progress of a group.
     public func progress(ofGroup group: String) -> GroupProgress {
-        let members = (groups[group] ?? []).compactMap { tasks[$0] }
+        let members = tasks.members(ofGroup: group)
         var states: [ManagedTaskState: Int] = [:]
         var received: Int64 = 0
         var total: Int64? = 0
