@@ -214,14 +214,14 @@ public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible 
                 underlying: error.description
             ).caused(by: .wire(error))
         case let error as BodyFileWriteError:
-            return fileFailure(errno: error.errno, error.description, cause: .bodyWrite(error))
+            return fileFailure(error.errorNumber, error.description, cause: .bodyWrite(error))
         case let error as FileSystemError:
-            return fileFailure(errno: error.errno, error.description, cause: .fileSystem(error))
+            return fileFailure(error.errorNumber, error.description, cause: .fileSystem(error))
         case let error as ResumeInfoError:
             // Writing or reading the resume info failed: an I/O failure is a file-system (or disk-full)
             // failure like any other write; a record that does not decode is invalid resume data.
             if error.code == .ioFailed {
-                return fileFailure(errno: error.errno, error.description, cause: .resumeInfo(error))
+                return fileFailure(error.errorNumber, error.description, cause: .resumeInfo(error))
             }
             return DownloadError(.invalidResumeData, "invalid resume info: \(error.description)", underlying: error.description)
                 .caused(by: .resumeInfo(error))
@@ -236,8 +236,8 @@ public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible 
     }
 
     /// ENOSPC (and EDQUOT) is a full disk wherever it happens; any other errno a file-system failure.
-    private static func fileFailure(errno code: Int32?, _ description: String, cause: Cause) -> DownloadError {
-        if code == ENOSPC || code == EDQUOT {
+    private static func fileFailure(_ code: DKErrno?, _ description: String, cause: Cause) -> DownloadError {
+        if code?.isDiskFull == true {
             return DownloadError(.diskFull, "the disk is full: \(description)", underlying: description).caused(by: cause)
         }
         return DownloadError(.fileSystem, description, underlying: description).caused(by: cause)

@@ -8,21 +8,24 @@ public struct FileSystemError: Error, Hashable, Sendable, CustomStringConvertibl
     public var operation: String
     /// The path involved.
     public var path: String
-    /// The `errno` value captured right after the call.
-    public var errno: Int32
+    /// The error number captured right after the call.
+    public var errorNumber: DKErrno
 
-    /// ``errno`` typed.
-    public var errorNumber: DKErrno { DKErrno(rawValue: errno) }
+    /// ``errorNumber``'s raw C value.
+    @available(*, deprecated, renamed: "errorNumber")
+    public var errno: Int32 {
+        get { errorNumber.rawValue }
+        set { errorNumber = DKErrno(rawValue: newValue) }
+    }
 
-    init(_ operation: String, path: String, errno: Int32) {
+    init(_ operation: String, path: String, errorNumber: DKErrno) {
         self.operation = operation
         self.path = path
-        self.errno = errno
+        self.errorNumber = errorNumber
     }
 
     public var description: String {
-        let message = String(cString: strerror(errno))
-        return "\(operation) \(path): \(message) (errno \(errno))"
+        "\(operation) \(path): \(errorNumber) (errno \(errorNumber.rawValue))"
     }
 }
 
@@ -53,7 +56,7 @@ final class FileHandleFD {
     /// Opens an existing file read-only, without following a symbolic link.
     static func openForReading(_ path: String) throws(FileSystemError) -> FileHandleFD {
         let (fd, failure) = retryingInterrupts { open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }
-        if let failure { throw FileSystemError("open", path: path, errno: failure.rawValue) }
+        if let failure { throw FileSystemError("open", path: path, errorNumber: failure) }
         return FileHandleFD(fd: fd, path: path, hooks: FileIOHooks())
     }
 
@@ -62,7 +65,7 @@ final class FileHandleFD {
     /// The file's current size in bytes.
     func size() throws(FileSystemError) -> Int64 {
         var st = stat()
-        if fstat(fd, &st) != 0 { throw FileSystemError("fstat", path: path, errno: errno) }
+        if fstat(fd, &st) != 0 { throw FileSystemError("fstat", path: path, errorNumber: .current) }
         return Int64(st.st_size)
     }
 
@@ -75,8 +78,8 @@ final class FileHandleFD {
         try hooks.check("pwrite", path)
         while written < bytes.count {
             let (n, failure) = retryingInterrupts { pwrite(fd, base + written, bytes.count - written, off_t(offset) + off_t(written)) }
-            if let failure { throw FileSystemError("pwrite", path: path, errno: failure.rawValue) }
-            if n == 0 { throw FileSystemError("pwrite", path: path, errno: EIO) }
+            if let failure { throw FileSystemError("pwrite", path: path, errorNumber: failure) }
+            if n == 0 { throw FileSystemError("pwrite", path: path, errorNumber: .ioError) }
             written += n
         }
     }
@@ -85,7 +88,7 @@ final class FileHandleFD {
     func read(into buffer: UnsafeMutableRawBufferPointer, fromAbsoluteOffset offset: Int64) throws(FileSystemError) -> Int {
         guard let base = buffer.baseAddress else { return 0 }
         let (n, failure) = retryingInterrupts { pread(fd, base, buffer.count, off_t(offset)) }
-        if let failure { throw FileSystemError("pread", path: path, errno: failure.rawValue) }
+        if let failure { throw FileSystemError("pread", path: path, errorNumber: failure) }
         return n
     }
 
@@ -105,7 +108,7 @@ final class FileHandleFD {
     /// Flushes data and metadata to stable storage.
     func sync() throws(FileSystemError) {
         if let failure = retryingInterrupts({ fsync(fd) }).errno {
-            throw FileSystemError("fsync", path: path, errno: failure.rawValue)
+            throw FileSystemError("fsync", path: path, errorNumber: failure)
         }
     }
 
@@ -113,7 +116,7 @@ final class FileHandleFD {
     func truncate(to length: Int64) throws(FileSystemError) {
         try hooks.check("ftruncate", path)
         if let failure = retryingInterrupts({ ftruncate(fd, off_t(length)) }).errno {
-            throw FileSystemError("ftruncate", path: path, errno: failure.rawValue)
+            throw FileSystemError("ftruncate", path: path, errorNumber: failure)
         }
     }
 
@@ -123,7 +126,7 @@ final class FileHandleFD {
     func reserve(offset: Int64, length: Int64) throws(FileSystemError) {
         guard length > 0 else { return }
         if retryingInterrupts({ dk_fallocate_keep_size(fd, off_t(offset), off_t(length)) }).errno?.rawValue == ENOSPC {
-            throw FileSystemError("fallocate", path: path, errno: ENOSPC)
+            throw FileSystemError("fallocate", path: path, errorNumber: .noSpace)
         }
     }
 }
@@ -155,9 +158,9 @@ package enum FileSystem {
         var refusal: Int32 = 0
         let fd = dk_owned_open(path, flags, 0o600, strict ? 1 : 0, &refusal)
         if fd >= 0 { return fd }
-        let code = errno
+        let code = DKErrno.current
         if refusal != 0 { throw untrusted(path, role: role, refusal: refusal) }
-        throw FileSystemError("open", path: path, errno: code)
+        throw FileSystemError("open", path: path, errorNumber: code)
     }
 
     /// The error for a file beside a destination that this download did not create.
@@ -174,7 +177,7 @@ package enum FileSystem {
     static func createTemporary(_ prefix: String) throws(FileSystemError) -> (fd: Int32, path: String) {
         var name = [CChar](repeating: 0, count: Int(PATH_MAX) + 64)
         let fd = dk_create_temporary(prefix, 0o600, &name, name.count)
-        if fd < 0 { throw FileSystemError("open", path: prefix + "<pid>", errno: errno) }
+        if fd < 0 { throw FileSystemError("open", path: prefix + "<pid>", errorNumber: .current) }
         return (fd, String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))
     }
 
@@ -184,7 +187,7 @@ package enum FileSystem {
     /// - Parameter hooks: The download's fence (a working file of a fenced download).
     package static func removeIfOwned(_ path: String, hooks: FileIOHooks = FileIOHooks()) throws(FileSystemError) {
         try hooks.check("unlink", path)
-        if dk_unlink_if_owned(path) < 0 { throw FileSystemError("unlink", path: path, errno: errno) }
+        if dk_unlink_if_owned(path) < 0 { throw FileSystemError("unlink", path: path, errorNumber: .current) }
     }
 
     /// Whether `directory` holds an entry whose name ends in `suffix`: one `readdir`, each name compared
@@ -240,7 +243,7 @@ package enum FileSystem {
     static func remove(_ path: String, hooks: FileIOHooks = FileIOHooks()) throws(FileSystemError) {
         try hooks.check("unlink", path)
         if let failure = retryingInterrupts({ unlink(path) }).errno, failure.rawValue != ENOENT {
-            throw FileSystemError("unlink", path: path, errno: failure.rawValue)
+            throw FileSystemError("unlink", path: path, errorNumber: failure)
         }
     }
 
@@ -252,10 +255,10 @@ package enum FileSystem {
     static func syncDirectory(_ directory: String) throws(FileSystemError) {
         try DirectorySync.shared.sync(directory) { () throws(FileSystemError) in
             let (fd, failure) = retryingInterrupts { open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
-            if let failure { throw FileSystemError("open", path: directory, errno: failure.rawValue) }
+            if let failure { throw FileSystemError("open", path: directory, errorNumber: failure) }
             defer { close(fd) }
             if let failure = retryingInterrupts({ fsync(fd) }).errno, failure.rawValue != EINVAL, failure.rawValue != ENOTSUP {
-                throw FileSystemError("fsync", path: directory, errno: failure.rawValue)
+                throw FileSystemError("fsync", path: directory, errorNumber: failure)
             }
         }
     }
@@ -268,7 +271,7 @@ package enum FileSystem {
         let parent = directory(of: path)
         if parent != path && parent != "." && parent != "/" { try createDirectories(parent) }
         if let failure = retryingInterrupts({ mkdir(path, 0o755) }).errno {
-            if failure.rawValue != EEXIST { throw FileSystemError("mkdir", path: path, errno: failure.rawValue) }
+            if failure.rawValue != EEXIST { throw FileSystemError("mkdir", path: path, errorNumber: failure) }
             return
         }
         try syncDirectory(parent)
@@ -292,11 +295,11 @@ package enum FileSystem {
             return
         }
         let code = renameFailure.rawValue
-        guard code == EXDEV else { throw FileSystemError("rename", path: destination, errno: code) }
+        guard code == EXDEV else { throw FileSystemError("rename", path: destination, errorNumber: renameFailure) }
         let staging = try copyFile(from: source, besideDestination: destination)
         if let failure = retryingInterrupts({ rename(staging, destination) }).errno {
             _ = retryingInterrupts { unlink(staging) }
-            throw FileSystemError("rename", path: destination, errno: failure.rawValue)
+            throw FileSystemError("rename", path: destination, errorNumber: failure)
         }
         try syncDirectory(directory(of: destination))
         try remove(source, hooks: hooks)
@@ -318,7 +321,7 @@ package enum FileSystem {
         let code = linkFailure.rawValue
         if code == EEXIST { return false }
         guard code == EXDEV || code == EPERM || code == ENOTSUP else {
-            throw FileSystemError("link", path: destination, errno: code)
+            throw FileSystemError("link", path: destination, errorNumber: linkFailure)
         }
         // No hard links here (another file system, or one without links): copy beside the destination,
         // then link the copy in (or, without link support at all, check and rename).
@@ -333,7 +336,7 @@ package enum FileSystem {
             staging = created.path
             if let failure = retryingInterrupts({ rename(source, staging) }).errno {
                 _ = retryingInterrupts { unlink(staging) }
-                throw FileSystemError("rename", path: staging, errno: failure.rawValue)
+                throw FileSystemError("rename", path: staging, errorNumber: failure)
             }
         }
         var failure = retryingInterrupts({ link(staging, destination) }).errno
@@ -343,7 +346,7 @@ package enum FileSystem {
         if let failure {
             if code == EXDEV { _ = retryingInterrupts { unlink(staging) } } else { _ = retryingInterrupts { rename(staging, source) } }
             if exists(destination) { return false }
-            throw FileSystemError("rename", path: destination, errno: failure.rawValue)
+            throw FileSystemError("rename", path: destination, errorNumber: failure)
         }
         _ = retryingInterrupts { unlink(staging) }
         try syncDirectory(directory(of: destination))
@@ -379,13 +382,13 @@ package enum FileSystem {
             var done = 0
             while done < n {
                 let (w, failure) = retryingInterrupts { write(outputFD, base + done, n - done) }
-                if let failure { throw FileSystemError("write", path: destination, errno: failure.rawValue) }
+                if let failure { throw FileSystemError("write", path: destination, errorNumber: failure) }
                 done += w
             }
             offset += Int64(n)
         }
         if let failure = retryingInterrupts({ fsync(outputFD) }).errno {
-            throw FileSystemError("fsync", path: destination, errno: failure.rawValue)
+            throw FileSystemError("fsync", path: destination, errorNumber: failure)
         }
     }
 

@@ -33,7 +33,7 @@ import HTTPClient
     /// Throws `EPERM` for `operation` on `path` when the fence refuses.
     func check(_ operation: String, _ path: String, _ kind: WriteFence.Operation = .write) throws(FileSystemError) {
         if !admits(kind) {
-            throw FileSystemError(operation + " (fenced: the lease on this download is lost)", path: path, errno: EPERM)
+            throw FileSystemError(operation + " (fenced: the lease on this download is lost)", path: path, errorNumber: .notPermitted)
         }
     }
 
@@ -42,10 +42,10 @@ import HTTPClient
     func syncData(_ fd: Int32, path: String) throws(FileSystemError) {
         try check("fdatasync", path, .checkpoint)
         if let injected = faults?.injectedDataSyncError(path: path) {
-            throw FileSystemError("fdatasync", path: path, errno: injected.rawValue)
+            throw FileSystemError("fdatasync", path: path, errorNumber: injected)
         }
         if let failure = retryingInterrupts({ fdatasync(fd) }).errno {
-            throw FileSystemError("fdatasync", path: path, errno: failure.rawValue)
+            throw FileSystemError("fdatasync", path: path, errorNumber: failure)
         }
         faults?.recordDataSync(path: path, fd: fd)
     }

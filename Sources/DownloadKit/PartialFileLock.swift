@@ -29,12 +29,12 @@ enum PartialFileLock {
                         .destinationInUse,
                         "\(destination) is in use by another download (its partial file \(path) is locked by another writer)")
                 }
-                throw DownloadError(.fileSystem, FileSystemError("flock", path: path, errno: code).description)
+                throw DownloadError(.fileSystem, FileSystemError("flock", path: path, errorNumber: failure).description)
             }
             var open = stat()
             var named = stat()
             if fstat(handle.fd, &open) != 0 {
-                throw DownloadError(.fileSystem, FileSystemError("fstat", path: path, errno: errno).description)
+                throw DownloadError(.fileSystem, FileSystemError("fstat", path: path, errorNumber: .current).description)
             }
             if lstat(path, &named) == 0, named.st_dev == open.st_dev, named.st_ino == open.st_ino {
                 return (handle, Int64(open.st_size))

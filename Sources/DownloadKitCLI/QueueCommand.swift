@@ -239,7 +239,7 @@ public enum QueueListing {
         if let cause = error.cause {
             var fields: [String: Any] = ["layer": cause.layer.rawValue]
             if let code = cause.code { fields["code"] = code }
-            if let errno = cause.errno { fields["errno"] = Int(errno) }
+            if let errorNumber = cause.errorNumber { fields["errno"] = Int(errorNumber.rawValue) }
             if let operation = cause.operation { fields["operation"] = operation }
             object["cause"] = fields
         }

@@ -17,11 +17,11 @@ enum SecretFile {
     /// - Throws: ``SecretFileError``.
     static func read(_ path: String, option: String) throws(SecretFileError) -> String {
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
-        guard fd >= 0 else { throw SecretFileError(option: option, path: path, reason: .unreadable(errno: errno)) }
+        guard fd >= 0 else { throw SecretFileError(option: option, path: path, reason: .unreadable(errorNumber: .current)) }
         defer { close(fd) }
         var status = stat()
         guard fstat(fd, &status) == 0 else {
-            throw SecretFileError(option: option, path: path, reason: .unreadable(errno: errno))
+            throw SecretFileError(option: option, path: path, reason: .unreadable(errorNumber: .current))
         }
         if let reason = SecretFileError.Reason.refusal(of: status, euid: geteuid()) {
             throw SecretFileError(option: option, path: path, reason: reason)
@@ -30,7 +30,7 @@ enum SecretFile {
         var buffer = [UInt8](repeating: 0, count: 4096)
         while bytes.count <= maximumSize {
             let (count, failure) = retryingInterrupts { buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) } }
-            if let failure { throw SecretFileError(option: option, path: path, reason: .unreadable(errno: failure.rawValue)) }
+            if let failure { throw SecretFileError(option: option, path: path, reason: .unreadable(errorNumber: failure)) }
             if count == 0 { break }
             bytes += buffer[..<count]
         }
@@ -52,8 +52,8 @@ enum SecretFile {
 struct SecretFileError: Error, Equatable, CustomStringConvertible {
     /// Why the file was refused.
     enum Reason: Equatable {
-        /// `open`, `fstat` or `read` failed with this errno.
-        case unreadable(errno: Int32)
+        /// `open`, `fstat` or `read` failed with this error number.
+        case unreadable(errorNumber: DKErrno)
         /// Not a regular file.
         case notRegularFile
         /// Owned by another user (this uid).
@@ -85,7 +85,7 @@ struct SecretFileError: Error, Equatable, CustomStringConvertible {
     var description: String {
         let why: String
         switch reason {
-        case .unreadable(let code): why = "cannot be read: \(String(cString: strerror(code)))"
+        case .unreadable(let errorNumber): why = "cannot be read: \(errorNumber)"
         case .notRegularFile: why = "is not a regular file"
         case .notOwned(let owner): why = "is owned by uid \(owner), not by you (uid \(geteuid())): refused"
         case .tooOpen(let mode):

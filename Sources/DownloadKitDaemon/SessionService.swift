@@ -105,7 +105,7 @@ public enum SessionService {
             code: error.code.name, category: error.category.rawValue, httpStatus: error.httpStatus,
             transient: error.isTransient,
             cause: error.cause.map {
-                SessionTaskError.Cause(layer: $0.layer.rawValue, code: $0.code, errno: $0.errno, operation: $0.operation)
+                SessionTaskError.Cause(layer: $0.layer.rawValue, code: $0.code, errorNumber: $0.errorNumber, operation: $0.operation)
             },
             message: error.message)
     }

@@ -95,34 +95,50 @@ public struct ManagedTaskError: Sendable, Hashable, CustomStringConvertible {
         public var layer: Layer
         /// The lower error's code name (`connectTimeout`, `truncatedBody`, `ioFailed`), when it has one.
         public var code: String?
-        /// The `errno` captured, when there was one.
-        public var errno: Int32?
-        /// ``errno`` typed.
-        public var errorNumber: DKErrno? { errno.map(DKErrno.init(rawValue:)) }
+        /// The error number captured, when there was one.
+        public var errorNumber: DKErrno?
         /// The system call or step that failed (`open`, `mkdir`, `connect`), when known.
         public var operation: String?
 
+        /// The coded form keeps the key `errno` (a bare number), so old and new records read alike.
+        private enum CodingKeys: String, CodingKey {
+            case layer, code, errorNumber = "errno", operation
+        }
+
+        /// ``errorNumber``'s raw C value.
+        @available(*, deprecated, renamed: "errorNumber")
+        public var errno: Int32? {
+            get { errorNumber?.rawValue }
+            set { errorNumber = newValue.map(DKErrno.init(rawValue:)) }
+        }
+
         /// A cause with every field given.
-        public init(layer: Layer, code: String? = nil, errno: Int32? = nil, operation: String? = nil) {
+        public init(layer: Layer, code: String? = nil, errorNumber: DKErrno? = nil, operation: String? = nil) {
             self.layer = layer
             self.code = code
-            self.errno = errno
+            self.errorNumber = errorNumber
             self.operation = operation
+        }
+
+        /// A cause with a raw C error number.
+        @available(*, deprecated, renamed: "init(layer:code:errorNumber:operation:)")
+        public init(layer: Layer, code: String? = nil, errno: Int32?, operation: String? = nil) {
+            self.init(layer: layer, code: code, errorNumber: errno.map(DKErrno.init(rawValue:)), operation: operation)
         }
 
         /// The cause of a download error. An unknown error's text is not kept (it may name anything).
         public init(_ cause: DownloadError.Cause) {
             switch cause {
             case .transport(let error):
-                self.init(layer: .transport, code: error.code.name, errno: error.errno, operation: error.operation)
+                self.init(layer: .transport, code: error.code.name, errorNumber: error.errorNumber, operation: error.operation)
             case .wire(let error):
                 self.init(layer: .wire, code: error.code.name)
             case .fileSystem(let error):
-                self.init(layer: .fileSystem, errno: error.errno, operation: error.operation)
+                self.init(layer: .fileSystem, errorNumber: error.errorNumber, operation: error.operation)
             case .bodyWrite(let error):
-                self.init(layer: .bodyWrite, errno: error.errno, operation: "splice")
+                self.init(layer: .bodyWrite, errorNumber: error.errorNumber, operation: "splice")
             case .resumeInfo(let error):
-                self.init(layer: .resumeInfo, code: error.code.name, errno: error.errno)
+                self.init(layer: .resumeInfo, code: error.code.name, errorNumber: error.errorNumber)
             case .other:
                 self.init(layer: .other)
             }
@@ -147,7 +163,7 @@ public struct ManagedTaskError: Sendable, Hashable, CustomStringConvertible {
             var text = layer.rawValue
             if let code { text += " " + code }
             if let operation { text += " " + operation }
-            if let errno { text += " (errno \(errno))" }
+            if let errorNumber { text += " (errno \(errorNumber.rawValue))" }
             return text
         }
 
@@ -155,7 +171,7 @@ public struct ManagedTaskError: Sendable, Hashable, CustomStringConvertible {
         /// `layer|code|errno|operation`, empty fields for the missing ones. Read and written by hand (a
         /// JSON coder costs ~100 µs a row on Linux).
         public var storageText: String {
-            [layer.rawValue, code ?? "", errno.map { String($0) } ?? "", operation ?? ""].joined(separator: "|")
+            [layer.rawValue, code ?? "", errorNumber.map { String($0.rawValue) } ?? "", operation ?? ""].joined(separator: "|")
         }
 
         /// A cause read back from ``storageText``; nil for text that is not one (a damaged or hand-edited
@@ -165,15 +181,15 @@ public struct ManagedTaskError: Sendable, Hashable, CustomStringConvertible {
             guard fields.count == 4, let layer = Layer(rawValue: fields[0]), fields[1].utf8.count <= 64,
                 fields[3].utf8.count <= 64
             else { return nil }
-            let errno: Int32?
+            let errorNumber: DKErrno?
             if fields[2].isEmpty {
-                errno = nil
+                errorNumber = nil
             } else {
                 guard let value = Int32(fields[2]) else { return nil }
-                errno = value
+                errorNumber = DKErrno(rawValue: value)
             }
             self.init(
-                layer: layer, code: fields[1].isEmpty ? nil : fields[1], errno: errno,
+                layer: layer, code: fields[1].isEmpty ? nil : fields[1], errorNumber: errorNumber,
                 operation: fields[3].isEmpty ? nil : fields[3])
         }
     }

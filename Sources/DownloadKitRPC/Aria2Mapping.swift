@@ -122,7 +122,7 @@ public enum Aria2Status {
             return .notEnoughDiskSpace
         case .fileSystem:
             guard let cause = error.cause, cause.layer == .fileSystem || cause.layer == .bodyWrite else { return .fileOpen }
-            if cause.errno == EEXIST { return .fileAlreadyExists }
+            if cause.errorNumber == .fileExists { return .fileAlreadyExists }
             switch cause.operation {
             case "mkdir": return .directoryCreate
             case "open", "openat": return .fileCreate

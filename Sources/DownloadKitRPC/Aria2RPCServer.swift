@@ -94,10 +94,12 @@ public final class Aria2RPCServer: Sendable {
         await service.setShutdownHandler { [weak self] force in
             guard let self else { return }
             self.state.withLock { $0.stoppedOverRPC = true }
-            // After a moment, so the call's `OK` is written before the listener closes.
-            Task {
-                try? await Task.sleep(for: .milliseconds(100))
-                await self.shutdown(force: force)
+            // Asked by a message a route answers: that route stops the listener once the answer is written
+            // (closing first would lose the caller's `OK`). Asked any other way: at once.
+            if let stop = Self.requestedStop {
+                stop.withLock { $0 = ($0 ?? false) || force }
+            } else {
+                Task { await self.shutdown(force: force) }
             }
         }
         let maxBytes = service.limits.maxBytes
@@ -111,8 +113,8 @@ public final class Aria2RPCServer: Sendable {
                 let failure = RPCResponse.failure(id: .null, error: .tooLarge(maxBytes))
                 return Self.response(Data(failure.serialized.utf8), status: .contentTooLarge)
             }
-            let reply = await service.reply(to: Data(buffer: body))
-            return Self.response(reply.body, status: HTTPResponse.Status(code: reply.httpStatus))
+            let (reply, delivered) = await self.answer { await service.reply(to: Data(buffer: body)) }
+            return Self.response(reply.body, status: HTTPResponse.Status(code: reply.httpStatus), then: delivered)
         }
         router.on("/jsonrpc", method: .options) { _, _ -> Response in
             // The middleware adds the CORS headers when the policy allows them (--rpc-allow-origin-all).
@@ -132,7 +134,8 @@ public final class Aria2RPCServer: Sendable {
                 case .text(let text): data = Data(text.utf8)
                 case .binary(let buffer): data = Data(buffer: buffer)
                 }
-                let reply = await service.handle(data)
+                let (reply, delivered) = await self.answer { await service.handle(data) }
+                defer { delivered?() }
                 try await outbound.write(.text(String(decoding: reply, as: UTF8.self)))
             }
         }
@@ -198,6 +201,36 @@ public final class Aria2RPCServer: Sendable {
     /// How long ``shutdown(force:)`` with `force` lets requests in flight finish before it cancels the listener.
     public static let forceGrace: Duration = .milliseconds(500)
 
+    /// How long the listener waits at most for the answer of an `aria2.shutdown` (or `forceShutdown`) to be
+    /// written before it stops anyway: a safety net for an answer never written; the stop normally follows
+    /// the write at once.
+    public static let deliveryDeadline: Duration = .seconds(5)
+
+    /// The stop asked by the calls of the message being answered on this task (nil: none; true: forced),
+    /// set by the shutdown handler; bound by ``answer(_:)`` around the service's work.
+    @TaskLocal private static var requestedStop: LockedValue<Bool?>?
+
+    /// Runs `produce` (the service answering one message). When a call of the message asked the listener to
+    /// stop, also returns what to call once the answer is written (or its write failed): that stops the
+    /// listener; ``deliveryDeadline`` later it stops anyway.
+    private func answer<Answer>(
+        _ produce: () async -> Answer
+    ) async -> (Answer, delivered: (@Sendable () -> Void)?) {
+        let requested = LockedValue<Bool?>(nil)
+        let answer = await Self.$requestedStop.withValue(requested) { await produce() }
+        guard let force = requested.withLock({ $0 }) else { return (answer, nil) }
+        let stopped = LockedValue(false)
+        let stop: @Sendable () -> Void = { [weak self] in
+            guard stopped.withLock({ done in defer { done = true }; return !done }) else { return }
+            Task { await self?.shutdown(force: force) }
+        }
+        let safetyNet = Task {
+            guard (try? await Task.sleep(for: Self.deliveryDeadline)) != nil else { return }
+            stop()
+        }
+        return (answer, { safetyNet.cancel(); stop() })
+    }
+
     /// Stops the listener (open connections are closed) and makes ``run(handlesSignals:)`` return.
     /// - Parameter force: Cancel the listener after ``forceGrace`` instead of waiting as long as
     ///   requests in flight take (`aria2.forceShutdown`).
@@ -216,10 +249,19 @@ public final class Aria2RPCServer: Sendable {
         }
     }
 
-    static func response(_ body: Data, status: HTTPResponse.Status) -> Response {
+    /// A JSON-RPC answer; `then` (if any) runs once its body is written, or its write failed.
+    static func response(_ body: Data, status: HTTPResponse.Status, then: (@Sendable () -> Void)? = nil) -> Response {
         var headers = HTTPFields()
         headers[.contentType] = "application/json-rpc"
-        return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(data: body)))
+        let buffer = ByteBuffer(data: body)
+        guard let then else { return Response(status: status, headers: headers, body: ResponseBody(byteBuffer: buffer)) }
+        return Response(
+            status: status, headers: headers,
+            body: ResponseBody(contentLength: buffer.readableBytes) { writer in
+                defer { then() }
+                try await writer.write(buffer)
+                try await writer.finish(nil)
+            })
     }
 }
 

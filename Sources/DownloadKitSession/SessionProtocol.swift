@@ -114,17 +114,33 @@ public struct SessionTaskError: Sendable, Hashable, Codable {
     public struct Cause: Sendable, Hashable, Codable {
         public var layer: String
         public var code: String?
-        public var errno: Int32?
+        /// The error number, when the lower error was a failed system call (sent as `errno`, a number).
+        public var errorNumber: DKErrno?
         public var operation: String?
-        public init(layer: String, code: String? = nil, errno: Int32? = nil, operation: String? = nil) {
+
+        private enum CodingKeys: String, CodingKey {
+            case layer, code, errorNumber = "errno", operation
+        }
+
+        public init(layer: String, code: String? = nil, errorNumber: DKErrno? = nil, operation: String? = nil) {
             self.layer = layer
             self.code = code
-            self.errno = errno
+            self.errorNumber = errorNumber
             self.operation = operation
         }
 
-        /// ``errno`` typed, when the lower error was a failed system call.
-        public var errorNumber: DKErrno? { errno.map(DKErrno.init(rawValue:)) }
+        /// A cause with a raw C error number.
+        @available(*, deprecated, renamed: "init(layer:code:errorNumber:operation:)")
+        public init(layer: String, code: String? = nil, errno: Int32?, operation: String? = nil) {
+            self.init(layer: layer, code: code, errorNumber: errno.map(DKErrno.init(rawValue:)), operation: operation)
+        }
+
+        /// ``errorNumber``'s raw C value.
+        @available(*, deprecated, renamed: "errorNumber")
+        public var errno: Int32? {
+            get { errorNumber?.rawValue }
+            set { errorNumber = newValue.map(DKErrno.init(rawValue:)) }
+        }
     }
 
     /// The code's name (`httpStatus`, `diskFull`, `invalidDestination`, …).

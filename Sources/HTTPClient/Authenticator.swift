@@ -220,7 +220,7 @@ extension NetrcFile {
         do {
             return try NetrcFile(parsing: text)
         } catch {
-            throw AuthFileError(path: path, errno: nil, detail: error.description)
+            throw AuthFileError(path: path, errorNumber: nil, detail: error.description)
         }
     }
 }

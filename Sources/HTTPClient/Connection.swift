@@ -230,7 +230,7 @@ public final class Connection {
             return true
         case .failure(let error):
             throw TransportError(
-                .systemCall, errno: error.rawValue, operation: "poll", detail: "waiting for the socket failed: \(error)"
+                .systemCall, errorNumber: error, operation: "poll", detail: "waiting for the socket failed: \(error)"
             )
         }
     }
@@ -274,19 +274,19 @@ public final class Connection {
         switch error {
         case .connectionReset:
             return TransportError(
-                .connectionReset, errno: error.rawValue, operation: operation,
+                .connectionReset, errorNumber: error, operation: operation,
                 detail: "\(remoteAddress) reset the connection")
         case .brokenPipe, .notConnected:
             return TransportError(
-                .connectionClosed, errno: error.rawValue, operation: operation,
+                .connectionClosed, errorNumber: error, operation: operation,
                 detail: "\(remoteAddress) closed the connection")
         case .timedOut:
             return TransportError(
-                .connectionReset, errno: error.rawValue, operation: operation,
+                .connectionReset, errorNumber: error, operation: operation,
                 detail: "the connection to \(remoteAddress) timed out in the kernel")
         default:
             return TransportError(
-                .systemCall, errno: error.rawValue, operation: operation,
+                .systemCall, errorNumber: error, operation: operation,
                 detail: "\(operation) on \(remoteAddress) failed: \(error)")
         }
     }
@@ -301,7 +301,7 @@ public final class Connection {
             throw TransportError(.writeTimeout, operation: "poll", detail: "no progress writing to \(remoteAddress) before the deadline")
         case .failure(let error):
             throw TransportError(
-                .systemCall, errno: error.rawValue, operation: "poll", detail: "waiting for the socket failed: \(error)"
+                .systemCall, errorNumber: error, operation: "poll", detail: "waiting for the socket failed: \(error)"
             )
         }
     }

@@ -6,13 +6,17 @@ import HTTPWire
 public struct AuthFileError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The file.
     public var path: String
-    /// `errno` when a system call failed.
-    public var errno: Int32?
+    /// The error number when a system call failed.
+    public var errorNumber: DKErrno?
     /// The cause in plain words (the format error with its line, or the system error).
     public var detail: String
 
-    /// ``errno`` typed, when a system call failed.
-    public var errorNumber: DKErrno? { errno.map(DKErrno.init(rawValue:)) }
+    /// ``errorNumber``'s raw C value.
+    @available(*, deprecated, renamed: "errorNumber")
+    public var errno: Int32? {
+        get { errorNumber?.rawValue }
+        set { errorNumber = newValue.map(DKErrno.init(rawValue:)) }
+    }
 
     public var description: String { "\(path): \(detail)" }
 }
@@ -62,7 +66,7 @@ public final class CookieJar: Sendable, Hashable {
         do {
             return try NetscapeCookieFile.parse(text)
         } catch {
-            throw AuthFileError(path: path, errno: nil, detail: error.description)
+            throw AuthFileError(path: path, errorNumber: nil, detail: error.description)
         }
     }
 
@@ -114,7 +118,7 @@ public final class CookieJar: Sendable, Hashable {
 
     static func readFile(_ path: String) throws(AuthFileError) -> String {
         func failure(_ what: String, _ error: SystemCallError) -> AuthFileError {
-            AuthFileError(path: path, errno: error.errno.rawValue, detail: "\(what): \(error.errno)")
+            AuthFileError(path: path, errorNumber: error.errno, detail: "\(what): \(error.errno)")
         }
         let fd: Int32
         do {
@@ -135,7 +139,7 @@ public final class CookieJar: Sendable, Hashable {
             if count == 0 { break }
             bytes += chunk[0..<count]
             if bytes.count > 64 << 20 {
-                throw AuthFileError(path: path, errno: nil, detail: "larger than 64 MiB; not a cookie file")
+                throw AuthFileError(path: path, errorNumber: nil, detail: "larger than 64 MiB; not a cookie file")
             }
         }
         return String(decoding: bytes, as: UTF8.self)
@@ -147,8 +151,8 @@ public final class CookieJar: Sendable, Hashable {
     /// The rename replaces the jar's name itself (never a link's target).
     private static func writeFile(_ path: String, _ text: String) throws(AuthFileError) {
         func failure(_ what: String) -> AuthFileError {
-            let code = errno
-            return AuthFileError(path: path, errno: code, detail: "\(what): \(String(cString: strerror(code)))")
+            let code = DKErrno.current
+            return AuthFileError(path: path, errorNumber: code, detail: "\(what): \(code)")
         }
         var name = [CChar](repeating: 0, count: Int(PATH_MAX) + 64)
         let fd = dk_create_temporary(path + ".tmp-", 0o600, &name, name.count)

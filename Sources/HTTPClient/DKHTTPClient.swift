@@ -45,7 +45,7 @@ public final class DKHTTPClient: Sendable {
         }
         for path in configuration.tls.additionalTrustRootFiles where access(path, R_OK) != 0 {
             throw TransportError(
-                .tlsFailed, errno: errno, operation: "access",
+                .tlsFailed, errorNumber: .current, operation: "access",
                 detail: "cannot read the CA file \(path): \(String(cString: strerror(errno)))")
         }
         self.pool = ConnectionPool(
@@ -418,7 +418,7 @@ public final class DKHTTPClient: Sendable {
                         throw TransportError(.cancelled, operation: "splice", detail: "the request was cancelled")
                     }
                     throw TransportError(
-                        code == ECONNRESET ? .connectionReset : .systemCall, errno: code, operation: "splice",
+                        code == ECONNRESET ? .connectionReset : .systemCall, errorNumber: failure, operation: "splice",
                         detail: "reading the body from \(connection.remoteAddress) failed: \(String(cString: strerror(code)))")
                 }
                 if received == 0 {
@@ -441,7 +441,7 @@ public final class DKHTTPClient: Sendable {
                             unsupported = true
                             return Int64(received)  // past the parser, though delivered through onBody
                         }
-                        throw BodyFileWriteError(errno: code)
+                        throw BodyFileWriteError(errorNumber: failure)
                     }
                     inPipe -= written
                 }
@@ -490,7 +490,7 @@ public final class DKHTTPClient: Sendable {
             } catch {
                 buffer.discardPipe()
                 throw TransportError(
-                    .systemCall, errno: error.errno.rawValue, operation: error.call,
+                    .systemCall, errorNumber: error.errno, operation: error.call,
                     detail: "draining the splice pipe failed: \(error.errno)")
             }
             try onBody(UnsafeRawBufferPointer(rebasing: buffer.storage[0..<n]))

@@ -65,7 +65,7 @@ enum HappyEyeballsConnector {
                         if let error = Socket.startConnect(fd, to: addresses[index]) {
                             _ = Glibc.close(fd)
                             throw TransportError(
-                                .connectFailed, errno: error.rawValue, operation: "connect", detail: error.description)
+                                .connectFailed, errorNumber: error, operation: "connect", detail: error.description)
                         }
                         sockets[index] = fd
                         attempts[index].outcome = .abandoned  // until it connects or fails
@@ -99,7 +99,7 @@ enum HappyEyeballsConnector {
                 let error = DKErrno.current
                 if error == .interrupted { continue }
                 throw TransportError(
-                    .systemCall, errno: error.rawValue, operation: "poll", detail: "waiting for connect failed: \(error)")
+                    .systemCall, errorNumber: error, operation: "poll", detail: "waiting for connect failed: \(error)")
             }
             let now = Deadline.now().uptimeNanoseconds
             if count == 0 {
@@ -115,7 +115,7 @@ enum HappyEyeballsConnector {
                     sockets[index] = nil
                     attempts[index].outcome = .failed
                     failures.append(
-                        (index, TransportError(.connectFailed, errno: error.rawValue, operation: "connect", detail: error.description)))
+                        (index, TransportError(.connectFailed, errorNumber: error, operation: "connect", detail: error.description)))
                     actions = race.attemptFailed(index, now: now)
                 } else {
                     actions = race.attemptConnected(index, now: now)

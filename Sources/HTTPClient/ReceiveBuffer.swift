@@ -35,7 +35,7 @@ public final class ReceiveBuffer {
         var fds: [Int32] = [-1, -1]
         let capacity = dk_splice_pipe(&fds, Int32(requested))
         guard capacity > 0 else {
-            throw TransportError(.systemCall, errno: errno, operation: "pipe2", detail: "could not create a splice pipe")
+            throw TransportError(.systemCall, errorNumber: .current, operation: "pipe2", detail: "could not create a splice pipe")
         }
         let created = (read: fds[0], write: fds[1], capacity: Int(capacity), requested: requested)
         pipe = created

@@ -105,7 +105,7 @@ struct MarkedReadableWait {
             throw TransportError(.readTimeout, operation: "poll", detail: "no data arrived from \(peer) before the deadline")
         case .failure(let error):
             throw TransportError(
-                .systemCall, errno: error.rawValue, operation: "poll", detail: "waiting for the socket failed: \(error)")
+                .systemCall, errorNumber: error, operation: "poll", detail: "waiting for the socket failed: \(error)")
         }
     }
 

@@ -44,7 +44,7 @@ enum Resolver {
             if status == EAI_AGAIN {
                 throw TransportError.transient(.resolveFailed, operation: "getaddrinfo", detail: detail)
             }
-            throw TransportError(.resolveFailed, errno: systemError?.rawValue, operation: "getaddrinfo", detail: detail)
+            throw TransportError(.resolveFailed, errorNumber: systemError, operation: "getaddrinfo", detail: detail)
         }
         defer { freeaddrinfo(first) }
         var addresses: [SocketAddress] = []

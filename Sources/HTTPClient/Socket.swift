@@ -33,7 +33,7 @@ enum Socket {
         let (fd, error) = retryingInterrupts { socket(family, type, Int32(IPPROTO_TCP)) }
         if let error {
             throw TransportError(
-                .systemCall, errno: error.rawValue, operation: "socket", detail: "could not create a socket: \(error)")
+                .systemCall, errorNumber: error, operation: "socket", detail: "could not create a socket: \(error)")
         }
         var one: Int32 = 1
         // Failure to set TCP_NODELAY only costs latency; it is not worth failing the connection.

@@ -205,7 +205,7 @@ public final class TLSContext: @unchecked Sendable {
         let keyPath = identity.privateKeyPath ?? identity.certificatePath
         guard let pem = readSmallFile(keyPath) else {
             throw TransportError(
-                .clientKeyInvalid, errno: errno, operation: "open",
+                .clientKeyInvalid, errorNumber: .current, operation: "open",
                 detail: "cannot read the client key \(keyPath): \(String(cString: strerror(errno)))")
         }
         let isEncrypted = pem.contains("ENCRYPTED")

@@ -423,7 +423,7 @@ final class TLSSession {
             throw TransportError(timeout, operation: "poll", detail: "\(what) before the deadline")
         case .failure(let error):
             throw TransportError(
-                .systemCall, errno: error.rawValue, operation: "poll", detail: "waiting for the socket failed: \(error)"
+                .systemCall, errorNumber: error, operation: "poll", detail: "waiting for the socket failed: \(error)"
             )
         }
     }
@@ -460,7 +460,7 @@ final class TLSSession {
             }
             var detail = "\(phase == .handshake ? "TLS handshake" : "TLS I/O") with \(serverName) failed: \(error)"
             if queue != "no further detail from OpenSSL" { detail += " (\(queue))" }
-            return TransportError(code, errno: error.rawValue, operation: phase.operation, detail: detail)
+            return TransportError(code, errorNumber: error, operation: phase.operation, detail: detail)
         case .protocolError(let reasons):
             if phase == .handshake, verifiesPeer {
                 let result = SSL_get_verify_result(ssl)

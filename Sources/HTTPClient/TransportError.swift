@@ -57,29 +57,39 @@ public struct TransportError: Error, Hashable, Sendable, CustomStringConvertible
     /// What went wrong.
     public var code: Code
     /// The POSIX error number, when a system call failed.
-    public var errno: Int32?
-    /// ``errno`` typed, when a system call failed.
-    public var errorNumber: DKErrno? { errno.map(DKErrno.init(rawValue:)) }
+    public var errorNumber: DKErrno?
+    /// ``errorNumber``'s raw C value.
+    @available(*, deprecated, renamed: "errorNumber")
+    public var errno: Int32? {
+        get { errorNumber?.rawValue }
+        set { errorNumber = newValue.map(DKErrno.init(rawValue:)) }
+    }
     /// The operation that failed, for example `"connect"`, `"recv"` or `"SSL_connect"`.
     public var operation: String?
     /// A human-readable explanation that names the cause in plain words, including OpenSSL's reason
     /// string or the X.509 verification message when TLS is involved.
     public var detail: String
-    /// Set for failures whose transience is not implied by `code` and `errno` (a temporary DNS failure).
+    /// Set for failures whose transience is not implied by `code` and `errorNumber` (a temporary DNS failure).
     private var isMarkedTransient: Bool
 
     /// Creates an error.
     /// - Parameters:
     ///   - code: The category.
-    ///   - errno: The POSIX error number, if a system call failed.
+    ///   - errorNumber: The POSIX error number, if a system call failed.
     ///   - operation: The operation that failed, if useful.
     ///   - detail: The cause in plain words.
-    public init(_ code: Code, errno: Int32? = nil, operation: String? = nil, detail: String) {
+    public init(_ code: Code, errorNumber: DKErrno? = nil, operation: String? = nil, detail: String) {
         self.code = code
-        self.errno = errno
+        self.errorNumber = errorNumber
         self.operation = operation
         self.detail = detail
         self.isMarkedTransient = false
+    }
+
+    /// Creates an error from a raw C error number.
+    @available(*, deprecated, renamed: "init(_:errorNumber:operation:detail:)")
+    public init(_ code: Code, errno: Int32?, operation: String? = nil, detail: String) {
+        self.init(code, errorNumber: errno.map(DKErrno.init(rawValue:)), operation: operation, detail: detail)
     }
 
     /// Creates an error whose ``isTransient`` is `true` regardless of its code.
@@ -99,8 +109,7 @@ public struct TransportError: Error, Hashable, Sendable, CustomStringConvertible
             .tlsUncleanShutdown:
             return true
         case .connectFailed:
-            guard let errno else { return false }
-            return DKErrno(rawValue: errno).isTransientNetworkFailure
+            return errorNumber?.isTransientNetworkFailure ?? false
         default:
             return false
         }
@@ -113,8 +122,8 @@ public struct TransportError: Error, Hashable, Sendable, CustomStringConvertible
         var text = code.name
         if let operation { text += " (\(operation))" }
         text += ": " + detail
-        if let errno, !detail.contains(DKErrno(rawValue: errno).description) {
-            text += " [errno \(errno): \(DKErrno(rawValue: errno))]"
+        if let errorNumber, !detail.contains(errorNumber.description) {
+            text += " [errno \(errorNumber.rawValue): \(errorNumber)]"
         }
         return text
     }

@@ -6,7 +6,10 @@ import Glibc
 /// wrappers (``retryingEINTR(_:_:)``, the one place that retries it) and the socket wrappers report
 /// `EAGAIN`/`EWOULDBLOCK` as "would block" rather than as an error, so callers only ever see errors
 /// that mean something.
-public struct DKErrno: Error, RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+///
+/// `Codable` as its raw C value (a bare number), so a stored or sent error number keeps the form an
+/// `Int32` had.
+public struct DKErrno: Error, RawRepresentable, Hashable, Codable, Sendable, CustomStringConvertible {
     /// The raw C value.
     public var rawValue: Int32
 
@@ -46,6 +49,24 @@ public struct DKErrno: Error, RawRepresentable, Hashable, Sendable, CustomString
     public static let addressNotAvailable = DKErrno(rawValue: EADDRNOTAVAIL)
     /// `ENOTCONN`: the socket is not connected.
     public static let notConnected = DKErrno(rawValue: ENOTCONN)
+
+    /// `ENOENT`: no such file or directory.
+    public static let noSuchFile = DKErrno(rawValue: ENOENT)
+    /// `EEXIST`: the file exists.
+    public static let fileExists = DKErrno(rawValue: EEXIST)
+    /// `EACCES`: the permissions do not allow it.
+    public static let permissionDenied = DKErrno(rawValue: EACCES)
+    /// `EPERM`: the operation is not permitted.
+    public static let notPermitted = DKErrno(rawValue: EPERM)
+    /// `EIO`: an input/output error (also what a write that wrote nothing is reported as).
+    public static let ioError = DKErrno(rawValue: EIO)
+    /// `ENOSPC`: no space left on the device.
+    public static let noSpace = DKErrno(rawValue: ENOSPC)
+    /// `EDQUOT`: the user's disk quota is exceeded.
+    public static let quotaExceeded = DKErrno(rawValue: EDQUOT)
+
+    /// Whether the disk (or the user's quota on it) is full: `ENOSPC` or `EDQUOT`.
+    public var isDiskFull: Bool { self == .noSpace || self == .quotaExceeded }
 
     /// Whether this error means a connection attempt or an established connection failed for a
     /// reason that may go away on retry (refused, unreachable, reset, timed out).

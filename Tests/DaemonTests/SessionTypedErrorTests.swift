@@ -14,12 +14,12 @@ import DownloadKitSession
 struct SessionTypedErrorTests {
     static let typed = ManagedTaskError(
         code: .httpStatus, category: .httpStatus, httpStatus: 410, isTransient: false,
-        cause: ManagedTaskError.Cause(layer: .transport, code: "readTimeout", errno: 110, operation: "recv"),
+        cause: ManagedTaskError.Cause(layer: .transport, code: "readTimeout", errorNumber: .timedOut, operation: "recv"),
         message: "Gone")
 
     static let wire = SessionTaskError(
         code: "httpStatus", category: "httpStatus", httpStatus: 410, transient: false,
-        cause: SessionTaskError.Cause(layer: "transport", code: "readTimeout", errno: 110, operation: "recv"),
+        cause: SessionTaskError.Cause(layer: "transport", code: "readTimeout", errorNumber: .timedOut, operation: "recv"),
         message: "Gone")
 
     @Test func aTaskErrorCrossesTheProtocolFieldByField() throws {
@@ -42,6 +42,24 @@ struct SessionTypedErrorTests {
             return
         }
         #expect(event.errorCode == "httpStatus" && event.error == nil)
+    }
+
+    /// The cause's error number is typed now; on the wire it is still `errno`, a number: a frame of the old
+    /// build decodes, and the new build encodes the cause as the old one did.
+    @Test func aCauseKeepsItsWireForm() throws {
+        let old = #"{"code":"readTimeout","errno":110,"layer":"transport","operation":"recv"}"#
+        let frame = #"{"type":"event","event":{"seq":1,"kind":"failed","task":"t","time":1,"errorCode":"httpStatus","#
+            + #""errorDetail":"Gone","error":{"code":"httpStatus","category":"httpStatus","httpStatus":410,"#
+            + #""transient":false,"cause":"# + old + #","message":"Gone"}}}"#
+        guard case .event(let event) = try SessionCodec.decodeServer(Array(frame.utf8)) else {
+            Issue.record("not an event")
+            return
+        }
+        #expect(event.error == Self.wire)
+        #expect(event.error?.cause?.errorNumber == .timedOut)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        #expect(String(decoding: try encoder.encode(Self.wire.cause), as: UTF8.self) == old)
     }
 
     /// The event log keeps the typed error; a log created before its column opens, gains it, and reads

@@ -9,7 +9,7 @@ import Testing
 /// classification (``DownloadError/Category``) decides what kind of failure it is.
 struct DownloadErrorCategoryTests {
     @Test func outOfSpaceWhileWritingTheResumeInfoIsDiskFullNotAFileSystemError() {
-        let write = ResumeInfoError(.ioFailed, errno: ENOSPC, "write /d/f.dkresume.tmp failed")
+        let write = ResumeInfoError(.ioFailed, errorNumber: .noSpace, "write /d/f.dkresume.tmp failed")
         let error = DownloadError.wrap(write)
         #expect(error.code == .diskFull)
         #expect(error.category == .space)
@@ -17,7 +17,7 @@ struct DownloadErrorCategoryTests {
     }
 
     @Test func quotaExceededIsDiskFullToo() {
-        let error = DownloadError.wrap(FileSystemError("write", path: "/d/f.dkpart", errno: EDQUOT))
+        let error = DownloadError.wrap(FileSystemError("write", path: "/d/f.dkpart", errorNumber: .quotaExceeded))
         #expect(error.code == .diskFull)
     }
 

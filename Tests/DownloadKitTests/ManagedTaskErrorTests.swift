@@ -21,21 +21,21 @@ struct ManagedTaskErrorTests {
             (DownloadError.status(404, reason: "", url: url), .httpStatus, .httpStatus, 404, false, nil),
             (DownloadError.status(503, reason: "", url: url), .httpStatus, .httpStatus, 503, true, nil),
             (
-                DownloadError.wrap(TransportError(.connectTimeout, errno: ETIMEDOUT, operation: "connect", detail: "t")),
+                DownloadError.wrap(TransportError(.connectTimeout, errorNumber: .timedOut, operation: "connect", detail: "t")),
                 .transport, .network, nil, true,
-                ManagedTaskError.Cause(layer: .transport, code: "connectTimeout", errno: ETIMEDOUT, operation: "connect")
+                ManagedTaskError.Cause(layer: .transport, code: "connectTimeout", errorNumber: .timedOut, operation: "connect")
             ),
             (
                 DownloadError.wrap(TransportError(.certificateExpired, detail: "expired")), .transport, .tls, nil, false,
                 ManagedTaskError.Cause(layer: .transport, code: "certificateExpired")
             ),
             (
-                DownloadError.wrap(FileSystemError("mkdir", path: "/x", errno: EACCES)), .fileSystem, .fileSystem, nil,
-                false, ManagedTaskError.Cause(layer: .fileSystem, errno: EACCES, operation: "mkdir")
+                DownloadError.wrap(FileSystemError("mkdir", path: "/x", errorNumber: .permissionDenied)), .fileSystem, .fileSystem, nil,
+                false, ManagedTaskError.Cause(layer: .fileSystem, errorNumber: .permissionDenied, operation: "mkdir")
             ),
             (
-                DownloadError.wrap(FileSystemError("pwrite", path: "/x", errno: ENOSPC)), .diskFull, .space, nil, false,
-                ManagedTaskError.Cause(layer: .fileSystem, errno: ENOSPC, operation: "pwrite")
+                DownloadError.wrap(FileSystemError("pwrite", path: "/x", errorNumber: .noSpace)), .diskFull, .space, nil, false,
+                ManagedTaskError.Cause(layer: .fileSystem, errorNumber: .noSpace, operation: "pwrite")
             ),
             (
                 DownloadError.wrap(WireError(.truncatedBody, "short")), .truncated, .network, nil, true,
@@ -60,6 +60,25 @@ struct ManagedTaskErrorTests {
         }
     }
 
+    /// The cause's error number is typed now (issue #46); its coded forms are the old ones: the JSON key
+    /// `errno` holding a bare number (absent without one) and the stored text `layer|code|errno|operation`.
+    /// What the old build wrote reads back, and the new build writes exactly what the old one did.
+    @Test func aCauseWrittenByTheOldBuildReadsAndIsWrittenUnchanged() throws {
+        let cause = ManagedTaskError.Cause(layer: .transport, code: "readTimeout", errorNumber: .timedOut, operation: "recv")
+        let bare = ManagedTaskError.Cause(layer: .other)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        for (value, old) in [
+            (cause, #"{"code":"readTimeout","errno":110,"layer":"transport","operation":"recv"}"#), (bare, #"{"layer":"other"}"#),
+        ] {
+            #expect(try JSONDecoder().decode(ManagedTaskError.Cause.self, from: Data(old.utf8)) == value)
+            #expect(String(decoding: try encoder.encode(value), as: UTF8.self) == old)
+        }
+        #expect(ManagedTaskError.Cause(storageText: "transport|readTimeout|110|recv") == cause)
+        #expect(cause.storageText == "transport|readTimeout|110|recv")
+        #expect(ManagedTaskError.Cause(storageText: "fileSystem||28|pwrite")?.errorNumber == .noSpace)
+    }
+
     /// Every typed field, the connection counts and the mirrors survive the SQLite store.
     @Test func theSQLiteStoreRoundTripsEveryTypedField() async throws {
         let scratch = try ScratchDirectory()
@@ -71,7 +90,7 @@ struct ManagedTaskErrorTests {
         task.mirrors = ["http://b.example/a", "https://c.example/pub/a?x=\"y\""]
         task.error = ManagedTaskError(
             code: .transport, category: .network, httpStatus: nil, isTransient: true,
-            cause: ManagedTaskError.Cause(layer: .transport, code: "readTimeout", errno: 110, operation: "recv"),
+            cause: ManagedTaskError.Cause(layer: .transport, code: "readTimeout", errorNumber: .timedOut, operation: "recv"),
             message: "timeout: no bytes for 30 s")
         var second = Self.task(id: "t2")
         second.state = .failed

@@ -243,14 +243,14 @@ import TestOrigin
 
         #expect { try Self.fullInfo().write(to: directory + "/missing/x.dkresume") } throws: { error in
             let error = error as? ResumeInfoError
-            return error?.code == .ioFailed && error?.errno == ENOENT
+            return error?.code == .ioFailed && error?.errorNumber == .noSuchFile
         }
         // Renaming a file over a non-empty directory fails after the temp file was written: it must be removed.
         try FileManager.default.createDirectory(atPath: directory + "/occupied/child", withIntermediateDirectories: true)
         #expect { try Self.fullInfo().write(to: directory + "/occupied") } throws: { ($0 as? ResumeInfoError)?.code == .ioFailed }
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory) == ["occupied"])
 
-        #expect { try ResumeInfo.read(from: directory + "/absent") } throws: { ($0 as? ResumeInfoError)?.errno == ENOENT }
+        #expect { try ResumeInfo.read(from: directory + "/absent") } throws: { ($0 as? ResumeInfoError)?.errorNumber == .noSuchFile }
     }
 
     @Test func readRefusesFilesLargerThanTheLimit() throws {

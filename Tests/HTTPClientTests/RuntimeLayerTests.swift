@@ -110,7 +110,7 @@ struct RuntimeLayerTests {
         #expect(result == 7)
     }
 
-    /// The public errors that carry a raw `errno` also give it typed; the cookie file reader's system calls go
+    /// The public errors carry their error number typed; the cookie file reader's system calls go
     /// through the one EINTR wrapper and name the failed step.
     @Test func publicErrorsGiveTheirErrnoTyped() {
         #expect(throws: AuthFileError.self) { try CookieJar.readFile("/nonexistent/downloadkit-cookies") }
@@ -126,8 +126,8 @@ struct RuntimeLayerTests {
             #expect(error.errorNumber == DKErrno(rawValue: EISDIR))
             #expect(error.detail.hasPrefix("cannot read: "), "\(error)")
         }
-        #expect(TransportError(.connectFailed, errno: ECONNREFUSED, detail: "x").errorNumber == .connectionRefused)
+        #expect(TransportError(.connectFailed, errorNumber: .connectionRefused, detail: "x").errorNumber == .connectionRefused)
         #expect(TransportError(.readTimeout, detail: "x").errorNumber == nil)
-        #expect(BodyFileWriteError(errno: ENOSPC).errorNumber == DKErrno(rawValue: ENOSPC))
+        #expect(BodyFileWriteError(errorNumber: .noSpace).errorNumber == DKErrno(rawValue: ENOSPC))
     }
 }

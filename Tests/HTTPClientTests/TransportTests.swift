@@ -135,15 +135,15 @@ func transportError(_ body: () throws -> Void) -> TransportError? {
         #expect(TransportError(.connectionReset, detail: "x").isTransient)
         #expect(TransportError(.readTimeout, detail: "x").isTransient)
         #expect(TransportError(.tlsUncleanShutdown, detail: "x").isTransient)
-        #expect(TransportError(.connectFailed, errno: ECONNREFUSED, detail: "x").isTransient)
-        #expect(!TransportError(.connectFailed, errno: EACCES, detail: "x").isTransient)
+        #expect(TransportError(.connectFailed, errorNumber: .connectionRefused, detail: "x").isTransient)
+        #expect(!TransportError(.connectFailed, errorNumber: .permissionDenied, detail: "x").isTransient)
         #expect(!TransportError(.certificateExpired, detail: "x").isTransient)
         #expect(!TransportError(.hostnameMismatch, detail: "x").isTransient)
         #expect(!TransportError(.cancelled, detail: "x").isTransient)
     }
 
     @Test func descriptionNamesCodeOperationAndDetail() {
-        let error = TransportError(.connectFailed, errno: ECONNREFUSED, operation: "connect", detail: "nobody listens")
+        let error = TransportError(.connectFailed, errorNumber: .connectionRefused, operation: "connect", detail: "nobody listens")
         #expect(error.shortDescription == "connectFailed")
         #expect(error.description.contains("connectFailed (connect): nobody listens"))
         #expect(error.description.contains("Connection refused"))
@@ -196,7 +196,7 @@ func transportError(_ body: () throws -> Void) -> TransportError? {
         }
         let failure = try #require(error)
         #expect(failure.code == .connectFailed)
-        #expect(failure.errno == ECONNREFUSED)
+        #expect(failure.errorNumber == .connectionRefused)
         #expect(failure.isTransient)
         #expect(failure.detail.contains("127.0.0.1:\(port)"))
     }

@@ -401,12 +401,12 @@ extension Aria2CompatibilityTests {
         }
     }
 
-    /// `shutdown`/`forceShutdown` over a WebSocket (how AriaNg sends them): the answer, then the server
-    /// closes the connection the client keeps open (`CLOSED`), within 10 s.
-    static let shutdownScript = #"""
-        import json, sys, websocket
+    /// A WebSocket client that sends argv[2] as one text frame, prints the answer and whether the server
+    /// then closed the connection (`CLOSED`) or kept it open for 10 s (`STILL OPEN`).
+    static let messageScript = #"""
+        import sys, websocket
         ws = websocket.create_connection(f"ws://127.0.0.1:{int(sys.argv[1])}/jsonrpc", timeout=10)
-        ws.send(json.dumps({"jsonrpc": "2.0", "id": 7, "method": sys.argv[2], "params": ["token:s3"]}))
+        ws.send(sys.argv[2])
         print("RESULT " + ws.recv())
         try:
             while ws.recv():
@@ -419,20 +419,56 @@ extension Aria2CompatibilityTests {
         print("CLOSED")
         """#
 
+    /// Sends `message` as one WebSocket text frame to `port` through the Python client above (a real client
+    /// process): `RESULT <answer>`, then `CLOSED` or `STILL OPEN`.
+    func webSocketExchange(port: Int, _ message: String, scratch: ScratchDirectory) async throws -> String {
+        let script = scratch.file("message.py")
+        try Self.messageScript.write(toFile: script, atomically: false, encoding: .utf8)
+        let python = try #require(ProcessRunner.findExecutable("python3"))
+        let run = try await offloaded { try ProcessRunner.run(python, [script, String(port), message]) }
+        return run.output.split(separator: "\n").filter { $0.hasPrefix("RESULT ") || $0 == "CLOSED" || $0 == "STILL OPEN" }
+            .joined(separator: " ")
+    }
+
+    /// `shutdown`/`forceShutdown` over a WebSocket (how AriaNg sends them): the answer, then the server
+    /// closes the connection the client keeps open (`CLOSED`), within 10 s.
     @Test(arguments: ["aria2.shutdown", "aria2.forceShutdown"])
     func shutdownOverAWebSocketAnswersOKAndStops(method: String) async throws {
         try await sideBySide { sides, _, scratch, ours in
-            try Self.shutdownScript.write(toFile: scratch.file("shutdown.py"), atomically: false, encoding: .utf8)
-            let python = try #require(ProcessRunner.findExecutable("python3"))
             var answers: [String] = []
             for side in sides {
-                let port = side.port
-                let run = try await offloaded { try ProcessRunner.run(python, [scratch.file("shutdown.py"), String(port), method]) }
-                answers.append(run.output.split(separator: "\n").filter { $0.hasPrefix("RESULT ") || $0 == "CLOSED" || $0 == "STILL OPEN" }.joined(separator: " "))
+                answers.append(try await webSocketExchange(port: side.port, rpcCall(method, [.string("token:s3")], id: 7), scratch: scratch))
             }
             #expect(answers[0] == answers[1] && answers[1] == #"RESULT {"id":7,"jsonrpc":"2.0","result":"OK"} CLOSED"#, "\(answers)")
             try await expectStopsListening(sides, after: method)
             #expect(ours.server.stoppedOverRPC)
         }
+    }
+
+    /// The answer of a message that asks the listener to stop reaches its caller however long the message
+    /// takes after the stop was asked (here its second call's wrong token costs 1 s, longer than any fixed
+    /// pause and than a forced stop's grace), and the listener stops as soon as that answer is written —
+    /// well before the safety-net deadline.
+    @Test(arguments: [("http", "aria2.shutdown"), ("http", "aria2.forceShutdown"), ("ws", "aria2.shutdown"), ("ws", "aria2.forceShutdown")])
+    func theListenerStopsOnceTheAnswerIsWritten(transport: String, method: String) async throws {
+        let scratch = try ScratchDirectory()
+        let ours = try await DownloadKitRPCPeer(directory: scratch.path, secret: "s3")
+        let port = ours.port
+        let batch = "[" + rpcCall(method, [.string("token:s3")], id: 1) + "," + rpcCall("aria2.getVersion", [.string("token:wrong")], id: 2) + "]"
+        do {
+            let answer =
+                transport == "http"
+                ? try await rpcPost(port: port, batch).serialized : try await webSocketExchange(port: port, batch, scratch: scratch)
+            let answered = ContinuousClock.now
+            let expected = #"[{"id":1,"jsonrpc":"2.0","result":"OK"},{"error":{"code":1,"message":"Unauthorized"},"id":2,"jsonrpc":"2.0"}]"#
+            #expect(answer == (transport == "http" ? expected : "RESULT " + expected + " CLOSED"), "\(transport) \(method): \(answer)")
+            try await expectStopsListening([Side(name: "downloadkit", port: port)], after: method)
+            #expect(ContinuousClock.now - answered < Aria2RPCServer.deliveryDeadline, "stopped by the safety net, not by the delivery")
+            #expect(ours.server.stoppedOverRPC)
+        } catch {
+            await ours.stop()
+            throw error
+        }
+        await ours.stop()
     }
 }

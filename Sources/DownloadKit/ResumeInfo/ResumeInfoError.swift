@@ -31,7 +31,7 @@ public struct ResumeInfoError: Error, Hashable, Sendable, CustomStringConvertibl
         public static let malformedArchive = Code("malformedArchive")
         /// Encoding the property list failed.
         public static let encodingFailed = Code("encodingFailed")
-        /// A file-system call failed while reading or writing; ``ResumeInfoError/errno`` holds the error number.
+        /// A file-system call failed while reading or writing; ``ResumeInfoError/errorNumber`` holds the error number.
         public static let ioFailed = Code("ioFailed")
     }
 
@@ -39,25 +39,35 @@ public struct ResumeInfoError: Error, Hashable, Sendable, CustomStringConvertibl
     public var code: Code
     /// The property-list key concerned, when there is one (for example `NSURLSessionResumeBytesReceived`).
     public var key: String?
-    /// The C `errno` for ``Code/ioFailed``, otherwise `nil`.
-    public var errno: Int32?
-
-    /// ``errno`` typed.
-    public var errorNumber: DKErrno? { errno.map(DKErrno.init(rawValue:)) }
+    /// The error number for ``Code/ioFailed``, otherwise `nil`.
+    public var errorNumber: DKErrno?
     /// A human-readable explanation that names the cause.
     public var detail: String
+
+    /// ``errorNumber``'s raw C value.
+    @available(*, deprecated, renamed: "errorNumber")
+    public var errno: Int32? {
+        get { errorNumber?.rawValue }
+        set { errorNumber = newValue.map(DKErrno.init(rawValue:)) }
+    }
 
     /// Creates an error.
     /// - Parameters:
     ///   - code: The category.
     ///   - key: The property-list key concerned, if any.
-    ///   - errno: The C error number for I/O failures.
+    ///   - errorNumber: The error number for I/O failures.
     ///   - detail: A human-readable explanation.
-    public init(_ code: Code, key: String? = nil, errno: Int32? = nil, _ detail: String) {
+    public init(_ code: Code, key: String? = nil, errorNumber: DKErrno? = nil, _ detail: String) {
         self.code = code
         self.key = key
-        self.errno = errno
+        self.errorNumber = errorNumber
         self.detail = detail
+    }
+
+    /// Creates an error from a raw C error number.
+    @available(*, deprecated, renamed: "init(_:key:errorNumber:_:)")
+    public init(_ code: Code, key: String? = nil, errno: Int32?, _ detail: String) {
+        self.init(code, key: key, errorNumber: errno.map(DKErrno.init(rawValue:)), detail)
     }
 
     /// A payload-free description for logs and metrics.
@@ -66,7 +76,7 @@ public struct ResumeInfoError: Error, Hashable, Sendable, CustomStringConvertibl
     public var description: String {
         var text = code.name
         if let key { text += " [\(key)]" }
-        if let errno { text += " (errno \(errno))" }
+        if let errorNumber { text += " (errno \(errorNumber.rawValue))" }
         return text + ": " + detail
     }
 

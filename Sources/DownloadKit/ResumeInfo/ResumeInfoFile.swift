@@ -20,7 +20,7 @@ extension ResumeInfo {
     ///     crash (the page cache does), but not necessarily a power loss. For checkpoints that claim no
     ///     new bytes (the engine records a response's validators this way), where losing the file only
     ///     falls back to the temp file's length.
-    /// - Throws: ``ResumeInfoError`` (``ResumeInfoError/Code/ioFailed`` with `errno` for file-system failures);
+    /// - Throws: ``ResumeInfoError`` (``ResumeInfoError/Code/ioFailed`` with its `errorNumber` for file-system failures);
     ///   the temporary file is removed on failure.
     public func write(to path: String, format: PropertyListFormat = .binary, durable: Bool = true) throws(ResumeInfoError) {
         try write(to: path, format: format, durable: durable, hooks: FileIOHooks())
@@ -39,29 +39,29 @@ extension ResumeInfo {
         do {
             (descriptor, temporary) = try FileSystem.createTemporary(path + ".tmp-")
         } catch {
-            throw ResumeInfoError(.ioFailed, errno: error.errno, "open \(error.path): \(String(cString: strerror(error.errno)))")
+            throw ResumeInfoError(.ioFailed, errorNumber: error.errorNumber, "open \(error.path): \(error.errorNumber)")
         }
         var isOpen = true
         do throws(ResumeInfoError) {
-            let writeErrno = data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) -> Int32? in
+            let writeErrno = data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) -> DKErrno? in
                 guard let base = buffer.baseAddress else { return nil }
                 var offset = 0
                 while offset < buffer.count {
                     let (written, failure) = retryingInterrupts { posixWrite(descriptor, base + offset, buffer.count - offset) }
-                    if let failure { return failure.rawValue }
+                    if let failure { return failure }
                     offset += written
                 }
                 return nil
             }
             if let writeErrno { throw Self.ioError("write", temporary, code: writeErrno) }
             if durable, let failure = retryingInterrupts({ fsync(descriptor) }).errno {
-                throw Self.ioError("fsync", temporary, code: failure.rawValue)
+                throw Self.ioError("fsync", temporary, code: failure)
             }
             isOpen = false
             guard close(descriptor) == 0 else { throw Self.ioError("close", temporary) }
-            guard hooks.admits(.checkpoint) else { throw Self.ioError("rename (fenced: the lease on this download is lost)", path, code: EPERM) }
+            guard hooks.admits(.checkpoint) else { throw Self.ioError("rename (fenced: the lease on this download is lost)", path, code: .notPermitted) }
             if let failure = retryingInterrupts({ rename(temporary, path) }).errno {
-                throw Self.ioError("rename", path, code: failure.rawValue)
+                throw Self.ioError("rename", path, code: failure)
             }
         } catch {
             if isOpen { _ = close(descriptor) }
@@ -224,7 +224,7 @@ extension ResumeInfo {
     ///   ``ResumeInfoError/Code/tooLarge`` beyond ``maxFileBytes``, and every error of ``decode(_:)``.
     public static func read(from path: String) throws(ResumeInfoError) -> ResumeInfo {
         let (descriptor, failure) = retryingInterrupts { open(path, O_RDONLY | O_CLOEXEC) }
-        if let failure { throw ioError("open", path, code: failure.rawValue) }
+        if let failure { throw ioError("open", path, code: failure) }
         defer { _ = close(descriptor) }
         return try read(descriptor: descriptor, path: path)
     }
@@ -239,7 +239,7 @@ extension ResumeInfo {
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
             let (count, failure) = retryingInterrupts { chunk.withUnsafeMutableBytes { posixRead(descriptor, $0.baseAddress, $0.count) } }
-            if let failure { throw ioError("read", path, code: failure.rawValue) }
+            if let failure { throw ioError("read", path, code: failure) }
             if count == 0 { break }
             bytes.append(contentsOf: chunk[0..<count])
             guard bytes.count <= maxFileBytes else {
@@ -253,12 +253,13 @@ extension ResumeInfo {
         do {
             try FileSystem.syncDirectory(FileSystem.directory(of: path))
         } catch {
-            throw ResumeInfoError(.ioFailed, errno: error.errno, "\(error)")
+            throw ResumeInfoError(.ioFailed, errorNumber: error.errorNumber, "\(error)")
         }
     }
 
     /// Builds an I/O error; call it straight after the failing call so `errno` is still that call's.
-    private static func ioError(_ operation: String, _ path: String, code: Int32 = errno) -> ResumeInfoError { ResumeInfoError(.ioFailed, errno: code, "\(operation) \(path): \(String(cString: strerror(code)))")
+    private static func ioError(_ operation: String, _ path: String, code: DKErrno = .current) -> ResumeInfoError {
+        ResumeInfoError(.ioFailed, errorNumber: code, "\(operation) \(path): \(code)")
     }
 }
 

@@ -122,9 +122,9 @@ final class DirectFile {
             if n < 0 {
                 if errno == EINTR { continue }
                 if errno == EINVAL { return .refused }
-                throw FileSystemError("pwrite (O_DIRECT)", path: path, errno: errno)
+                throw FileSystemError("pwrite (O_DIRECT)", path: path, errorNumber: .current)
             }
-            if n == 0 { throw FileSystemError("pwrite (O_DIRECT)", path: path, errno: EIO) }
+            if n == 0 { throw FileSystemError("pwrite (O_DIRECT)", path: path, errorNumber: .ioError) }
             written += n
             if n < count { return .short }
         }

@@ -75,7 +75,7 @@ extension FileHandleFD {
         while position < range.upperBound {
             let want = Int(min(Int64(chunk.count), range.upperBound - position))
             let n = try read(into: UnsafeMutableRawBufferPointer(rebasing: chunk[0..<want]), fromAbsoluteOffset: position)
-            if n == 0 { throw FileSystemError("pread", path: path, errno: EIO) }
+            if n == 0 { throw FileSystemError("pread", path: path, errorNumber: .ioError) }
             digest.update(UnsafeRawBufferPointer(rebasing: chunk[0..<n]))
             position += Int64(n)
         }

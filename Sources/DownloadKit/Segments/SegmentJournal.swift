@@ -88,7 +88,7 @@ final class SegmentJournal: Sendable {
         let verified = pieces()
         while ftruncate(fd, off_t(Self.recordSize)) != 0 {
             if errno == EINTR { continue }
-            throw FileSystemError("ftruncate", path: path, errno: errno)
+            throw FileSystemError("ftruncate", path: path, errorNumber: .current)
         }
         try Self.writeAll(Self.records(runs(), verified), to: fd, path: path)
     }
@@ -112,7 +112,7 @@ final class SegmentJournal: Sendable {
             let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, bytes.count - done) }
             if n < 0 {
                 if errno == EINTR { continue }
-                throw FileSystemError("write", path: path, errno: errno)
+                throw FileSystemError("write", path: path, errorNumber: .current)
             }
             done += n
         }
