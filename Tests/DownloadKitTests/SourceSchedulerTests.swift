@@ -119,4 +119,15 @@ import Testing
         #expect(scheduler.takeDrops().map(\.reason) == [.failed(refused), .tooSlow(bytesPerSecond: 3), .failed(refused)])
         #expect(scheduler.answered(1, status: 206, total: 1000, lastModified: nil) == .drop(.failed(refused)))
     }
+
+    /// A demoted source holds one connection and is assigned last.
+    @Test func demotedSourceIsAssignedLast() {
+        var scheduler = SourceScheduler(count: 2, reference: .init(total: 1000, lastModified: "x"), perSource: 2)
+        _ = scheduler.answered(1, status: 206, total: 1000, lastModified: "x")
+        scheduler.demote(0)
+        #expect(scheduler.assign() == 1)
+        #expect(scheduler.assign() == 1)
+        #expect(scheduler.assign() == 0)
+        #expect(scheduler.assign() == nil)
+    }
 }
