@@ -115,7 +115,7 @@ struct SegmentCoordinator {
             // `connections` is the total, at least one per source; each source holds at most `perSource`.
             let perSource = max(1, min(configuration.connectionsPerSource, client.configuration.maxConnectionsPerOrigin))
             let board = SourceBoard(
-                sources, reference: SourceScheduler.Reference(total: total, lastModified: lastModified), perSource: perSource,
+                sources, reference: SourceBoard.Scheduler.Reference(total: total, lastModified: lastModified), perSource: perSource,
                 wakes: wakes)
             workers = min(max(configuration.connections, sources.count), board.capacity)
             sourceBoard = board
