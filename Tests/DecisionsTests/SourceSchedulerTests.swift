@@ -146,26 +146,17 @@ import Testing
     }
 
     /// A later answer of a mirror that already agreed (by equal `Last-Modified`): checked again.
-    struct LaterRow: Sendable, CustomTestStringConvertible {
-        var name: String
-        var status = 206
-        var total: Int64? = 1000
-        var lastModified: String? = SourceSchedulerTests.lastModified
-        var verdict: SourceScheduler.Verdict
-        var testDescription: String { name }
-    }
-
-    static let laterRows: [LaterRow] = [
-        LaterRow(name: "the same answer", verdict: .agree),
-        LaterRow(name: "no Last-Modified this time: no new sample", lastModified: nil, verdict: .agree),
-        LaterRow(
+    static let laterRows: [Row] = [
+        Row(name: "the same answer", verdict: .agree),
+        Row(name: "no Last-Modified this time: no new sample", lastModified: nil, verdict: .agree),
+        Row(
             name: "another Last-Modified", lastModified: "Tue, 02 Jan 2024 00:00:00 GMT",
             verdict: .drop(.mismatch(.differentLastModified(expected: lastModified, got: "Tue, 02 Jan 2024 00:00:00 GMT")))),
-        LaterRow(name: "another length", total: 1001, verdict: .drop(.mismatch(.differentLength(expected: 1000, got: 1001)))),
-        LaterRow(name: "a 200 now", status: 200, verdict: .drop(.mismatch(.noRangeSupport(status: 200)))),
+        Row(name: "another length", total: 1001, verdict: .drop(.mismatch(.differentLength(expected: 1000, got: 1001)))),
+        Row(name: "a 200 now", status: 200, verdict: .drop(.mismatch(.noRangeSupport(status: 200)))),
     ]
 
-    @Test(arguments: laterRows) func anAgreedMirrorIsCheckedOnEveryAnswer(_ row: LaterRow) {
+    @Test(arguments: laterRows) func anAgreedMirrorIsCheckedOnEveryAnswer(_ row: Row) {
         var scheduler = SourceScheduler(count: 2, reference: Self.reference, perSource: 2)
         #expect(scheduler.answered(1, status: 206, total: 1000, lastModified: Self.lastModified) == .agree)
         #expect(scheduler.sources[1].phase == .agreeing)
