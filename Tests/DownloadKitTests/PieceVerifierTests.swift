@@ -156,19 +156,20 @@ import Testing
         return Int64(bitPattern: hash)
     }
 
-    @Test func subtractTakesPiecesOutOfRuns() {
-        #expect(SegmentBoardState.subtract([100..<200], from: [0..<250, 300..<350]) == [0..<100, 200..<250, 300..<350])
-        #expect(SegmentBoardState.subtract([0..<100, 300..<400], from: [50..<350]) == [100..<300])
-    }
-
-    /// A demoted source holds one connection and is assigned last.
-    @Test func demotedSourceIsAssignedLast() {
-        var scheduler = SourceScheduler(count: 2, reference: .init(total: 1000, lastModified: "x"), perSource: 2)
-        _ = scheduler.answered(1, status: 206, total: 1000, lastModified: "x")
-        scheduler.demote(0)
-        #expect(scheduler.assign() == 1)
-        #expect(scheduler.assign() == 1)
-        #expect(scheduler.assign() == 0)
-        #expect(scheduler.assign() == nil)
+    /// Range records survive garbage and torn records, and need the same boot and total.
+    @Test func journalRecordsSurviveGarbageAndTornRecordsAndNeedTheSameBootAndTotal() {
+        let boot = "boot-a"
+        var bytes = SegmentJournal.encode(magic: 0x484A_4B44, hashOfBoot(boot), 1000)
+        bytes += SegmentJournal.encode(magic: 0x524A_4B44, 0, 100)
+        bytes += Array(SegmentJournal.encode(magic: 0x524A_4B44, 100, 200).prefix(17))  // torn
+        bytes += [0xFF, 0x00, 0x13]  // garbage
+        bytes += SegmentJournal.encode(magic: 0x524A_4B44, 300, 2000)  // clipped to the total
+        var flipped = SegmentJournal.encode(magic: 0x524A_4B44, 500, 600)
+        flipped[9] ^= 0x40  // a flipped bit fails the checksum
+        bytes += flipped
+        #expect(SegmentJournal.parse(bytes, bootID: boot, total: 1000) == [0..<100, 300..<1000])
+        #expect(SegmentJournal.parse(bytes, bootID: "boot-b", total: 1000).isEmpty, "another boot: not trusted")
+        #expect(SegmentJournal.parse(bytes, bootID: boot, total: 999).isEmpty, "another length: not trusted")
+        #expect(SegmentJournal.parse(bytes, bootID: nil, total: 1000).isEmpty)
     }
 }

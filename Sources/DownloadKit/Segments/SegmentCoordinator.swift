@@ -65,31 +65,31 @@ struct SegmentCoordinator {
 
     /// The board for this run: the saved map plus what the journal proves, or a fresh plan (after a
     /// single-connection `prefix`). nil when the saved map is unusable.
-    func makeBoard(saved: [ResumeSegment], prefix: Int64, workers: Int, minimum: Int64) throws -> (SegmentBoardState, recovered: Int64)? {
+    func makeBoard(saved: [ResumeSegment], prefix: Int64, workers: Int, minimum: Int64) throws -> (SegmentBoard.State, recovered: Int64)? {
         if !saved.isEmpty {
             let journal = SegmentJournal.read(path: SegmentJournal.path(forTempFile: tempPath), total: total)
             let size = try file.size()
-            guard let plans = SegmentBoardState.recover(saved: saved, journal: journal, fileSize: size, total: total),
-                let withoutJournal = SegmentBoardState.recover(saved: saved, fileSize: size, total: total)
+            guard let plans = SegmentPlan.recover(saved: saved, journal: journal, fileSize: size, total: total),
+                let withoutJournal = SegmentPlan.recover(saved: saved, fileSize: size, total: total)
             else { return nil }
-            let state = SegmentBoardState(plans: plans, minimumSegmentSize: minimum, alignment: alignment)
+            let state = SegmentBoard.State(plans: plans, minimumSegmentSize: minimum, alignment: alignment)
             let before = withoutJournal.reduce(0) { $0 + $1.written }
             return (state, state.written - before)
         }
-        var plans = prefix > 0 ? [SegmentBoardState.Plan(start: 0, end: prefix, written: prefix)] : []
-        plans += SegmentBoardState.plan(
+        var plans = prefix > 0 ? [SegmentPlan(start: 0, end: prefix, written: prefix)] : []
+        plans += SegmentPlan.split(
             from: prefix, total: total, count: workers, minimumSegmentSize: minimum, alignment: pieces == nil ? 1 : alignment)
-        return (SegmentBoardState(plans: plans, minimumSegmentSize: minimum, alignment: alignment), 0)
+        return (SegmentBoard.State(plans: plans, minimumSegmentSize: minimum, alignment: alignment), 0)
     }
 
     /// With piece checksums: the verifier for `state`'s credited bytes, and the board to run. The pieces
     /// the journal recorded as verified (under this piece table) are trusted; every other piece found
     /// written is hashed from the file: a good one is verified (not fetched again), a bad one's bytes are
     /// taken out of the board, to be fetched like any missing range.
-    func checkResumedPieces(_ state: SegmentBoardState, table: PieceChecksums, sourceCount: Int, minimum: Int64) throws -> (
-        SegmentBoardState, PieceVerifier
+    func checkResumedPieces(_ state: SegmentBoard.State, table: PieceChecksums, sourceCount: Int, minimum: Int64) throws -> (
+        SegmentBoard.State, PieceVerifier
     ) {
-        let runs = state.segments.compactMap { $0.written > 0 ? $0.start..<$0.position : nil }
+        let runs = state.creditedRuns
         let verified = SegmentJournal.readVerified(
             path: SegmentJournal.path(forTempFile: tempPath), total: total, fingerprint: table.fingerprint)
         var verifier = PieceVerifier(pieceLength: table.pieceLength, total: total, sourceCount: sourceCount, runs: runs, verified: verified)
@@ -101,9 +101,8 @@ struct SegmentCoordinator {
         }
         guard !bad.isEmpty else { return (state, verifier) }
         configuration.logger?.warning("\(bad.count) resumed piece(s) failed their check; fetching them again")
-        let kept = SegmentBoardState.subtract(bad, from: runs)
-        guard let plans = SegmentBoardState.recover(saved: [], journal: kept, fileSize: total, total: total) else { return (state, verifier) }
-        return (SegmentBoardState(plans: plans, minimumSegmentSize: minimum, alignment: alignment), verifier)
+        let plans = SegmentPlan.covering(SegmentPlan.subtract(bad, from: runs), fileSize: total, total: total)
+        return (SegmentBoard.State(plans: plans, minimumSegmentSize: minimum, alignment: alignment), verifier)
     }
 
     /// Runs workers until every segment is written (then proves it), the board stops, or the caller
@@ -116,7 +115,7 @@ struct SegmentCoordinator {
             // `connections` is the total, at least one per source; each source holds at most `perSource`.
             let perSource = max(1, min(configuration.connectionsPerSource, client.configuration.maxConnectionsPerOrigin))
             let board = SourceBoard(
-                sources, reference: SourceScheduler.Reference(total: total, lastModified: lastModified), perSource: perSource,
+                sources, reference: SourceBoard.Scheduler.Reference(total: total, lastModified: lastModified), perSource: perSource,
                 wakes: wakes)
             workers = min(max(configuration.connections, sources.count), board.capacity)
             sourceBoard = board
@@ -262,13 +261,8 @@ struct SegmentCoordinator {
                     report: report)
             }
         }
-        do {
-            // The accounting pass: every byte of [0, total) credited exactly once, or no success.
-            try board.proveCoverage(total: total)
-
-        } catch {
-            throw Failure(error: error, report: report)
-        }
+        // The accounting pass: every byte of [0, total) credited exactly once, or no success.
+        if let gap = board.coverageGap(total: total) { throw Failure(error: DownloadError(gap), report: report) }
         if let pieceBoard, !pieceBoard.allVerified {
             throw Failure(
                 error: DownloadError(.segmentAccounting, "segment accounting failed: a piece was written but never verified"),

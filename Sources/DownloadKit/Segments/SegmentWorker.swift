@@ -272,7 +272,7 @@ struct SegmentWorker: Sendable {
     /// failure of the exchange with the failure it names.
     private func sample(_ target: Target, buffer: ReceiveBuffer) -> (SegmentAttemptMachine.Event, DownloadError?) {
         guard let index = target.index, let sources else { return (.stopped, nil) }
-        let size = min(SourceScheduler.sampleSize, total)
+        let size = min(SourceBoard.Scheduler.sampleSize, total)
         var range: Range<Int64>?
         while range == nil {
             if isStopped || board.isComplete { return (.stopped, nil) }

@@ -1,3 +1,4 @@
+import DownloadKitDecisions
 import HTTPClient
 import HTTPWire
 
@@ -12,26 +13,29 @@ struct DownloadSource: Sendable {
 /// takes the one lock once and applies the scheduler's rule (per response head, per credited buffer,
 /// never per byte). No decision lives here.
 final class SourceBoard: Sendable {
+    /// The scheduler's rules with DownloadKit's drop reasons.
+    typealias Scheduler = SourceScheduler<SourceDropReason>
+
     /// In the request's order; index 0 fixed the resource.
     let sources: [DownloadSource]
-    private let state: LockedValue<SourceScheduler>
+    private let state: LockedValue<Scheduler>
     /// Told of every drop, so the coordinator announces it without polling.
     private let wakes: SegmentWakes?
 
-    init(_ sources: [DownloadSource], reference: SourceScheduler.Reference, perSource: Int, wakes: SegmentWakes? = nil) {
+    init(_ sources: [DownloadSource], reference: Scheduler.Reference, perSource: Int, wakes: SegmentWakes? = nil) {
         self.sources = sources
-        state = LockedValue(SourceScheduler(count: sources.count, reference: reference, perSource: perSource))
+        state = LockedValue(Scheduler(count: sources.count, reference: reference, perSource: perSource))
         self.wakes = wakes
     }
 
     func assign() -> Int? { state.withLock { $0.assign() } }
     func release(_ index: Int) { state.withLock { $0.release(index) } }
 
-    func answered(_ index: Int, status: Int, total: Int64?, lastModified: String?) -> SourceScheduler.Verdict {
+    func answered(_ index: Int, status: Int, total: Int64?, lastModified: String?) -> Scheduler.Verdict {
         announced(state.withLock { $0.answered(index, status: status, total: total, lastModified: lastModified) })
     }
 
-    func sampled(_ index: Int, range: Range<Int64>, equal: Bool) -> SourceScheduler.Verdict {
+    func sampled(_ index: Int, range: Range<Int64>, equal: Bool) -> Scheduler.Verdict {
         announced(state.withLock { $0.sampled(index, range: range, equal: equal) })
     }
 
@@ -42,7 +46,7 @@ final class SourceBoard: Sendable {
     }
 
     /// `verdict`, after waking the coordinator when it dropped the source.
-    private func announced(_ verdict: SourceScheduler.Verdict) -> SourceScheduler.Verdict {
+    private func announced(_ verdict: Scheduler.Verdict) -> Scheduler.Verdict {
         if case .drop = verdict { wakes?.sourceDropped() }
         return verdict
     }
@@ -55,7 +59,7 @@ final class SourceBoard: Sendable {
     var agreeing: [Int] { state.withLock { $0.agreeing } }
     func takeDrops() -> [(index: Int, reason: SourceDropReason)] { state.withLock { $0.takeDrops() } }
     func isLive(_ index: Int) -> Bool { state.withLock { $0.isLive(index) } }
-    func phase(_ index: Int) -> SourceScheduler.Phase { state.withLock { $0.sources[index].phase } }
+    func phase(_ index: Int) -> Scheduler.Phase { state.withLock { $0.sources[index].phase } }
     var capacity: Int { state.withLock { $0.capacity } }
 
     /// What each source gave, for the result.
@@ -65,6 +69,18 @@ final class SourceBoard: Sendable {
             SourceUsage(
                 url: sources[index].url.listingDescription, bytes: scheduler.sources[index].bytes,
                 dropReason: scheduler.dropReason(index))
+        }
+    }
+}
+
+extension SourceDropReason: SourceDropCause {
+    /// The public reason for a mismatch the scheduler found (the same case, by name).
+    package init(_ mismatch: SourceMismatch) {
+        switch mismatch {
+        case .differentLength(let expected, let got): self = .differentLength(expected: expected, got: got)
+        case .differentLastModified(let expected, let got): self = .differentLastModified(expected: expected, got: got)
+        case .differentBytes(let range): self = .differentBytes(range)
+        case .noRangeSupport(let status): self = .noRangeSupport(status: status)
         }
     }
 }

@@ -1,8 +1,10 @@
-import DownloadKitDecisions
-
 /// The rules of a segmented download's shared segment map, as a value: events in (take, beginRequest,
 /// continueRequest, claim, record, release, steal, stop, restart), decisions out. No locks, no I/O, no clocks — the
-/// locked ``SegmentBoard`` wraps it for threads, and the schedule tests drive it directly.
+/// locked `SegmentBoard` (DownloadKit) wraps it for threads, and `SegmentBoardStateTests` and the schedule
+/// exploration drive it directly.
+///
+/// `Failure` is the caller's error, carried by ``Stop/failed(_:)`` and never read here; the board's own
+/// failure, an accounting gap, is a value (``CoverageGap``).
 ///
 /// Invariants it keeps (issue #22):
 /// - A worker names its segment by a ``SegmentHandle`` it got from ``take(worker:)``; nothing is ever
@@ -10,32 +12,33 @@ import DownloadKitDecisions
 /// - Claim-then-write: before writing, the owner claims `[position, position + n)` of its own segment;
 ///   a steal never cuts below a claimed byte or below the claim's end, and the owner credits at most
 ///   what it claimed, so `written` only ever covers bytes that were written first.
-/// - Segments tile `[0, total)` without overlap; ``proveCoverage(total:)`` checks that every byte is
+/// - Segments tile `[0, total)` without overlap; ``coverageGap(total:)`` checks that every byte is
 ///   credited exactly once before the file may be moved into place.
-struct SegmentBoardState: Sendable {
+package struct SegmentBoardState<Failure: Error & Sendable>: Sendable {
     /// One contiguous byte range of the file and how far it has been written.
-    struct Segment: Sendable, Equatable {
+    package struct Segment: Sendable, Equatable {
         /// The segment's identity; stable while it lives, never reused within a board.
-        let handle: SegmentHandle
-        var start: Int64
+        package let handle: SegmentHandle
+        package var start: Int64
         /// Exclusive end; may shrink when another worker steals the tail.
-        var end: Int64
+        package var end: Int64
         /// Bytes credited from `start` (written to the file first, then recorded).
-        var written: Int64
-        var owner: Int?
+        package var written: Int64
+        package var owner: Int?
         /// End of the owner's request in flight (`position` when none): a sparing steal never cuts
         /// below it, so the owner's connection is kept.
-        var requestedEnd: Int64
+        package var requestedEnd: Int64
         /// End of the bytes the owner claimed and is writing (`position` when none): no steal cuts below it.
-        var claimedEnd: Int64
+        package var claimedEnd: Int64
 
-        var position: Int64 { start + written }
-        var remaining: Int64 { end - position }
+        package var position: Int64 { start + written }
+        package var remaining: Int64 { end - position }
     }
 
     /// Why the transfer stopped early.
-    enum Stop: Sendable {
-        case failed(DownloadError)
+    package enum Stop: Sendable {
+        /// A worker failed past its retries with the caller's error.
+        case failed(Failure)
         case restart(RestartReason)
         /// A segment request got 401/403/404/410: ask the URL provider, then continue (issue #13, 8).
         case refreshURL(status: Int)
@@ -43,36 +46,32 @@ struct SegmentBoardState: Sendable {
     }
 
     /// What ``take(worker:)`` hands out: the segment and where its owner starts.
-    struct Assignment: Sendable, Equatable {
-        let handle: SegmentHandle
-        let position: Int64
-        let end: Int64
+    package struct Assignment: Sendable, Equatable {
+        package let handle: SegmentHandle
+        package let position: Int64
+        package let end: Int64
     }
 
-    private(set) var segments: [Segment]
-    private(set) var stopReason: Stop?
+    package private(set) var segments: [Segment]
+    package private(set) var stopReason: Stop?
     /// Workers holding a segment.
-    private(set) var active = 0
+    package private(set) var active = 0
     /// Bytes credited through ``record(_:worker:at:count:)`` since the board was built or restarted.
-    private(set) var creditedThisRun: Int64 = 0
+    package private(set) var creditedThisRun: Int64 = 0
     /// Bytes the board started with (from a resumed map).
-    private(set) var creditedAtStart: Int64
+    package private(set) var creditedAtStart: Int64
     /// Bumped by ``restart(segments:)``: handles of an earlier generation are refused.
-    private(set) var generation: Int
+    package private(set) var generation: Int
     private var nextIndex = 0
     /// A stolen tail is never smaller than this.
-    let minimumSplit: Int64
+    package let minimumSplit: Int64
     /// Split points are multiples of this (64 KiB in production; small in the schedule tests).
-    let alignment: Int64
+    package let alignment: Int64
 
-    /// A segment as planned or resumed, before it has a handle.
-    struct Plan: Sendable, Equatable {
-        var start: Int64
-        var end: Int64
-        var written: Int64
-    }
-
-    init(plans: [Plan], minimumSegmentSize: Int64, alignment: Int64 = 64 << 10, generation: Int = 0) {
+    /// The board of `plans` (``SegmentPlan/split(from:total:count:minimumSegmentSize:alignment:)`` or
+    /// ``SegmentPlan/recover(saved:journal:fileSize:total:)``); a stolen tail is at least
+    /// `minimumSegmentSize` and at least `alignment`.
+    package init(plans: [SegmentPlan], minimumSegmentSize: Int64, alignment: Int64 = 64 << 10, generation: Int = 0) {
         self.alignment = max(1, alignment)
         minimumSplit = max(self.alignment, minimumSegmentSize)
         self.generation = generation
@@ -81,7 +80,7 @@ struct SegmentBoardState: Sendable {
         install(plans)
     }
 
-    private mutating func install(_ plans: [Plan]) {
+    private mutating func install(_ plans: [SegmentPlan]) {
         segments = plans.sorted { $0.start < $1.start }.map { plan in
             defer { nextIndex += 1 }
             let position = plan.start + plan.written
@@ -93,21 +92,6 @@ struct SegmentBoardState: Sendable {
         creditedThisRun = 0
         active = 0
         stopReason = nil
-    }
-
-    /// Splits `[from, total)` into `count` nearly equal segments, each at least `minimumSegmentSize`, the
-    /// inner boundaries rounded down to multiples of `alignment` (piece checksums: one piece, one segment).
-    static func plan(from: Int64, total: Int64, count: Int, minimumSegmentSize: Int64, alignment: Int64 = 1) -> [Plan] {
-        let length = total - from
-        guard length > 0 else { return [] }
-        let pieces = Int(max(1, min(Int64(count), length / max(1, minimumSegmentSize))))
-        let size = length / Int64(pieces)
-        let step = max(1, alignment)
-        var starts = (0..<pieces).map { index in index == 0 ? from : max(from, (from + Int64(index) * size) / step * step) }
-        starts = starts.enumerated().filter { $0.offset == 0 || $0.element > starts[$0.offset - 1] }.map(\.element)
-        return starts.indices.map { index in
-            Plan(start: starts[index], end: index + 1 < starts.count ? starts[index + 1] : total, written: 0)
-        }
     }
 
     private func index(of handle: SegmentHandle, worker: Int) -> Int? {
@@ -122,7 +106,7 @@ struct SegmentBoardState: Sendable {
 
     /// Gives `worker` a segment: an unowned one with bytes left, else the second half of the largest
     /// remainder of an owned one (work stealing), else nil (stopped, or nothing left worth splitting).
-    mutating func take(worker: Int) -> Assignment? {
+    package mutating func take(worker: Int) -> Assignment? {
         if stopReason != nil { return nil }
         if let index = segments.indices.first(where: { segments[$0].owner == nil && segments[$0].remaining > 0 }) {
             segments[index].owner = worker
@@ -138,7 +122,7 @@ struct SegmentBoardState: Sendable {
     /// Where a thief may split `segment`: half of what is left above the claimed bytes (and, when
     /// `sparingTheRequest`, above the request in flight), aligned; nil when the stolen part would be
     /// below the minimum.
-    func splitPoint(of segment: Segment, sparingTheRequest: Bool) -> Int64? {
+    package func splitPoint(of segment: Segment, sparingTheRequest: Bool) -> Int64? {
         let floor = max(segment.position, segment.claimedEnd)
         let from = sparingTheRequest ? max(floor, segment.requestedEnd) : floor
         var middle = from + (segment.end - from) / 2
@@ -177,7 +161,7 @@ struct SegmentBoardState: Sendable {
 
     /// Marks a request from the segment's position of at most `maximum` bytes as in flight; returns the
     /// range to ask for, or nil when the segment has nothing left (or is not the worker's, or stopped).
-    mutating func beginRequest(_ handle: SegmentHandle, worker: Int, maximum: Int64) -> Range<Int64>? {
+    package mutating func beginRequest(_ handle: SegmentHandle, worker: Int, maximum: Int64) -> Range<Int64>? {
         guard stopReason == nil, let index = index(of: handle, worker: worker) else { return nil }
         let segment = segments[index]
         guard segment.remaining > 0 else { return nil }
@@ -190,7 +174,7 @@ struct SegmentBoardState: Sendable {
     /// the requests in flight end (sent ahead, so its response follows the current one without a round
     /// trip). Returns the range to ask for, or nil when requests already cover the rest of the segment
     /// (a steal may have cut it), or the segment is not the worker's, or the board stopped.
-    mutating func continueRequest(_ handle: SegmentHandle, worker: Int, maximum: Int64) -> Range<Int64>? {
+    package mutating func continueRequest(_ handle: SegmentHandle, worker: Int, maximum: Int64) -> Range<Int64>? {
         guard stopReason == nil, let index = index(of: handle, worker: worker) else { return nil }
         let segment = segments[index]
         let from = max(segment.position, segment.requestedEnd)
@@ -204,7 +188,7 @@ struct SegmentBoardState: Sendable {
     /// many may be written there: 0 when the segment ends at `position`, the position is not the
     /// segment's, a claim is already open, or the board stopped. Fewer than `count` means the segment
     /// shrank inside this buffer: write those, then drop the response.
-    mutating func claim(_ handle: SegmentHandle, worker: Int, at position: Int64, count: Int) -> Int {
+    package mutating func claim(_ handle: SegmentHandle, worker: Int, at position: Int64, count: Int) -> Int {
         guard stopReason == nil, let index = index(of: handle, worker: worker) else { return 0 }
         let segment = segments[index]
         guard segment.position == position, segment.claimedEnd == position, count > 0 else { return 0 }
@@ -217,7 +201,7 @@ struct SegmentBoardState: Sendable {
     /// Credits `count` bytes written at `position` under the open claim (at most the claim; fewer after a
     /// short write) and closes the claim. Returns the credited range (empty when refused) and whether
     /// the segment wants more.
-    mutating func record(_ handle: SegmentHandle, worker: Int, at position: Int64, count: Int) -> (
+    package mutating func record(_ handle: SegmentHandle, worker: Int, at position: Int64, count: Int) -> (
         credited: Range<Int64>, wantsMore: Bool
     ) {
         guard let index = index(of: handle, worker: worker), segments[index].position == position else {
@@ -232,13 +216,13 @@ struct SegmentBoardState: Sendable {
     }
 
     /// Bytes the owner's segment still lacks (0 when not the worker's, or stopped).
-    func remaining(_ handle: SegmentHandle, worker: Int) -> Int64 {
+    package func remaining(_ handle: SegmentHandle, worker: Int) -> Int64 {
         guard stopReason == nil, let index = index(of: handle, worker: worker) else { return 0 }
         return segments[index].remaining
     }
 
     /// Gives a segment back (finished, or its worker is leaving). An open claim is dropped.
-    mutating func release(_ handle: SegmentHandle, worker: Int) {
+    package mutating func release(_ handle: SegmentHandle, worker: Int) {
         guard let index = index(of: handle, worker: worker) else { return }
         segments[index].owner = nil
         segments[index].claimedEnd = segments[index].position
@@ -247,129 +231,74 @@ struct SegmentBoardState: Sendable {
     }
 
     /// Stops every worker; the first reason wins.
-    mutating func stop(_ reason: Stop) {
+    package mutating func stop(_ reason: Stop) {
         if stopReason == nil { stopReason = reason }
     }
 
     /// Starts over with new segments (the old version of the file is gone): handles of the old
     /// generation are refused from now on.
-    mutating func restart(segments plans: [Plan]) {
+    package mutating func restart(segments plans: [SegmentPlan]) {
         generation += 1
         install(plans)
     }
 
     // MARK: - Views
 
-    var written: Int64 { segments.reduce(0) { $0 + $1.written } }
-    var isComplete: Bool { segments.allSatisfy { $0.remaining == 0 } }
+    package var written: Int64 { segments.reduce(0) { $0 + $1.written } }
+    package var isComplete: Bool { segments.allSatisfy { $0.remaining == 0 } }
 
     /// The map for the resume info: only credited bytes, which were written before they were credited.
-    func snapshot() -> [ResumeSegment] {
-        segments.map { ResumeSegment(start: $0.start, end: $0.end, written: $0.written) }
+    package func snapshot() -> [SegmentPlan] {
+        segments.map { SegmentPlan(start: $0.start, end: $0.end, written: $0.written) }
+    }
+
+    /// The credited prefix of every segment that has one, in order: what the progress journal keeps and
+    /// what the piece checks of a resumed download read back.
+    package var creditedRuns: [Range<Int64>] {
+        segments.compactMap { $0.written > 0 ? $0.start..<$0.position : nil }
     }
 
     /// The accounting pass before the final rename: the segments tile `[0, total)` without gap or
     /// overlap, each is fully credited, and the credits add up (what the board started with plus what
-    /// was recorded since) to exactly `total` — every byte credited exactly once.
-    func proveCoverage(total: Int64) throws(DownloadError) {
+    /// was recorded since) to exactly `total` — every byte credited exactly once. Returns the first
+    /// thing that does not add up, or nil when the file may be moved into place.
+    package func coverageGap(total: Int64) -> CoverageGap? {
         var position: Int64 = 0
         for segment in segments {
             guard segment.start == position, segment.end >= segment.start else {
-                throw DownloadError(
-                    .segmentAccounting,
-                    "segment accounting failed: a segment starts at \(segment.start), expected \(position) (gap or overlap)")
+                return .misplacedSegment(start: segment.start, expected: position)
             }
             guard segment.written == segment.end - segment.start else {
-                throw DownloadError(
-                    .segmentAccounting,
-                    "segment accounting failed: bytes \(segment.position)..<\(segment.end) were never credited")
+                return .uncredited(segment.position..<segment.end)
             }
             position = segment.end
         }
-        guard position == total else {
-            throw DownloadError(
-                .segmentAccounting, "segment accounting failed: the segments cover \(position) of \(total) bytes")
-        }
+        guard position == total else { return .shortOfTotal(covered: position, total: total) }
         guard creditedAtStart + creditedThisRun == total else {
-            throw DownloadError(
-                .segmentAccounting,
-                "segment accounting failed: \(creditedAtStart) bytes resumed + \(creditedThisRun) credited ≠ \(total)")
+            return .creditsDiffer(resumed: creditedAtStart, credited: creditedThisRun, total: total)
         }
-    }
-
-    // MARK: - Resuming
-
-    /// Turns a saved map (and byte ranges the progress journal proves were written) into plans covering
-    /// `[0, total)` exactly. Nothing beyond `fileSize` is trusted (the file is the limit of every claim);
-    /// the saved map's written prefixes and the journal ranges are merged, and each merged run becomes a
-    /// segment's written prefix up to the next run. nil when the saved map overlaps itself or runs past
-    /// the total (unusable: restart).
-    static func recover(saved: [ResumeSegment], journal: [Range<Int64>] = [], fileSize: Int64, total: Int64) -> [Plan]? {
-        var previousEnd: Int64 = 0
-        var runs: [Range<Int64>] = []
-        for segment in saved.sorted(by: { $0.start < $1.start }) {
-            let end = segment.end ?? total
-            guard segment.start >= previousEnd, end <= total, end > segment.start else { return nil }
-            previousEnd = end
-            let written = max(0, min(segment.written, end - segment.start))
-            runs.append(segment.start..<segment.start + written)
-        }
-        runs += journal
-        let limit = min(fileSize, total)
-        let clipped = runs.compactMap { run -> Range<Int64>? in
-            let lower = max(0, run.lowerBound)
-            let upper = min(limit, run.upperBound)
-            return lower < upper ? lower..<upper : nil
-        }.sorted { $0.lowerBound < $1.lowerBound }
-        var merged: [Range<Int64>] = []
-        for run in clipped {
-            if let last = merged.last, run.lowerBound <= last.upperBound {
-                merged[merged.count - 1] = last.lowerBound..<max(last.upperBound, run.upperBound)
-            } else {
-                merged.append(run)
-            }
-        }
-        var plans: [Plan] = []
-        var position: Int64 = 0
-        for (index, run) in merged.enumerated() {
-            if run.lowerBound > position {
-                plans.append(Plan(start: position, end: run.lowerBound, written: 0))
-            }
-            let end = index + 1 < merged.count ? merged[index + 1].lowerBound : total
-            plans.append(Plan(start: run.lowerBound, end: end, written: run.upperBound - run.lowerBound))
-            position = end
-        }
-        if position < total { plans.append(Plan(start: position, end: total, written: 0)) }
-        return plans
-    }
-
-    /// `runs` without the bytes of `removed` (both sorted or not; the result is sorted).
-    static func subtract(_ removed: [Range<Int64>], from runs: [Range<Int64>]) -> [Range<Int64>] {
-        var result = runs.sorted { $0.lowerBound < $1.lowerBound }
-        for cut in removed {
-            result = result.flatMap { run -> [Range<Int64>] in
-                guard run.overlaps(cut) else { return [run] }
-                return [run.lowerBound..<max(run.lowerBound, cut.lowerBound), min(run.upperBound, cut.upperBound)..<run.upperBound]
-                    .filter { !$0.isEmpty }
-            }
-        }
-        return result
-    }
-
-    /// Bytes contiguous from offset 0 in a segment map.
-    static func contiguousPrefix(_ segments: [ResumeSegment]) -> Int64 {
-        var position: Int64 = 0
-        for segment in segments.sorted(by: { $0.start < $1.start }) {
-            guard segment.start == position else { break }
-            position = segment.start + segment.written
-            guard let end = segment.end, segment.written >= end - segment.start else { break }
-        }
-        return position
+        return nil
     }
 }
 
+extension SegmentBoardState.Stop: Equatable where Failure: Equatable {}
+
+/// Why ``SegmentBoardState/coverageGap(total:)`` refuses to call a segmented file complete.
+package enum CoverageGap: Sendable, Hashable {
+    /// A segment starts at `start` where the one before it ended at `expected` (a gap or an overlap), or
+    /// ends before it starts.
+    case misplacedSegment(start: Int64, expected: Int64)
+    /// These bytes of a segment were never credited.
+    case uncredited(Range<Int64>)
+    /// The segments end at `covered`, not at the file's `total`.
+    case shortOfTotal(covered: Int64, total: Int64)
+    /// The bytes the board resumed with plus those credited since are not `total`: a byte counted twice
+    /// or never.
+    case creditsDiffer(resumed: Int64, credited: Int64, total: Int64)
+}
+
 /// A worker's name for its segment: which board generation, which segment of it.
-struct SegmentHandle: Hashable, Sendable {
-    let generation: Int
-    let index: Int
+package struct SegmentHandle: Hashable, Sendable {
+    package let generation: Int
+    package let index: Int
 }

@@ -1,5 +1,6 @@
-@testable import DownloadKit
 import Testing
+
+@testable import DownloadKitDecisions
 
 /// Deterministic schedule exploration of the segment board (issue #22). No threads, no sleeps: the test
 /// owns the schedule. Simulated workers follow the production worker's protocol step by step —
@@ -41,102 +42,6 @@ import Testing
         }
         let failure = try #require(found, "the exploration must catch the position-lookup corruption of issue #22")
         #expect(failure.contains("credited") || failure.contains("overwritten") || failure.contains("coverage"))
-    }
-
-    @Test func aStealNeverCutsBelowClaimedBytes() throws {
-        var state = SegmentBoardState(
-            plans: [.init(start: 0, end: 64, written: 0)], minimumSegmentSize: 8, alignment: 8)
-        let first = state.take(worker: 0)
-        let owner = try #require(first)
-        #expect(state.beginRequest(owner.handle, worker: 0, maximum: 64) == 0..<64)
-        #expect(state.claim(owner.handle, worker: 0, at: 0, count: 40) == 40)
-        // Every remainder is requested: the thief cuts into the request, but above the claim.
-        let taken = state.take(worker: 1)
-        let thief = try #require(taken)
-        #expect(thief.position >= 40)
-        #expect(state.record(owner.handle, worker: 0, at: 0, count: 40).credited == 0..<40)
-        // The owner's next buffer may only fill its own, shrunken segment.
-        #expect(state.claim(owner.handle, worker: 0, at: 40, count: 64) == Int(thief.position - 40))
-        // A position lookup is never used: the thief's segment refuses the owner.
-        #expect(state.claim(thief.handle, worker: 0, at: thief.position, count: 8) == 0)
-    }
-
-    @Test func aRequestSentAheadStartsWhereTheRequestsInFlightEndAndIsSparedByASparingThief() throws {
-        var state = SegmentBoardState(
-            plans: [.init(start: 0, end: 256, written: 0)], minimumSegmentSize: 8, alignment: 8)
-        let taken = state.take(worker: 0)
-        let owner = try #require(taken)
-        #expect(state.beginRequest(owner.handle, worker: 0, maximum: 32) == 0..<32)
-        // Sent ahead: from the end of the request in flight, not from the written position.
-        #expect(state.continueRequest(owner.handle, worker: 0, maximum: 32) == 32..<64)
-        #expect(state.continueRequest(owner.handle, worker: 1, maximum: 32) == nil, "only the owner asks")
-        // A sparing thief splits what no request covers: above 64, never inside the request sent ahead.
-        let stolen = state.take(worker: 1)
-        let thief = try #require(stolen)
-        #expect(thief.position == 160)
-        // The owner's requests end at the stolen boundary, and nothing is asked past it.
-        #expect(state.continueRequest(owner.handle, worker: 0, maximum: 1000) == 64..<160)
-        #expect(state.continueRequest(owner.handle, worker: 0, maximum: 32) == nil)
-        // After a dropped connection the owner starts again from what it wrote.
-        #expect(state.beginRequest(owner.handle, worker: 0, maximum: 32) == 0..<32)
-        state.stop(.stopped)
-        #expect(state.continueRequest(owner.handle, worker: 0, maximum: 32) == nil, "nothing is asked after a stop")
-    }
-
-    @Test func coverageProofRejectsAGapOrADoubleCredit() {
-        var state = SegmentBoardState(
-            plans: [.init(start: 0, end: 16, written: 16), .init(start: 16, end: 32, written: 8)], minimumSegmentSize: 8,
-            alignment: 8)
-        #expect(throws: DownloadError.self) { try state.proveCoverage(total: 32) }
-        let next = state.take(worker: 0)!
-        _ = state.claim(next.handle, worker: 0, at: 24, count: 8)
-        _ = state.record(next.handle, worker: 0, at: 24, count: 8)
-        try? state.proveCoverage(total: 32)
-        #expect((try? state.proveCoverage(total: 32)) != nil)
-        #expect(throws: DownloadError.self) { try state.proveCoverage(total: 40) }
-    }
-
-    @Test func handlesOfAnEarlierGenerationAreRefusedAfterARestart() {
-        var state = SegmentBoardState(plans: [.init(start: 0, end: 32, written: 0)], minimumSegmentSize: 8, alignment: 8)
-        let old = state.take(worker: 0)!
-        state.stop(.restart(.validatorChanged))
-        state.restart(segments: [.init(start: 0, end: 32, written: 0)])
-        #expect(state.claim(old.handle, worker: 0, at: 0, count: 8) == 0)
-        #expect(state.record(old.handle, worker: 0, at: 0, count: 8).credited.isEmpty)
-        #expect(state.take(worker: 0)?.position == 0)
-    }
-
-    @Test func recoveryMergesTheMapWithTheJournalAndTrustsNothingBeyondTheFile() {
-        let saved = [ResumeSegment(start: 0, end: 50, written: 10), ResumeSegment(start: 50, end: 100, written: 5)]
-        let plans = SegmentBoardState.recover(saved: saved, journal: [10..<30, 55..<70, 90..<120], fileSize: 95, total: 100)
-        #expect(
-            plans == [
-                .init(start: 0, end: 50, written: 30), .init(start: 50, end: 90, written: 20),
-                .init(start: 90, end: 100, written: 5),
-            ])
-        #expect(SegmentBoardState.recover(saved: saved + [ResumeSegment(start: 40, end: 60, written: 0)], fileSize: 100, total: 100) == nil)
-    }
-
-    @Test func journalRecordsSurviveGarbageAndTornRecordsAndNeedTheSameBootAndTotal() {
-        let boot = "boot-a"
-        var bytes = journalHeader(boot: boot, total: 1000)
-        bytes += SegmentJournal.encode(magic: 0x524A_4B44, 0, 100)
-        bytes += Array(SegmentJournal.encode(magic: 0x524A_4B44, 100, 200).prefix(17))  // torn
-        bytes += [0xFF, 0x00, 0x13]  // garbage
-        bytes += SegmentJournal.encode(magic: 0x524A_4B44, 300, 2000)  // clipped to the total
-        var flipped = SegmentJournal.encode(magic: 0x524A_4B44, 500, 600)
-        flipped[9] ^= 0x40  // a flipped bit fails the checksum
-        bytes += flipped
-        #expect(SegmentJournal.parse(bytes, bootID: boot, total: 1000) == [0..<100, 300..<1000])
-        #expect(SegmentJournal.parse(bytes, bootID: "boot-b", total: 1000).isEmpty, "another boot: not trusted")
-        #expect(SegmentJournal.parse(bytes, bootID: boot, total: 999).isEmpty, "another length: not trusted")
-        #expect(SegmentJournal.parse(bytes, bootID: nil, total: 1000).isEmpty)
-    }
-
-    private func journalHeader(boot: String, total: Int64) -> [UInt8] {
-        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
-        for byte in boot.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01B3 }
-        return SegmentJournal.encode(magic: 0x484A_4B44, Int64(bitPattern: hash), total)
     }
 }
 
@@ -184,7 +89,7 @@ protocol ScheduledBoard {
     associatedtype Handle
     /// The old worker went on after a short credit as long as it had written the whole buffer.
     static var continuesAfterAShortCredit: Bool { get }
-    init(plans: [SegmentBoardState.Plan], minimum: Int64, alignment: Int64)
+    init(plans: [SegmentPlan], minimum: Int64, alignment: Int64)
     mutating func take(worker: Int) -> (handle: Handle, position: Int64)?
     mutating func beginRequest(_ handle: Handle, worker: Int, at position: Int64, maximum: Int64) -> Range<Int64>?
     /// The next request sent ahead on the same connection, or nil (the old board never pipelined).
@@ -194,14 +99,25 @@ protocol ScheduledBoard {
     func remaining(_ handle: Handle, worker: Int, at position: Int64) -> Int64
     mutating func release(_ handle: Handle, worker: Int)
     mutating func stop()
-    func snapshot() -> [ResumeSegment]
+    func snapshot() -> [SegmentPlan]
     func provesCoverage(total: Int64) -> Bool
+}
+
+/// The exploration's boards never fail: a stop is a pause or a restart.
+enum ScheduleStop: Error {}
+
+/// A snapshot's segment read back as a saved map (its end always known).
+struct SavedPlan: SavedSegment {
+    let start: Int64
+    let end: Int64?
+    let written: Int64
+    init(_ plan: SegmentPlan) { (start, end, written) = (plan.start, plan.end, plan.written) }
 }
 
 struct HandleBoard: ScheduledBoard {
     static var continuesAfterAShortCredit: Bool { false }
-    var state: SegmentBoardState
-    init(plans: [SegmentBoardState.Plan], minimum: Int64, alignment: Int64) {
+    var state: SegmentBoardState<ScheduleStop>
+    init(plans: [SegmentPlan], minimum: Int64, alignment: Int64) {
         state = SegmentBoardState(plans: plans, minimumSegmentSize: minimum, alignment: alignment)
     }
     mutating func take(worker: Int) -> (handle: SegmentHandle, position: Int64)? {
@@ -224,8 +140,8 @@ struct HandleBoard: ScheduledBoard {
     }
     mutating func release(_ handle: SegmentHandle, worker: Int) { state.release(handle, worker: worker) }
     mutating func stop() { state.stop(.stopped) }
-    func snapshot() -> [ResumeSegment] { state.snapshot() }
-    func provesCoverage(total: Int64) -> Bool { (try? state.proveCoverage(total: total)) != nil }
+    func snapshot() -> [SegmentPlan] { state.snapshot() }
+    func provesCoverage(total: Int64) -> Bool { state.coverageGap(total: total) == nil }
 }
 
 /// The board before issue #22's fix, kept as a test model: segments are found by byte position
@@ -244,7 +160,7 @@ struct LegacyPositionBoard: ScheduledBoard {
     let minimum: Int64
     let alignment: Int64
 
-    init(plans: [SegmentBoardState.Plan], minimum: Int64, alignment: Int64) {
+    init(plans: [SegmentPlan], minimum: Int64, alignment: Int64) {
         segments = plans.map { Segment(start: $0.start, end: $0.end, written: $0.written, owner: nil) }
         self.minimum = max(alignment, minimum)
         self.alignment = alignment
@@ -308,7 +224,7 @@ struct LegacyPositionBoard: ScheduledBoard {
         }
     }
     mutating func stop() {}
-    func snapshot() -> [ResumeSegment] { segments.map { ResumeSegment(start: $0.start, end: $0.end, written: $0.written) } }
+    func snapshot() -> [SegmentPlan] { segments.map { SegmentPlan(start: $0.start, end: $0.end, written: $0.written) } }
     func provesCoverage(total: Int64) -> Bool { segments.allSatisfy { $0.remaining == 0 } }
 }
 
@@ -353,8 +269,8 @@ struct World<Board: ScheduledBoard> {
         credits = Array(repeating: 0, count: Int(parameters.total))
     }
 
-    static func freshPlan(_ parameters: ScheduleParameters) -> [SegmentBoardState.Plan] {
-        SegmentBoardState.plan(from: 0, total: parameters.total, count: parameters.workers, minimumSegmentSize: 16)
+    static func freshPlan(_ parameters: ScheduleParameters) -> [SegmentPlan] {
+        SegmentPlan.split(from: 0, total: parameters.total, count: parameters.workers, minimumSegmentSize: 16)
     }
 
     func cell(_ offset: Int64) -> Int64 { Int64(version) << 32 | offset }
@@ -540,8 +456,8 @@ struct World<Board: ScheduledBoard> {
             credits = Array(repeating: 0, count: Int(parameters.total))
             board = Board(plans: Self.freshPlan(parameters), minimum: parameters.alignment, alignment: parameters.alignment)
         } else {
-            guard let plans = SegmentBoardState.recover(
-                saved: board.snapshot(), fileSize: parameters.total, total: parameters.total)
+            guard let plans = SegmentPlan.recover(
+                saved: board.snapshot().map(SavedPlan.init), fileSize: parameters.total, total: parameters.total)
             else { return "the snapshot is not a usable map" }
             board = Board(plans: plans, minimum: parameters.alignment, alignment: parameters.alignment)
         }
