@@ -29,6 +29,8 @@ int dk_splice_pipe(int fds[2], int size) {
     return capacity < 0 ? 65536 : capacity;
 }
 
+int dk_wake_pipe(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
+
 int dk_pipe_pending(int fd) {
     int pending = 0;
     return ioctl(fd, FIONREAD, &pending) == 0 ? pending : -1;

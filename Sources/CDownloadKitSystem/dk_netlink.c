@@ -2,7 +2,6 @@
 #include "dk_netlink.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -134,5 +133,3 @@ int dk_netlink_wait(int fd, int wake_fd) {
         return -1;
     }
 }
-
-int dk_wake_pipe(int fds[2]) { return pipe2(fds, O_CLOEXEC); }

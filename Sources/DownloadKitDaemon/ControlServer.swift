@@ -1,3 +1,4 @@
+import CDownloadKitSystem
 import DownloadKitRuntime
 import DownloadKitSession
 import Foundation
@@ -38,11 +39,9 @@ final class Wakeup: Sendable {
 
     init() {
         var fds: [Int32] = [-1, -1]
-        _ = pipe(&fds)
-        for end in fds {
-            UnixSocket.setNonBlocking(end)
-            _ = fcntl(end, F_SETFD, FD_CLOEXEC)
-        }
+        // Close-on-exec from the start (pipe2), so that no process started meanwhile inherits an end.
+        _ = dk_wake_pipe(&fds)
+        for end in fds { UnixSocket.setNonBlocking(end) }
         fd = fds[0]
         writeFD = fds[1]
     }

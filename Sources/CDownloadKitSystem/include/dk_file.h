@@ -16,6 +16,11 @@ ssize_t dk_splice(int fd_in, off_t *offset_in, int fd_out, off_t *offset_out, si
 /// capacity (`F_SETPIPE_SZ`, best effort). Returns the capacity in bytes, or -1 with errno set.
 int dk_splice_pipe(int fds[2], int size);
 
+/// Creates a close-on-exec pipe (`pipe2(fds, O_CLOEXEC)`, atomically: no process started meanwhile inherits an
+/// end), for waking a thread blocked in `poll` (a byte written, or the write end closed). Returns 0, or -1 with
+/// errno set.
+int dk_wake_pipe(int fds[2]);
+
 /// The bytes waiting in a pipe (`FIONREAD` on its read end), or -1 with errno set.
 int dk_pipe_pending(int fd);
 

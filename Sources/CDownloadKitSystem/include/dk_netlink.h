@@ -31,8 +31,4 @@ int dk_netlink_links(dk_link *links, int capacity);
 /// set on any other failure. EINTR is retried here.
 int dk_netlink_wait(int fd, int wake_fd);
 
-/// Creates a close-on-exec pipe (`pipe2(fds, O_CLOEXEC)`) whose write end, closed, wakes a `dk_netlink_wait`
-/// on its read end. Returns 0, or -1 with errno set.
-int dk_wake_pipe(int fds[2]);
-
 #endif
