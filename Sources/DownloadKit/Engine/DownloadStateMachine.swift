@@ -53,6 +53,10 @@ struct DownloadStateMachine {
         /// The low-speed rule's limit (bytes/s, 0: off) and window (seconds).
         var lowSpeedLimit: Int
         var lowSpeedTime: Double
+        /// Whether space for the remaining bytes may be reserved in the file, not only checked.
+        var preallocates: Bool
+        /// The single-connection bodies gathered and written past the page cache; nil when direct writes are off.
+        var smallBodies: SmallBodyRule?
 
         init(_ request: DownloadRequest, _ configuration: DownloadConfiguration) {
             destination = request.destination
@@ -73,6 +77,8 @@ struct DownloadStateMachine {
             checksDigestHeader = configuration.checksDigestHeader
             lowSpeedLimit = configuration.lowSpeedLimit
             lowSpeedTime = configuration.lowSpeedTime.asSeconds
+            preallocates = configuration.preallocates
+            smallBodies = configuration.directWrites ? SmallBodyGather.rule : nil
         }
     }
 
@@ -108,9 +114,9 @@ struct DownloadStateMachine {
         /// Send `request`; when `restart` is set, first discard the partial data (truncate to 0, forget
         /// the journal and any background sync, start the checksum again).
         case send(DKHTTPRequest, restart: RestartReason?)
-        /// Reserve space for the remaining bytes, then run segment workers over `[0, total)` and report
-        /// with ``segmentsEnded(_:)``.
-        case runSegments(total: Int64)
+        /// Reserve the run's space, then run segment workers over `[0, total)` and report with
+        /// ``segmentsEnded(_:map:jitter:)``.
+        case runSegments(SegmentRun)
         /// Ask the URL provider for a fresh URL and report with ``urlProvided(_:)``.
         case askForURL(URLRefreshContext)
         /// Checkpoint, wait `after` seconds (interruptible), then report ``retryDelayElapsed()``.
@@ -131,12 +137,48 @@ struct DownloadStateMachine {
     enum HeadAction: Sendable, Hashable {
         /// Do not write the body (drain it so the connection can be reused); report ``exchangeEnded()``.
         case discard
-        /// Write the body at ``Resource/offset``: first discard the partial when `restart` is set, then
+        /// Write the body as ``BodyWrite`` says: first discard the partial when its `restart` is set, then
         /// reserve space, record the validators (resume info, no sync), report ``bodyStarts()`` and
         /// stream. Report ``exchangeEnded()`` after the last byte.
-        case write(restart: RestartReason?)
+        case write(BodyWrite)
         /// Abort the exchange with this error and report it with ``failed(_:stopRequested:)``.
         case abandon(DownloadError)
+    }
+
+    /// How the body of an accepted response is written: everything the executor would otherwise have to
+    /// read from the machine to decide, decided here.
+    struct BodyWrite: Sendable, Hashable {
+        /// Discard the partial data first (truncate to 0, forget the journal and any background sync, start
+        /// the checksum again): the body is the resource from byte 0.
+        var restart: RestartReason?
+        /// The file offset of the body's first byte.
+        var offset: Int64
+        /// The space to check (and reserve) before the first byte; nil when the length is unknown or
+        /// nothing is left.
+        var reserve: SpaceReservation?
+        /// The response states a `Content-MD5`: hash the body as it is written and report the digest with
+        /// ``bodyDigested(_:)``.
+        var hashesMD5: Bool
+        /// The body's length when it is small enough to gather whole (``Settings/smallBodies``) and write in
+        /// one piece past the page cache; nil: splice or stream it.
+        var gather: Int64?
+    }
+
+    /// What a segmented run starts from (``Action/runSegments(_:)``): its length, the space to reserve, the
+    /// saved map and the bytes present from byte 0, where requests go, and the validators each range
+    /// request carries (`If-Range`) and each response must match.
+    struct SegmentRun: Sendable, Hashable {
+        var total: Int64
+        var reserve: SpaceReservation?
+        /// The segment map saved by an earlier run (empty: none).
+        var saved: [ResumeSegment]
+        /// Bytes present from byte 0 (a single-connection prefix, or the saved map's contiguous prefix).
+        var prefix: Int64
+        var url: HTTPURL
+        var headers: DKHTTPHeaders
+        var ifRange: String?
+        var entityTag: EntityTag?
+        var lastModified: String?
     }
 
     /// What the executor performs before the action of a decision, in order.
@@ -212,7 +254,12 @@ struct DownloadStateMachine {
 
     let settings: Settings
     private(set) var state: State = .idle
-    private(set) var resource = Resource()
+    private var resource = Resource()
+
+    /// What is known of the resource and the partial, read-only, for *performing* effects: where the next
+    /// body byte goes, the progress numbers, the record the executor writes and the result it returns.
+    /// Nothing is decided from it: each decision the executor needs travels in an answer.
+    var snapshot: Resource { resource }
     /// The task's identity: the URL first asked for (redirects and refreshes never change it).
     private(set) var originalURL: HTTPURL
     /// Where requests go now (after redirects and refreshes).
@@ -320,8 +367,8 @@ struct DownloadStateMachine {
     }
 
     /// The MD5 digest the accepted response states for its body (`Content-MD5`, RFC 1864), when it has a
-    /// valid one: the executor hashes the body it writes and reports with ``bodyDigested(_:)``.
-    var statedContentMD5: [UInt8]? {
+    /// valid one: ``BodyWrite/hashesMD5`` asks the executor to hash the body and report with ``bodyDigested(_:)``.
+    private var statedContentMD5: [UInt8]? {
         guard case .receivingBody = state else { return nil }
         return acceptedHead?.headers.first(name: "Content-MD5").flatMap { try? ContentMD5(parsing: $0) }?.digest
     }
@@ -594,7 +641,11 @@ struct DownloadStateMachine {
                 return restart(reason, jitter: jitter)
             case .segmented(let total):
                 state = .segmented(total: total)
-                return .runSegments(total: total)
+                return .runSegments(
+                    SegmentRun(
+                        total: total, reserve: reservation, saved: resource.savedSegments, prefix: resource.offset,
+                        url: currentURL, headers: requestHeaders, ifRange: resource.ifRangeValue,
+                        entityTag: resource.entityTag, lastModified: resource.lastModified))
             case .complete:
                 state = .finishing
                 return .finalize
@@ -893,7 +944,7 @@ struct DownloadStateMachine {
             var receiving = exchange
             receiving.rangeEnd = last
             state = .receivingBody(receiving)
-            return .write(restart: nil)
+            return .write(bodyWrite(restart: nil))
         case .wholeBody(let reason):
             // Start over from zero in this same response (no wait: the body is already coming).
             guard restarts.next(base: 0, maximum: 0, jitter: 0) != nil else { return .abandon(restartsExhausted(reason)) }
@@ -928,7 +979,23 @@ struct DownloadStateMachine {
         var receiving = exchange
         receiving.rangeEnd = nil
         state = .receivingBody(receiving)
-        return .write(restart: restart)
+        return .write(bodyWrite(restart: restart))
+    }
+
+    /// How the body of the response just accepted is written, from what it taught (call once the state is
+    /// ``State/receivingBody(_:)``).
+    private func bodyWrite(restart: RestartReason?) -> BodyWrite {
+        let offset = resource.offset
+        let remaining = resource.totalLength.map { $0 - offset }
+        let gathers = remaining.map { settings.smallBodies?.gathers(remaining: $0, at: offset) == true } ?? false
+        return BodyWrite(
+            restart: restart, offset: offset, reserve: reservation, hashesMD5: statedContentMD5 != nil,
+            gather: gathers ? remaining : nil)
+    }
+
+    /// The space the bytes still to come need, from the length known and the bytes present.
+    private var reservation: SpaceReservation? {
+        SpaceReservation.forRemaining(of: resource.totalLength, from: resource.offset, preallocation: settings.preallocates)
     }
 
     /// The answer to a `Range: bytes=0-0` probe; nil when the ordinary rules apply (redirects, errors,
