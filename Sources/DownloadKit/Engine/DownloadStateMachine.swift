@@ -27,6 +27,10 @@ import HTTPWire
 /// ``segmentsEnded(_:)`` takes the outcome back. Answers to range requests are decided by the one
 /// ``RangeResponsePolicy``, failures by the one ``RetryPolicy``.
 struct DownloadStateMachine {
+    /// The error the machine is told of and answers with: it reads it through ``MachineError`` and makes
+    /// its own from a ``MachineFailure``, never from a message of its own.
+    typealias Failure = DownloadError
+
     /// The request and configuration facts the decisions depend on.
     struct Settings: Sendable, Hashable {
         var destination: DownloadDestination
@@ -120,7 +124,7 @@ struct DownloadStateMachine {
         /// Ask the URL provider for a fresh URL and report with ``urlProvided(_:)``.
         case askForURL(URLRefreshContext)
         /// Checkpoint, wait `after` seconds (interruptible), then report ``retryDelayElapsed()``.
-        case retry(after: Double, attempt: Int, error: DownloadError)
+        case retry(after: Double, attempt: Int, error: Failure)
         /// Wait `seconds` before starting the resource over (a segmented transfer saw it change), then
         /// report ``retryDelayElapsed()``.
         case backOff(seconds: Double)
@@ -130,7 +134,7 @@ struct DownloadStateMachine {
         /// ``askFirst(_:)``): remove the working files and keep it.
         case keepExisting
         /// Give up with this error (the executor keeps the partial data as its stop rules say).
-        case fail(DownloadError)
+        case fail(Failure)
     }
 
     /// What to do with the body of a response whose head just arrived.
@@ -142,7 +146,7 @@ struct DownloadStateMachine {
         /// stream. Report ``exchangeEnded()`` after the last byte.
         case write(BodyWrite)
         /// Abort the exchange with this error and report it with ``failed(_:stopRequested:)``.
-        case abandon(DownloadError)
+        case abandon(Failure)
     }
 
     /// How the body of an accepted response is written: everything the executor would otherwise have to
@@ -330,13 +334,13 @@ struct DownloadStateMachine {
         case goOn
         /// End the step with this failure (the executor reports it with ``failed(_:stopRequested:jitter:)``,
         /// which retries or gives up).
-        case fail(DownloadError)
+        case fail(Failure)
     }
 
     /// The answer to ``verifying()``: what the executor checks before the rename.
     enum Verification: Sendable, Hashable {
         /// The partial cannot be the resource (short, or the piece table does not describe its length).
-        case fail(DownloadError)
+        case fail(Failure)
         /// Make the partial durable, then report the digest of each of `pieces` (when given) with
         /// ``piecesDigested(_:)`` and the file's `checksum` (when given) with ``fileDigested(_:)``.
         case check(pieces: PieceChecksums?, checksum: FinalChecksum?)
@@ -348,10 +352,7 @@ struct DownloadStateMachine {
     func bodyArriving(_ count: Int64) -> Verdict {
         guard case .receivingBody(let exchange) = state, let end = exchange.rangeEnd, resource.offset + count > end + 1
         else { return .goOn }
-        return .fail(
-            DownloadError(
-                .contentRangeMismatch, "the 206 body runs past the end of its Content-Range (byte \(end))", httpStatus: 206,
-                isTransient: true))
+        return .fail(Failure(decided: .bodyPastRange(lastByte: end)))
     }
 
     /// `count` body bytes arrived at `now` (seconds, any monotonic clock): they fail the transfer when it
@@ -360,10 +361,7 @@ struct DownloadStateMachine {
     mutating func received(_ count: Int, now: Double) -> Verdict {
         guard let rate = lowSpeed.record(count, now: now) else { return .goOn }
         return .fail(
-            DownloadError(
-                .tooSlow,
-                "transfer too slow: \(Int(rate)) bytes/s for \(Int(lowSpeed.seconds)) s, below the limit of \(lowSpeed.limit) bytes/s",
-                isTransient: true))
+            Failure(decided: .tooSlow(bytesPerSecond: Int(rate), seconds: Int(lowSpeed.seconds), limit: lowSpeed.limit)))
     }
 
     /// The MD5 digest the accepted response states for its body (`Content-MD5`, RFC 1864), when it has a
@@ -377,10 +375,7 @@ struct DownloadStateMachine {
     /// the body is not what the server says it sent.
     func bodyDigested(_ computed: [UInt8]) -> Verdict {
         guard let stated = statedContentMD5, stated != computed else { return .goOn }
-        return .fail(
-            DownloadError(
-                .contentMD5Mismatch,
-                "checksum mismatch: the body does not match the server's Content-MD5 \(Base64.encode(stated))"))
+        return .fail(Failure(decided: .contentMD5Mismatch(stated: stated)))
     }
 
     /// The whole-file checksum ``Action/finalize`` verifies.
@@ -405,8 +400,7 @@ struct DownloadStateMachine {
     /// had no piece checked as it arrived: they are all checked now.
     func verifying() -> Verification {
         if let total = resource.totalLength, resource.offset != total {
-            return .fail(
-                DownloadError(.truncated, "truncated: expected \(total) bytes, received \(resource.offset)", isTransient: true))
+            return .fail(Failure(decided: .truncated(expected: total, received: resource.offset)))
         }
         var pieces: PieceChecksums?
         if let table = settings.pieceChecksums, resource.savedSegments.isEmpty {
@@ -427,9 +421,9 @@ struct DownloadStateMachine {
                 && digests[piece] == table.digests[piece]
             guard verifier.checked(piece, good: good, eligible: []).next == .fail else { continue }
             return .fail(
-                DownloadError(
-                    .pieceChecksumMismatch,
-                    "\(PieceChecksums.name(piece, table.range(ofPiece: piece, total: total))) failed its \(table.algorithm.rawValue) check (one connection: it cannot be fetched again alone)"))
+                Failure(
+                    decided: .pieceMismatch(
+                        piece: piece, range: table.range(ofPiece: piece, total: total), algorithm: table.algorithm.rawValue)))
         }
         return .goOn
     }
@@ -443,15 +437,17 @@ struct DownloadStateMachine {
         case .requested(let checksum):
             guard computedHex != checksum.expectedHex else { return .goOn }
             return .fail(
-                DownloadError(
-                    .checksumMismatch,
-                    "checksum mismatch: \(checksum.algorithm.rawValue) of the download is \(computedHex), expected \(checksum.expectedHex)"))
+                Failure(
+                    decided: .checksumMismatch(
+                        algorithm: checksum.algorithm.rawValue, computed: computedHex, expected: checksum.expectedHex,
+                        statedByServer: false)))
         case .stated(let stated):
             guard computedHex != stated.expectedHex else { return .goOn }
             return .fail(
-                DownloadError(
-                    .checksumMismatch,
-                    "checksum mismatch: \(stated.algorithm.rawValue) of the download is \(computedHex); the server's digest header states \(stated.expectedHex)"))
+                Failure(
+                    decided: .checksumMismatch(
+                        algorithm: stated.algorithm.rawValue, computed: computedHex, expected: stated.expectedHex,
+                        statedByServer: true)))
         }
     }
 
@@ -566,7 +562,7 @@ struct DownloadStateMachine {
 
     private mutating func decideResponseHead(_ head: ResponseHead, wallClock: Int64) -> HeadAction {
         guard case .awaitingHead(let exchange) = state else {
-            return .abandon(DownloadError(.internalError, "a response head arrived with no request out"))
+            return .abandon(Failure(decided: .internalError("a response head arrived with no request out")))
         }
         if exchange.conditional {
             if head.status == 304 {
@@ -592,12 +588,12 @@ struct DownloadStateMachine {
                 state = .draining(exchange, .refreshURL(status: status))
                 return .discard
             }
-            if DownloadError.isTransientStatus(status), let text = head.headers.first(name: "Retry-After"),
+            if TransientStatus.statuses.contains(status), let text = head.headers.first(name: "Retry-After"),
                 let parsed = try? RetryAfter(parsing: text)
             {
                 pendingRetryAfter = Double(parsed.delay(fromSecondsSince1970: wallClock))
             }
-            return .abandon(DownloadError.status(status, reason: head.reason, url: currentURL))
+            return .abandon(Failure(decided: .status(status, reason: head.reason, url: currentURL)))
         }
     }
 
@@ -626,12 +622,11 @@ struct DownloadStateMachine {
                 redirects += 1
                 if redirects > settings.maxRedirects {
                     return decideFailure(
-                        DownloadError(
-                            .tooManyRedirects, "too many redirects: more than \(settings.maxRedirects) starting at \(originalURL)"),
-                        stopRequested: false, jitter: jitter)
+                        Failure(decided: .tooManyRedirects(limit: settings.maxRedirects, from: originalURL)), stopRequested: false,
+                        jitter: jitter)
                 }
                 if !visited.insert(target.absoluteString).inserted {
-                    return decideFailure(DownloadError(.redirectLoop, "redirect loop: \(target) was already visited"), stopRequested: false, jitter: jitter)
+                    return decideFailure(Failure(decided: .redirectLoop(target)), stopRequested: false, jitter: jitter)
                 }
                 follow(redirectTo: target)
                 return nextRequest()
@@ -659,8 +654,8 @@ struct DownloadStateMachine {
             if let total = resource.totalLength {
                 if resource.offset > total {
                     return decideFailure(
-                        DownloadError(.protocolViolation, "the server sent \(resource.offset) bytes for a resource of \(total) bytes"),
-                        stopRequested: false, jitter: jitter)
+                        Failure(decided: .tooManyBytes(received: resource.offset, total: total)), stopRequested: false,
+                        jitter: jitter)
                 }
                 if resource.offset < total {
                     // A server may send less than the open-ended range asked for: ask for the rest — but an
@@ -668,11 +663,8 @@ struct DownloadStateMachine {
                     // not a reason to ask again at once.
                     if resource.offset == attemptStart {
                         return decideFailure(
-                            DownloadError(
-                                .contentRangeMismatch,
-                                "the server answered with no body bytes at offset \(resource.offset) of \(total)",
-                                isTransient: true),
-                            stopRequested: false, jitter: jitter)
+                            Failure(decided: .noBodyBytes(offset: resource.offset, total: total)), stopRequested: false,
+                            jitter: jitter)
                     }
                     return nextRequest()
                 }
@@ -680,18 +672,18 @@ struct DownloadStateMachine {
             state = .finishing
             return .finalize
         default:
-            return .fail(DownloadError(.internalError, "an exchange ended in state \(state)"))
+            return .fail(Failure(decided: .internalError("an exchange ended in state \(state)")))
         }
     }
 
     /// The current step failed with `failure` (thrown by the exchange, an effect, or decided here).
     /// `stopRequested`: the caller paused or cancelled; nothing is retried.
-    mutating func failed(_ failure: DownloadError, stopRequested: Bool, jitter: Double) -> Decision<Action> {
+    mutating func failed(_ failure: Failure, stopRequested: Bool, jitter: Double) -> Decision<Action> {
         decided(decideFailure(failure, stopRequested: stopRequested, jitter: jitter))
     }
 
-    private mutating func decideFailure(_ failure: DownloadError, stopRequested: Bool, jitter: Double) -> Action {
-        if stopRequested || failure.code == .cancelled {
+    private mutating func decideFailure(_ failure: Failure, stopRequested: Bool, jitter: Double) -> Action {
+        if stopRequested || failure.isCancellation {
             state = .failed
             return .fail(failure)
         }
@@ -722,7 +714,7 @@ struct DownloadStateMachine {
             beginRestart(reason)
             return nextRequest(restart: reason)
         default:
-            return .fail(DownloadError(.internalError, "a wait ended in state \(state)"))
+            return .fail(Failure(decided: .internalError("a wait ended in state \(state)")))
         }
     }
 
@@ -733,13 +725,14 @@ struct DownloadStateMachine {
 
     private mutating func decideURLProvided(_ fresh: String?, jitter: Double) -> Action {
         guard case .waitingForURL(let status) = state else {
-            return .fail(DownloadError(.internalError, "a URL arrived in state \(state)"))
+            return .fail(Failure(decided: .internalError("a URL arrived in state \(state)")))
         }
         guard let fresh else {
-            return decideFailure(DownloadError.status(status, reason: "", url: currentURL), stopRequested: false, jitter: jitter)
+            return decideFailure(Failure(decided: .status(status, reason: "", url: currentURL)), stopRequested: false, jitter: jitter)
         }
         guard let url = try? HTTPURL(fresh) else {
-            return decideFailure(DownloadError(.invalidURL, "the URL provider returned an invalid URL \(HTTPURL.redacting(fresh))"), stopRequested: false, jitter: jitter)
+            return decideFailure(
+                Failure(decided: .invalidProvidedURL(HTTPURL.redacting(fresh))), stopRequested: false, jitter: jitter)
         }
         currentURL = url
         redirects = 0
@@ -772,7 +765,7 @@ struct DownloadStateMachine {
 
     private mutating func decideSegmentsEnded(_ outcome: SegmentCoordinator.Outcome, map: [ResumeSegment], jitter: Double) -> Action {
         guard case .segmented(let total) = state else {
-            return .fail(DownloadError(.internalError, "segments ended in state \(state)"))
+            return .fail(Failure(decided: .internalError("segments ended in state \(state)")))
         }
         switch outcome {
         case .complete:
@@ -801,10 +794,8 @@ struct DownloadStateMachine {
         return .backOff(seconds: delay)
     }
 
-    private func restartsExhausted(_ reason: RestartReason) -> DownloadError {
-        DownloadError(
-            .serverIgnoredRange,
-            "the resource changed (or its length, or the server ignored the range) \(restarts.count + 1) times in this run, the partial discarded each time (last: \(reason.rawValue)); giving up")
+    private func restartsExhausted(_ reason: RestartReason) -> Failure {
+        Failure(decided: .restartsExhausted(count: restarts.count + 1, last: reason))
     }
 
     // MARK: - Stopping
@@ -890,7 +881,7 @@ struct DownloadStateMachine {
     /// After 401/403/404/410: ask the URL provider, within its bound.
     private mutating func refreshURL(after status: Int, jitter: Double) -> Action {
         guard settings.hasURLProvider, refreshes < settings.maxURLRefreshes else {
-            return decideFailure(DownloadError.status(status, reason: "", url: currentURL), stopRequested: false, jitter: jitter)
+            return decideFailure(Failure(decided: .status(status, reason: "", url: currentURL)), stopRequested: false, jitter: jitter)
         }
         refreshes += 1
         state = .waitingForURL(status: status)
@@ -910,20 +901,17 @@ struct DownloadStateMachine {
     private mutating func redirectAnswer(_ head: ResponseHead, _ exchange: Exchange) -> HeadAction {
         let status = head.status
         guard let location = head.headers.first(name: "Location") else {
-            return .abandon(DownloadError(.invalidRedirect, "redirect \(status) without a Location header from \(currentURL)"))
+            return .abandon(Failure(decided: .redirectWithoutLocation(status: status, from: currentURL)))
         }
         let target: HTTPURL
         do {
             target = try currentURL.resolving(location).withoutUserinfo
         } catch {
             return .abandon(
-                DownloadError(.insecureRedirect, "refusing redirect to \(HTTPURL.redacting(location)): \(error.detail)", httpStatus: status))
+                Failure(decided: .unusableRedirect(status: status, location: HTTPURL.redacting(location), detail: error.detail)))
         }
         if currentURL.scheme == .https && target.scheme == .http && !settings.allowsInsecureRedirects {
-            return .abandon(
-                DownloadError(
-                    .insecureRedirect, "refusing redirect from https to http (\(target)); allow it explicitly",
-                    httpStatus: status))
+            return .abandon(Failure(decided: .redirectToHTTP(status: status, target: target)))
         }
         state = .draining(exchange, .redirect(target))
         return .discard
@@ -959,9 +947,9 @@ struct DownloadStateMachine {
             state = .draining(exchange, .restart(reason))
             return .discard
         case .retry(let detail):
-            return .abandon(DownloadError(.contentRangeMismatch, detail, httpStatus: status, isTransient: true))
+            return .abandon(Failure(decided: .rangeMismatch(status: status, detail: detail)))
         case .other:
-            return .abandon(DownloadError.status(status, reason: head.reason, url: currentURL))
+            return .abandon(Failure(decided: .status(status, reason: head.reason, url: currentURL)))
         }
     }
 
@@ -1018,10 +1006,10 @@ struct DownloadStateMachine {
                 state = .draining(exchange, .restart(reason))
                 return .discard
             case .retry(let detail):
-                return .abandon(
-                    DownloadError(.contentRangeMismatch, "the range probe: \(detail)", httpStatus: 206, isTransient: true))
+                return .abandon(Failure(decided: .rangeMismatch(status: 206, detail: "the range probe: \(detail)")))
             case .wholeBody, .complete, .other:
-                return .abandon(DownloadError(.internalError, "the range policy answered a 206 probe with something else than a range"))
+                return .abandon(
+                    Failure(decided: .internalError("the range policy answered a 206 probe with something else than a range")))
             }
             resource.totalLength = complete
             resource.acceptsRanges = true
