@@ -3,8 +3,9 @@
 /// before a byte is fetched, not `ENOSPC` halfway) and, when `preallocates`, reserves them (`fallocate`) so
 /// the file is laid out in one piece.
 package struct SpaceReservation: Sendable, Hashable {
-    /// Bodies whose remaining bytes are fewer than this are not preallocated: the call costs more than the
-    /// fragmentation it saves on a small file.
+    /// Bodies whose remaining bytes are fewer than this are not preallocated: the file system's delayed
+    /// allocation lays a small body out in one piece when it is synced, and reserving it first only leaves
+    /// unwritten extents for that sync to convert (the library's `DownloadConfiguration.preallocates`).
     package static let smallestPreallocation: Int64 = 1 << 20
 
     /// The file offset of the first byte still to come.
