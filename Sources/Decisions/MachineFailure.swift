@@ -47,7 +47,7 @@ package enum MachineFailure: Sendable, Hashable {
 
 /// What the download machine reads of a failure it is told of (``MachineFailure`` for the ones it makes
 /// itself): whether a retry may help, and whether the caller stopped the download.
-package protocol MachineError: Error, Hashable {
+package protocol MachineError: Error, Sendable, Hashable {
     /// The error the library reports for a failure the machine decided.
     init(decided failure: MachineFailure)
     /// Retrying later from the durable bytes may succeed.

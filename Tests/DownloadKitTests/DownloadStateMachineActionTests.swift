@@ -112,6 +112,26 @@ struct DownloadStateMachineActionTests {
         #expect(plan == row.expected)
     }
 
+    /// Each transition the machine publishes is the library's transition of the same meaning (and so the
+    /// same public state and reason).
+    @Test func eachPublishedTransitionMapsToTheLibrarys() {
+        let reset = DownloadError(.transport, "connection reset", isTransient: true)
+        let rows: [(DownloadStateMachine.Transition, DownloadTransition)] = [
+            (.start, .start),
+            (.resume(offset: 7), .resume(offset: 7)),
+            (.restart(.lengthChanged), .restart(.lengthChanged)),
+            (.redirect(to: "http://cdn.test/a"), .redirect(to: "http://cdn.test/a")),
+            (.refreshURL(to: "http://cdn.test/b"), .refreshURL(to: "http://cdn.test/b")),
+            (.stayOnOneConnection("the file is empty"), .stayOnOneConnection("the file is empty")),
+            (.notResumable, .notResumable),
+            (.receive(resumedFrom: 9), .receive(resumedFrom: 9)),
+            (.retry(after: .seconds(2), attempt: 3, error: reset), .retry(after: .seconds(2), attempt: 3, error: reset)),
+        ]
+        for (published, expected) in rows {
+            #expect(DownloadTransition(published) == expected, "\(published)")
+        }
+    }
+
     /// A segmented run starts from what the probe and the record taught: the whole length, the space not yet
     /// written, the saved map and its prefix, where requests go and the validators each range carries.
     @Test func aSegmentedRunCarriesWhatItStartsFrom() throws {

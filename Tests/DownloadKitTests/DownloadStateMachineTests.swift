@@ -125,7 +125,7 @@ struct DownloadStateMachineTests {
         var partial: @Sendable () -> Partial = { Partial() }
         var steps: [(Event, Seen?)]
         /// The transitions published over the whole row, when the row checks them.
-        var transitions: [DownloadTransition]?
+        var transitions: [DownloadStateMachine.Transition]?
         var testDescription: String { name }
     }
 
@@ -509,7 +509,7 @@ struct DownloadStateMachineTests {
         let partial = row.partial()
         if let record = partial.record { machine.adopt(record, recordedOriginalURL: try HTTPURL(record.originalURL)) }
         _ = machine.partialData(fileLength: partial.length, record: partial.record, sameBoot: partial.sameBoot)
-        var transitions: [DownloadTransition] = []
+        var transitions: [DownloadStateMachine.Transition] = []
         /// The answer's action as a row writes it; its transitions join the ones seen so far.
         func take(_ decision: DownloadStateMachine.Decision<DownloadStateMachine.Action>) -> Seen {
             transitions += decision.transitions

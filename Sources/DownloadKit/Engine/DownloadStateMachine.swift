@@ -22,7 +22,7 @@ import HTTPWire
 /// ``failed(_:stopRequested:jitter:)``, ``urlProvided(_:jitter:)``, ``segmentsEnded(_:map:jitter:)``) carry
 /// `jitter` in `0...1`, the executor's draw for the backoff (``RetryPolicy/backoffDelay(attempt:base:maximum:jitter:)``).
 ///
-/// Segment workers are its sub-state: ``Action/runSegments(total:)`` hands the range `[0, total)` to
+/// Segment workers are its sub-state: ``Action/runSegments(_:)`` hands the range `[0, total)` to
 /// ``SegmentCoordinator`` (whose own decisions are the pure ``SegmentBoardState``), and
 /// ``segmentsEnded(_:)`` takes the outcome back. Answers to range requests are decided by the one
 /// ``RangeResponsePolicy``, failures by the one ``RetryPolicy``.
@@ -30,6 +30,8 @@ struct DownloadStateMachine {
     /// The error the machine is told of and answers with: it reads it through ``MachineError`` and makes
     /// its own from a ``MachineFailure``, never from a message of its own.
     typealias Failure = DownloadError
+    /// A transition the machine publishes (mapped to the library's ``DownloadTransition`` in one place).
+    typealias Transition = MachineTransition<Failure>
 
     /// The request and configuration facts the decisions depend on.
     struct Settings: Sendable, Hashable {
@@ -188,7 +190,7 @@ struct DownloadStateMachine {
     /// What the executor performs before the action of a decision, in order.
     enum Effect: Sendable, Hashable {
         /// Publish this (state, reason) transition.
-        case publish(DownloadTransition)
+        case publish(Transition)
         /// What the resume info records (URLs, validators, length, name) changed: the next checkpoint
         /// writes it even when no byte was added.
         case recordChanged
@@ -196,7 +198,7 @@ struct DownloadStateMachine {
         case resumable(Bool)
 
         /// The transition this effect publishes, if it is one.
-        var transition: DownloadTransition? {
+        var transition: Transition? {
             if case .publish(let transition) = self { transition } else { nil }
         }
     }
@@ -209,7 +211,7 @@ struct DownloadStateMachine {
         var next: Next
 
         /// The transitions among ``effects``, in order.
-        var transitions: [DownloadTransition] {
+        var transitions: [Transition] {
             effects.compactMap(\.transition)
         }
     }
@@ -313,7 +315,7 @@ struct DownloadStateMachine {
         return outbox
     }
 
-    private mutating func announce(_ transition: DownloadTransition) {
+    private mutating func announce(_ transition: Transition) {
         outbox.append(.publish(transition))
     }
 

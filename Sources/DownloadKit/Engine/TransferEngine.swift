@@ -349,7 +349,7 @@ final class TransferEngine {
     private func perform(_ effects: [DownloadStateMachine.Effect]) {
         for effect in effects {
             switch effect {
-            case .publish(let transition): control.setState(transition)
+            case .publish(let transition): control.setState(DownloadTransition(transition))
             case .recordChanged: infoDirty = true
             case .resumable(let resumable): control.isResumable = resumable
             }
