@@ -119,7 +119,7 @@ struct DownloadStateMachine {
     enum Action: Sendable, Hashable {
         /// Send `request`; when `restart` is set, first discard the partial data (truncate to 0, forget
         /// the journal and any background sync, start the checksum again).
-        case send(DKHTTPRequest, restart: RestartReason?)
+        case send(MachineRequest, restart: RestartReason?)
         /// Reserve the run's space, then run segment workers over `[0, total)` and report with
         /// ``segmentsEnded(_:map:jitter:)``.
         case runSegments(SegmentRun)
@@ -845,7 +845,7 @@ struct DownloadStateMachine {
             for field in conditions { headers.replaceOrAdd(name: field.name, value: field.value) }
         }
         state = .awaitingHead(Exchange(requestedOffset: resource.offset, probing: probing, conditional: conditional))
-        return .send(DKHTTPRequest(method: .GET, url: currentURL, headers: headers), restart: restart)
+        return .send(MachineRequest(url: currentURL, headers: headers), restart: restart)
     }
 
     /// Forgets the partial data and what the old version's responses taught.

@@ -261,7 +261,9 @@ final class TransferEngine {
             perform(decision.effects)
             switch decision.next {
             case .send(let request, let restart):
-                decision = exchange(request, restart: restart, client: client, buffer: buffer)
+                decision = exchange(
+                    DKHTTPRequest(method: .GET, url: request.url, headers: request.headers), restart: restart, client: client,
+                    buffer: buffer)
             case .runSegments(let run):
                 decision = step { try self.runSegments(run, client: client) }
             case .askForURL(let context):
