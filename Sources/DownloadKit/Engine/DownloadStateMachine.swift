@@ -22,6 +22,17 @@ import HTTPWire
 /// ``failed(_:stopRequested:jitter:)``, ``urlProvided(_:jitter:)``, ``segmentsEnded(_:map:jitter:)``) carry
 /// `jitter` in `0...1`, the executor's draw for the backoff (``RetryPolicy/backoffDelay(attempt:base:maximum:jitter:)``).
 ///
+/// An action carries what the executor needs to perform it (``BodyWrite``, ``SegmentRun``,
+/// ``MachineRequest``): the executor decides nothing from the machine's fields and reads ``snapshot`` only to
+/// perform (where the next streamed byte goes, progress, the record, the result).
+///
+/// Errors: the machine reads a failure it is told of through ``MachineError`` (transient, cancelled) and
+/// makes its own from a ``MachineFailure`` value naming the cause, never from a message of its own; the
+/// library's one ``DownloadError/init(decided:)`` gives each its code and message. Its transitions
+/// (``MachineTransition``) and requests (``MachineRequest``) are the decisions module's values too. So the
+/// machine can move into that module once its settings, its record and the segment values are module values
+/// as well (docs/ARCHITECTURE.md, "What is not done yet"); until then ``Failure`` is ``DownloadError``.
+///
 /// Segment workers are its sub-state: ``Action/runSegments(_:)`` hands the range `[0, total)` to
 /// ``SegmentCoordinator`` (whose own decisions are the pure ``SegmentBoardState``), and
 /// ``segmentsEnded(_:)`` takes the outcome back. Answers to range requests are decided by the one
