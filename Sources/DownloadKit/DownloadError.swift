@@ -131,7 +131,7 @@ public struct DownloadError: Error, Hashable, Sendable, CustomStringConvertible 
 
     /// Statuses that are worth retrying: 408, 429, 500, 502, 503, 504.
     static func isTransientStatus(_ status: Int) -> Bool {
-        [408, 429, 500, 502, 503, 504].contains(status)
+        TransientStatus.statuses.contains(status)
     }
 
     static func status(_ status: Int, reason: String, url: HTTPURL) -> DownloadError {

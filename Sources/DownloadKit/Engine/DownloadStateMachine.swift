@@ -22,11 +22,28 @@ import HTTPWire
 /// ``failed(_:stopRequested:jitter:)``, ``urlProvided(_:jitter:)``, ``segmentsEnded(_:map:jitter:)``) carry
 /// `jitter` in `0...1`, the executor's draw for the backoff (``RetryPolicy/backoffDelay(attempt:base:maximum:jitter:)``).
 ///
-/// Segment workers are its sub-state: ``Action/runSegments(total:)`` hands the range `[0, total)` to
+/// An action carries what the executor needs to perform it (``BodyWrite``, ``SegmentRun``,
+/// ``MachineRequest``): the executor decides nothing from the machine's fields and reads ``snapshot`` only to
+/// perform (where the next streamed byte goes, progress, the record, the result).
+///
+/// Errors: the machine reads a failure it is told of through ``MachineError`` (transient, cancelled) and
+/// makes its own from a ``MachineFailure`` value naming the cause, never from a message of its own; the
+/// library's one ``DownloadError/init(decided:)`` gives each its code and message. Its transitions
+/// (``MachineTransition``) and requests (``MachineRequest``) are the decisions module's values too. So the
+/// machine can move into that module once its settings, its record and the segment values are module values
+/// as well (docs/ARCHITECTURE.md, "What is not done yet"); until then ``Failure`` is ``DownloadError``.
+///
+/// Segment workers are its sub-state: ``Action/runSegments(_:)`` hands the range `[0, total)` to
 /// ``SegmentCoordinator`` (whose own decisions are the pure ``SegmentBoardState``), and
 /// ``segmentsEnded(_:)`` takes the outcome back. Answers to range requests are decided by the one
 /// ``RangeResponsePolicy``, failures by the one ``RetryPolicy``.
 struct DownloadStateMachine {
+    /// The error the machine is told of and answers with: it reads it through ``MachineError`` and makes
+    /// its own from a ``MachineFailure``, never from a message of its own.
+    typealias Failure = DownloadError
+    /// A transition the machine publishes (mapped to the library's ``DownloadTransition`` in one place).
+    typealias Transition = MachineTransition<Failure>
+
     /// The request and configuration facts the decisions depend on.
     struct Settings: Sendable, Hashable {
         var destination: DownloadDestination
@@ -53,6 +70,10 @@ struct DownloadStateMachine {
         /// The low-speed rule's limit (bytes/s, 0: off) and window (seconds).
         var lowSpeedLimit: Int
         var lowSpeedTime: Double
+        /// Whether space for the remaining bytes may be reserved in the file, not only checked.
+        var preallocates: Bool
+        /// The single-connection bodies gathered and written past the page cache; nil when direct writes are off.
+        var smallBodies: SmallBodyRule?
 
         init(_ request: DownloadRequest, _ configuration: DownloadConfiguration) {
             destination = request.destination
@@ -73,6 +94,8 @@ struct DownloadStateMachine {
             checksDigestHeader = configuration.checksDigestHeader
             lowSpeedLimit = configuration.lowSpeedLimit
             lowSpeedTime = configuration.lowSpeedTime.asSeconds
+            preallocates = configuration.preallocates
+            smallBodies = configuration.directWrites ? SmallBodyGather.rule : nil
         }
     }
 
@@ -107,14 +130,14 @@ struct DownloadStateMachine {
     enum Action: Sendable, Hashable {
         /// Send `request`; when `restart` is set, first discard the partial data (truncate to 0, forget
         /// the journal and any background sync, start the checksum again).
-        case send(DKHTTPRequest, restart: RestartReason?)
-        /// Reserve space for the remaining bytes, then run segment workers over `[0, total)` and report
-        /// with ``segmentsEnded(_:)``.
-        case runSegments(total: Int64)
+        case send(MachineRequest, restart: RestartReason?)
+        /// Reserve the run's space, then run segment workers over `[0, total)` and report with
+        /// ``segmentsEnded(_:map:jitter:)``.
+        case runSegments(SegmentRun)
         /// Ask the URL provider for a fresh URL and report with ``urlProvided(_:)``.
         case askForURL(URLRefreshContext)
         /// Checkpoint, wait `after` seconds (interruptible), then report ``retryDelayElapsed()``.
-        case retry(after: Double, attempt: Int, error: DownloadError)
+        case retry(after: Double, attempt: Int, error: Failure)
         /// Wait `seconds` before starting the resource over (a segmented transfer saw it change), then
         /// report ``retryDelayElapsed()``.
         case backOff(seconds: Double)
@@ -124,25 +147,61 @@ struct DownloadStateMachine {
         /// ``askFirst(_:)``): remove the working files and keep it.
         case keepExisting
         /// Give up with this error (the executor keeps the partial data as its stop rules say).
-        case fail(DownloadError)
+        case fail(Failure)
     }
 
     /// What to do with the body of a response whose head just arrived.
     enum HeadAction: Sendable, Hashable {
         /// Do not write the body (drain it so the connection can be reused); report ``exchangeEnded()``.
         case discard
-        /// Write the body at ``Resource/offset``: first discard the partial when `restart` is set, then
+        /// Write the body as ``BodyWrite`` says: first discard the partial when its `restart` is set, then
         /// reserve space, record the validators (resume info, no sync), report ``bodyStarts()`` and
         /// stream. Report ``exchangeEnded()`` after the last byte.
-        case write(restart: RestartReason?)
+        case write(BodyWrite)
         /// Abort the exchange with this error and report it with ``failed(_:stopRequested:)``.
-        case abandon(DownloadError)
+        case abandon(Failure)
+    }
+
+    /// How the body of an accepted response is written: everything the executor would otherwise have to
+    /// read from the machine to decide, decided here.
+    struct BodyWrite: Sendable, Hashable {
+        /// Discard the partial data first (truncate to 0, forget the journal and any background sync, start
+        /// the checksum again): the body is the resource from byte 0.
+        var restart: RestartReason?
+        /// The file offset of the body's first byte.
+        var offset: Int64
+        /// The space to check (and reserve) before the first byte; nil when the length is unknown or
+        /// nothing is left.
+        var reserve: SpaceReservation?
+        /// The response states a `Content-MD5`: hash the body as it is written and report the digest with
+        /// ``bodyDigested(_:)``.
+        var hashesMD5: Bool
+        /// The body's length when it is small enough to gather whole (``Settings/smallBodies``) and write in
+        /// one piece past the page cache; nil: splice or stream it.
+        var gather: Int64?
+    }
+
+    /// What a segmented run starts from (``Action/runSegments(_:)``): its length, the space to reserve, the
+    /// saved map and the bytes present from byte 0, where requests go, and the validators each range
+    /// request carries (`If-Range`) and each response must match.
+    struct SegmentRun: Sendable, Hashable {
+        var total: Int64
+        var reserve: SpaceReservation?
+        /// The segment map saved by an earlier run (empty: none).
+        var saved: [ResumeSegment]
+        /// Bytes present from byte 0 (a single-connection prefix, or the saved map's contiguous prefix).
+        var prefix: Int64
+        var url: HTTPURL
+        var headers: DKHTTPHeaders
+        var ifRange: String?
+        var entityTag: EntityTag?
+        var lastModified: String?
     }
 
     /// What the executor performs before the action of a decision, in order.
     enum Effect: Sendable, Hashable {
         /// Publish this (state, reason) transition.
-        case publish(DownloadTransition)
+        case publish(Transition)
         /// What the resume info records (URLs, validators, length, name) changed: the next checkpoint
         /// writes it even when no byte was added.
         case recordChanged
@@ -150,7 +209,7 @@ struct DownloadStateMachine {
         case resumable(Bool)
 
         /// The transition this effect publishes, if it is one.
-        var transition: DownloadTransition? {
+        var transition: Transition? {
             if case .publish(let transition) = self { transition } else { nil }
         }
     }
@@ -163,7 +222,7 @@ struct DownloadStateMachine {
         var next: Next
 
         /// The transitions among ``effects``, in order.
-        var transitions: [DownloadTransition] {
+        var transitions: [Transition] {
             effects.compactMap(\.transition)
         }
     }
@@ -212,7 +271,12 @@ struct DownloadStateMachine {
 
     let settings: Settings
     private(set) var state: State = .idle
-    private(set) var resource = Resource()
+    private var resource = Resource()
+
+    /// What is known of the resource and the partial, read-only, for *performing* effects: where the next
+    /// body byte goes, the progress numbers, the record the executor writes and the result it returns.
+    /// Nothing is decided from it: each decision the executor needs travels in an answer.
+    var snapshot: Resource { resource }
     /// The task's identity: the URL first asked for (redirects and refreshes never change it).
     private(set) var originalURL: HTTPURL
     /// Where requests go now (after redirects and refreshes).
@@ -262,7 +326,7 @@ struct DownloadStateMachine {
         return outbox
     }
 
-    private mutating func announce(_ transition: DownloadTransition) {
+    private mutating func announce(_ transition: Transition) {
         outbox.append(.publish(transition))
     }
 
@@ -283,13 +347,13 @@ struct DownloadStateMachine {
         case goOn
         /// End the step with this failure (the executor reports it with ``failed(_:stopRequested:jitter:)``,
         /// which retries or gives up).
-        case fail(DownloadError)
+        case fail(Failure)
     }
 
     /// The answer to ``verifying()``: what the executor checks before the rename.
     enum Verification: Sendable, Hashable {
         /// The partial cannot be the resource (short, or the piece table does not describe its length).
-        case fail(DownloadError)
+        case fail(Failure)
         /// Make the partial durable, then report the digest of each of `pieces` (when given) with
         /// ``piecesDigested(_:)`` and the file's `checksum` (when given) with ``fileDigested(_:)``.
         case check(pieces: PieceChecksums?, checksum: FinalChecksum?)
@@ -301,10 +365,7 @@ struct DownloadStateMachine {
     func bodyArriving(_ count: Int64) -> Verdict {
         guard case .receivingBody(let exchange) = state, let end = exchange.rangeEnd, resource.offset + count > end + 1
         else { return .goOn }
-        return .fail(
-            DownloadError(
-                .contentRangeMismatch, "the 206 body runs past the end of its Content-Range (byte \(end))", httpStatus: 206,
-                isTransient: true))
+        return .fail(Failure(decided: .bodyPastRange(lastByte: end)))
     }
 
     /// `count` body bytes arrived at `now` (seconds, any monotonic clock): they fail the transfer when it
@@ -313,15 +374,12 @@ struct DownloadStateMachine {
     mutating func received(_ count: Int, now: Double) -> Verdict {
         guard let rate = lowSpeed.record(count, now: now) else { return .goOn }
         return .fail(
-            DownloadError(
-                .tooSlow,
-                "transfer too slow: \(Int(rate)) bytes/s for \(Int(lowSpeed.seconds)) s, below the limit of \(lowSpeed.limit) bytes/s",
-                isTransient: true))
+            Failure(decided: .tooSlow(bytesPerSecond: Int(rate), seconds: Int(lowSpeed.seconds), limit: lowSpeed.limit)))
     }
 
     /// The MD5 digest the accepted response states for its body (`Content-MD5`, RFC 1864), when it has a
-    /// valid one: the executor hashes the body it writes and reports with ``bodyDigested(_:)``.
-    var statedContentMD5: [UInt8]? {
+    /// valid one: ``BodyWrite/hashesMD5`` asks the executor to hash the body and report with ``bodyDigested(_:)``.
+    private var statedContentMD5: [UInt8]? {
         guard case .receivingBody = state else { return nil }
         return acceptedHead?.headers.first(name: "Content-MD5").flatMap { try? ContentMD5(parsing: $0) }?.digest
     }
@@ -330,10 +388,7 @@ struct DownloadStateMachine {
     /// the body is not what the server says it sent.
     func bodyDigested(_ computed: [UInt8]) -> Verdict {
         guard let stated = statedContentMD5, stated != computed else { return .goOn }
-        return .fail(
-            DownloadError(
-                .contentMD5Mismatch,
-                "checksum mismatch: the body does not match the server's Content-MD5 \(Base64.encode(stated))"))
+        return .fail(Failure(decided: .contentMD5Mismatch(stated: stated)))
     }
 
     /// The whole-file checksum ``Action/finalize`` verifies.
@@ -358,8 +413,7 @@ struct DownloadStateMachine {
     /// had no piece checked as it arrived: they are all checked now.
     func verifying() -> Verification {
         if let total = resource.totalLength, resource.offset != total {
-            return .fail(
-                DownloadError(.truncated, "truncated: expected \(total) bytes, received \(resource.offset)", isTransient: true))
+            return .fail(Failure(decided: .truncated(expected: total, received: resource.offset)))
         }
         var pieces: PieceChecksums?
         if let table = settings.pieceChecksums, resource.savedSegments.isEmpty {
@@ -380,9 +434,9 @@ struct DownloadStateMachine {
                 && digests[piece] == table.digests[piece]
             guard verifier.checked(piece, good: good, eligible: []).next == .fail else { continue }
             return .fail(
-                DownloadError(
-                    .pieceChecksumMismatch,
-                    "\(PieceChecksums.name(piece, table.range(ofPiece: piece, total: total))) failed its \(table.algorithm.rawValue) check (one connection: it cannot be fetched again alone)"))
+                Failure(
+                    decided: .pieceMismatch(
+                        piece: piece, range: table.range(ofPiece: piece, total: total), algorithm: table.algorithm.rawValue)))
         }
         return .goOn
     }
@@ -396,15 +450,17 @@ struct DownloadStateMachine {
         case .requested(let checksum):
             guard computedHex != checksum.expectedHex else { return .goOn }
             return .fail(
-                DownloadError(
-                    .checksumMismatch,
-                    "checksum mismatch: \(checksum.algorithm.rawValue) of the download is \(computedHex), expected \(checksum.expectedHex)"))
+                Failure(
+                    decided: .checksumMismatch(
+                        algorithm: checksum.algorithm.rawValue, computed: computedHex, expected: checksum.expectedHex,
+                        statedByServer: false)))
         case .stated(let stated):
             guard computedHex != stated.expectedHex else { return .goOn }
             return .fail(
-                DownloadError(
-                    .checksumMismatch,
-                    "checksum mismatch: \(stated.algorithm.rawValue) of the download is \(computedHex); the server's digest header states \(stated.expectedHex)"))
+                Failure(
+                    decided: .checksumMismatch(
+                        algorithm: stated.algorithm.rawValue, computed: computedHex, expected: stated.expectedHex,
+                        statedByServer: true)))
         }
     }
 
@@ -519,7 +575,7 @@ struct DownloadStateMachine {
 
     private mutating func decideResponseHead(_ head: ResponseHead, wallClock: Int64) -> HeadAction {
         guard case .awaitingHead(let exchange) = state else {
-            return .abandon(DownloadError(.internalError, "a response head arrived with no request out"))
+            return .abandon(Failure(decided: .internalError("a response head arrived with no request out")))
         }
         if exchange.conditional {
             if head.status == 304 {
@@ -545,12 +601,12 @@ struct DownloadStateMachine {
                 state = .draining(exchange, .refreshURL(status: status))
                 return .discard
             }
-            if DownloadError.isTransientStatus(status), let text = head.headers.first(name: "Retry-After"),
+            if TransientStatus.statuses.contains(status), let text = head.headers.first(name: "Retry-After"),
                 let parsed = try? RetryAfter(parsing: text)
             {
                 pendingRetryAfter = Double(parsed.delay(fromSecondsSince1970: wallClock))
             }
-            return .abandon(DownloadError.status(status, reason: head.reason, url: currentURL))
+            return .abandon(Failure(decided: .status(status, reason: head.reason, url: currentURL)))
         }
     }
 
@@ -579,12 +635,11 @@ struct DownloadStateMachine {
                 redirects += 1
                 if redirects > settings.maxRedirects {
                     return decideFailure(
-                        DownloadError(
-                            .tooManyRedirects, "too many redirects: more than \(settings.maxRedirects) starting at \(originalURL)"),
-                        stopRequested: false, jitter: jitter)
+                        Failure(decided: .tooManyRedirects(limit: settings.maxRedirects, from: originalURL)), stopRequested: false,
+                        jitter: jitter)
                 }
                 if !visited.insert(target.absoluteString).inserted {
-                    return decideFailure(DownloadError(.redirectLoop, "redirect loop: \(target) was already visited"), stopRequested: false, jitter: jitter)
+                    return decideFailure(Failure(decided: .redirectLoop(target)), stopRequested: false, jitter: jitter)
                 }
                 follow(redirectTo: target)
                 return nextRequest()
@@ -594,7 +649,11 @@ struct DownloadStateMachine {
                 return restart(reason, jitter: jitter)
             case .segmented(let total):
                 state = .segmented(total: total)
-                return .runSegments(total: total)
+                return .runSegments(
+                    SegmentRun(
+                        total: total, reserve: reservation, saved: resource.savedSegments, prefix: resource.offset,
+                        url: currentURL, headers: requestHeaders, ifRange: resource.ifRangeValue,
+                        entityTag: resource.entityTag, lastModified: resource.lastModified))
             case .complete:
                 state = .finishing
                 return .finalize
@@ -608,8 +667,8 @@ struct DownloadStateMachine {
             if let total = resource.totalLength {
                 if resource.offset > total {
                     return decideFailure(
-                        DownloadError(.protocolViolation, "the server sent \(resource.offset) bytes for a resource of \(total) bytes"),
-                        stopRequested: false, jitter: jitter)
+                        Failure(decided: .tooManyBytes(received: resource.offset, total: total)), stopRequested: false,
+                        jitter: jitter)
                 }
                 if resource.offset < total {
                     // A server may send less than the open-ended range asked for: ask for the rest — but an
@@ -617,11 +676,8 @@ struct DownloadStateMachine {
                     // not a reason to ask again at once.
                     if resource.offset == attemptStart {
                         return decideFailure(
-                            DownloadError(
-                                .contentRangeMismatch,
-                                "the server answered with no body bytes at offset \(resource.offset) of \(total)",
-                                isTransient: true),
-                            stopRequested: false, jitter: jitter)
+                            Failure(decided: .noBodyBytes(offset: resource.offset, total: total)), stopRequested: false,
+                            jitter: jitter)
                     }
                     return nextRequest()
                 }
@@ -629,18 +685,18 @@ struct DownloadStateMachine {
             state = .finishing
             return .finalize
         default:
-            return .fail(DownloadError(.internalError, "an exchange ended in state \(state)"))
+            return .fail(Failure(decided: .internalError("an exchange ended in state \(state)")))
         }
     }
 
     /// The current step failed with `failure` (thrown by the exchange, an effect, or decided here).
     /// `stopRequested`: the caller paused or cancelled; nothing is retried.
-    mutating func failed(_ failure: DownloadError, stopRequested: Bool, jitter: Double) -> Decision<Action> {
+    mutating func failed(_ failure: Failure, stopRequested: Bool, jitter: Double) -> Decision<Action> {
         decided(decideFailure(failure, stopRequested: stopRequested, jitter: jitter))
     }
 
-    private mutating func decideFailure(_ failure: DownloadError, stopRequested: Bool, jitter: Double) -> Action {
-        if stopRequested || failure.code == .cancelled {
+    private mutating func decideFailure(_ failure: Failure, stopRequested: Bool, jitter: Double) -> Action {
+        if stopRequested || failure.isCancellation {
             state = .failed
             return .fail(failure)
         }
@@ -671,7 +727,7 @@ struct DownloadStateMachine {
             beginRestart(reason)
             return nextRequest(restart: reason)
         default:
-            return .fail(DownloadError(.internalError, "a wait ended in state \(state)"))
+            return .fail(Failure(decided: .internalError("a wait ended in state \(state)")))
         }
     }
 
@@ -682,13 +738,14 @@ struct DownloadStateMachine {
 
     private mutating func decideURLProvided(_ fresh: String?, jitter: Double) -> Action {
         guard case .waitingForURL(let status) = state else {
-            return .fail(DownloadError(.internalError, "a URL arrived in state \(state)"))
+            return .fail(Failure(decided: .internalError("a URL arrived in state \(state)")))
         }
         guard let fresh else {
-            return decideFailure(DownloadError.status(status, reason: "", url: currentURL), stopRequested: false, jitter: jitter)
+            return decideFailure(Failure(decided: .status(status, reason: "", url: currentURL)), stopRequested: false, jitter: jitter)
         }
         guard let url = try? HTTPURL(fresh) else {
-            return decideFailure(DownloadError(.invalidURL, "the URL provider returned an invalid URL \(HTTPURL.redacting(fresh))"), stopRequested: false, jitter: jitter)
+            return decideFailure(
+                Failure(decided: .invalidProvidedURL(HTTPURL.redacting(fresh))), stopRequested: false, jitter: jitter)
         }
         currentURL = url
         redirects = 0
@@ -721,7 +778,7 @@ struct DownloadStateMachine {
 
     private mutating func decideSegmentsEnded(_ outcome: SegmentCoordinator.Outcome, map: [ResumeSegment], jitter: Double) -> Action {
         guard case .segmented(let total) = state else {
-            return .fail(DownloadError(.internalError, "segments ended in state \(state)"))
+            return .fail(Failure(decided: .internalError("segments ended in state \(state)")))
         }
         switch outcome {
         case .complete:
@@ -750,10 +807,8 @@ struct DownloadStateMachine {
         return .backOff(seconds: delay)
     }
 
-    private func restartsExhausted(_ reason: RestartReason) -> DownloadError {
-        DownloadError(
-            .serverIgnoredRange,
-            "the resource changed (or its length, or the server ignored the range) \(restarts.count + 1) times in this run, the partial discarded each time (last: \(reason.rawValue)); giving up")
+    private func restartsExhausted(_ reason: RestartReason) -> Failure {
+        Failure(decided: .restartsExhausted(count: restarts.count + 1, last: reason))
     }
 
     // MARK: - Stopping
@@ -801,7 +856,7 @@ struct DownloadStateMachine {
             for field in conditions { headers.replaceOrAdd(name: field.name, value: field.value) }
         }
         state = .awaitingHead(Exchange(requestedOffset: resource.offset, probing: probing, conditional: conditional))
-        return .send(DKHTTPRequest(method: .GET, url: currentURL, headers: headers), restart: restart)
+        return .send(MachineRequest(url: currentURL, headers: headers), restart: restart)
     }
 
     /// Forgets the partial data and what the old version's responses taught.
@@ -839,7 +894,7 @@ struct DownloadStateMachine {
     /// After 401/403/404/410: ask the URL provider, within its bound.
     private mutating func refreshURL(after status: Int, jitter: Double) -> Action {
         guard settings.hasURLProvider, refreshes < settings.maxURLRefreshes else {
-            return decideFailure(DownloadError.status(status, reason: "", url: currentURL), stopRequested: false, jitter: jitter)
+            return decideFailure(Failure(decided: .status(status, reason: "", url: currentURL)), stopRequested: false, jitter: jitter)
         }
         refreshes += 1
         state = .waitingForURL(status: status)
@@ -859,20 +914,17 @@ struct DownloadStateMachine {
     private mutating func redirectAnswer(_ head: ResponseHead, _ exchange: Exchange) -> HeadAction {
         let status = head.status
         guard let location = head.headers.first(name: "Location") else {
-            return .abandon(DownloadError(.invalidRedirect, "redirect \(status) without a Location header from \(currentURL)"))
+            return .abandon(Failure(decided: .redirectWithoutLocation(status: status, from: currentURL)))
         }
         let target: HTTPURL
         do {
             target = try currentURL.resolving(location).withoutUserinfo
         } catch {
             return .abandon(
-                DownloadError(.insecureRedirect, "refusing redirect to \(HTTPURL.redacting(location)): \(error.detail)", httpStatus: status))
+                Failure(decided: .unusableRedirect(status: status, location: HTTPURL.redacting(location), detail: error.detail)))
         }
         if currentURL.scheme == .https && target.scheme == .http && !settings.allowsInsecureRedirects {
-            return .abandon(
-                DownloadError(
-                    .insecureRedirect, "refusing redirect from https to http (\(target)); allow it explicitly",
-                    httpStatus: status))
+            return .abandon(Failure(decided: .redirectToHTTP(status: status, target: target)))
         }
         state = .draining(exchange, .redirect(target))
         return .discard
@@ -893,7 +945,7 @@ struct DownloadStateMachine {
             var receiving = exchange
             receiving.rangeEnd = last
             state = .receivingBody(receiving)
-            return .write(restart: nil)
+            return .write(bodyWrite(restart: nil))
         case .wholeBody(let reason):
             // Start over from zero in this same response (no wait: the body is already coming).
             guard restarts.next(base: 0, maximum: 0, jitter: 0) != nil else { return .abandon(restartsExhausted(reason)) }
@@ -908,9 +960,9 @@ struct DownloadStateMachine {
             state = .draining(exchange, .restart(reason))
             return .discard
         case .retry(let detail):
-            return .abandon(DownloadError(.contentRangeMismatch, detail, httpStatus: status, isTransient: true))
+            return .abandon(Failure(decided: .rangeMismatch(status: status, detail: detail)))
         case .other:
-            return .abandon(DownloadError.status(status, reason: head.reason, url: currentURL))
+            return .abandon(Failure(decided: .status(status, reason: head.reason, url: currentURL)))
         }
     }
 
@@ -928,7 +980,23 @@ struct DownloadStateMachine {
         var receiving = exchange
         receiving.rangeEnd = nil
         state = .receivingBody(receiving)
-        return .write(restart: restart)
+        return .write(bodyWrite(restart: restart))
+    }
+
+    /// How the body of the response just accepted is written, from what it taught (call once the state is
+    /// ``State/receivingBody(_:)``).
+    private func bodyWrite(restart: RestartReason?) -> BodyWrite {
+        let offset = resource.offset
+        let remaining = resource.totalLength.map { $0 - offset }
+        let gathers = remaining.map { settings.smallBodies?.gathers(remaining: $0, at: offset) == true } ?? false
+        return BodyWrite(
+            restart: restart, offset: offset, reserve: reservation, hashesMD5: statedContentMD5 != nil,
+            gather: gathers ? remaining : nil)
+    }
+
+    /// The space the bytes still to come need, from the length known and the bytes present.
+    private var reservation: SpaceReservation? {
+        SpaceReservation.forRemaining(of: resource.totalLength, from: resource.offset, preallocation: settings.preallocates)
     }
 
     /// The answer to a `Range: bytes=0-0` probe; nil when the ordinary rules apply (redirects, errors,
@@ -951,10 +1019,10 @@ struct DownloadStateMachine {
                 state = .draining(exchange, .restart(reason))
                 return .discard
             case .retry(let detail):
-                return .abandon(
-                    DownloadError(.contentRangeMismatch, "the range probe: \(detail)", httpStatus: 206, isTransient: true))
+                return .abandon(Failure(decided: .rangeMismatch(status: 206, detail: "the range probe: \(detail)")))
             case .wholeBody, .complete, .other:
-                return .abandon(DownloadError(.internalError, "the range policy answered a 206 probe with something else than a range"))
+                return .abandon(
+                    Failure(decided: .internalError("the range policy answered a 206 probe with something else than a range")))
             }
             resource.totalLength = complete
             resource.acceptsRanges = true

@@ -20,6 +20,10 @@ final class SmallBodyGather {
     /// are spliced as before (a 1 MiB body spends far longer on the network than in the page cache).
     static let capacity = 256 << 10
 
+    /// The bodies gathered: the machine decides from it (``DownloadStateMachine/BodyWrite/gather``), and a
+    /// buffer is only made for one of them.
+    static let rule = SmallBodyRule(minimum: DirectFile.minimumWrite, capacity: capacity, alignment: DirectFile.alignment)
+
     private let buffer: UnsafeMutableRawPointer
     /// The file offset of `buffer[0]` (a multiple of the alignment).
     private var base: Int64
@@ -33,9 +37,7 @@ final class SmallBodyGather {
     /// body is outside the gathered sizes or no buffer is free (the caller splices then).
     init?(remaining: Int64, at offset: Int64) {
         let alignment = Int64(DirectFile.alignment)
-        guard remaining >= Int64(DirectFile.minimumWrite), offset % alignment + remaining <= Int64(Self.capacity),
-            let buffer = AlignedBufferPool.shared.take()
-        else { return nil }
+        guard Self.rule.gathers(remaining: remaining, at: offset), let buffer = AlignedBufferPool.shared.take() else { return nil }
         self.buffer = buffer
         base = offset / alignment * alignment
         start = offset

@@ -134,7 +134,7 @@ final class TransferEngine {
         case .pause:
             control.setState(.pause)
             throw DownloadError(
-                .paused, "the download was paused at \(machine.resource.offset) bytes; resume data is available")
+                .paused, "the download was paused at \(machine.snapshot.offset) bytes; resume data is available")
         case .none:
             control.setState(.fail(failure))
             throw failure
@@ -261,9 +261,11 @@ final class TransferEngine {
             perform(decision.effects)
             switch decision.next {
             case .send(let request, let restart):
-                decision = exchange(request, restart: restart, client: client, buffer: buffer)
-            case .runSegments(let total):
-                decision = step { try self.runSegments(total: total, client: client) }
+                decision = exchange(
+                    DKHTTPRequest(method: .GET, url: request.url, headers: request.headers), restart: restart, client: client,
+                    buffer: buffer)
+            case .runSegments(let run):
+                decision = step { try self.runSegments(run, client: client) }
             case .askForURL(let context):
                 let fresh = configuration.urlProvider.flatMap { provider in
                     ThreadBridge.wait(until: .distantFuture) { await provider(context) } ?? nil
@@ -282,8 +284,13 @@ final class TransferEngine {
             case .finalize:
                 var result: DownloadResult?
                 decision = step {
-                    result = try self.finalize()
-                    return Decided(effects: [], next: .finalize)
+                    switch try self.finalize() {
+                    case .placed(let placed):
+                        result = placed
+                        return Decided(effects: [], next: .finalize)
+                    case .refused(let decided):
+                        return decided
+                    }
                 }
                 if let result { return result }
             case .keepExisting:
@@ -311,19 +318,40 @@ final class TransferEngine {
     /// An answer of the machine to an event whose next step is an action of the loop.
     private typealias Decided = DownloadStateMachine.Decision<DownloadStateMachine.Action>
 
-    /// Performs the machine's verdict on what was just observed: go on, or end the step with its failure.
-    private func perform(_ verdict: DownloadStateMachine.Verdict) throws(DownloadError) {
+    /// Performs the machine's verdict on what was just observed: nil to go on, else the machine's answer to
+    /// its failure (reported with ``DownloadStateMachine/failed(_:stopRequested:jitter:)``), which ends the
+    /// step.
+    private func perform(_ verdict: DownloadStateMachine.Verdict) -> Decided? {
         switch verdict {
-        case .goOn: return
-        case .fail(let failure): throw failure
+        case .goOn: return nil
+        case .fail(let failure): return failed(failure)
         }
+    }
+
+    /// The machine's answer to a failure of the current step.
+    private func failed(_ failure: DownloadError) -> Decided {
+        machine.failed(failure, stopRequested: control.stopRequest != .none, jitter: Self.jitter())
+    }
+
+    /// Ends an exchange in flight whose head the machine abandoned or whose bytes it refused, carrying the
+    /// machine's answer to that failure: the client ends an exchange only when one of its callbacks throws.
+    /// ``exchange(_:restart:client:buffer:)`` takes the answer back as the step's; it never reaches the
+    /// machine as an error.
+    private struct ExchangeRefused: Error {
+        let answer: Decided
+    }
+
+    /// Performs a verdict on the bytes of the exchange in flight: a failure is answered by the machine and
+    /// ends the exchange (``ExchangeRefused``).
+    private func performInExchange(_ verdict: DownloadStateMachine.Verdict) throws(ExchangeRefused) {
+        if let refused = perform(verdict) { throw ExchangeRefused(answer: refused) }
     }
 
     /// Performs the effects the machine decided, in order.
     private func perform(_ effects: [DownloadStateMachine.Effect]) {
         for effect in effects {
             switch effect {
-            case .publish(let transition): control.setState(transition)
+            case .publish(let transition): control.setState(DownloadTransition(transition))
             case .recordChanged: infoDirty = true
             case .resumable(let resumable): control.isResumable = resumable
             }
@@ -335,105 +363,118 @@ final class TransferEngine {
         _ httpRequest: DKHTTPRequest, restart: RestartReason?, client: DKHTTPClient, buffer: ReceiveBuffer
     ) -> Decided {
         step {
-            if control.stopRequest != .none { throw DownloadError(.cancelled, "stopped") }
-            guard let file else { throw DownloadError(.fileSystem, "the temp file is not open") }
-            if restart != nil { try discardPartialData() }
-            var writing = false
-            var partDigest: DKDigest?
-            var gathered: GatheredBody?
-            defer { gathered = nil }  // the buffer goes back to the pool
-            /// Reports `count` more body bytes to the machine before they are taken. Gathered bytes are not
-            /// credited yet: they count too.
-            func checkBodyLimit(_ count: Int) throws {
-                try perform(machine.bodyArriving(Int64(gathered?.body.count ?? 0) + Int64(count)))
-            }
             do {
-                _ = try client.execute(
-                    httpRequest, cancellation: control.cancellation, buffer: buffer,
-                    onHead: { head in
-                        let decision = self.machine.responseHead(head, wallClock: Int64(Date().timeIntervalSince1970))
-                        self.perform(decision.effects)
-                        switch decision.next {
-                        case .discard:
-                            return .discard
-                        case .abandon(let failure):
-                            throw failure
-                        case .write(let restart):
-                            if restart != nil { try self.discardPartialData() }
-                            try self.reserveSpace()
-                            if self.machine.statedContentMD5 != nil { partDigest = DKDigest(.md5) }
-                            // Nothing needs to see the bytes (no digest, no Content-MD5, no rate limit, no write
-                            // fence): let the kernel move them from the socket to the file (plain HTTP,
-                            // Content-Length bodies). A manager's buckets are there but unlimited until a limit is
-                            // set; one set mid-body still holds on average (spliced bytes are accounted too,
-                            // a pipe's worth at a time) and the next exchange reads through the buffer.
-                            let unpaced = self.rateLimiters.allSatisfy(\.isUnlimited) && !self.configuration.fileIO.guardsWrites
-                            let kernelMayMoveBytes = self.digest == nil && partDigest == nil && unpaced
-                            // A small body is gathered instead and written in one piece, past the page cache (a
-                            // checksum and a Content-MD5 read each piece as it is written). Its record waits for
-                            // its first write that does not complete it (``writeGathered``).
-                            if unpaced { gathered = self.smallBodyGather(file, partDigest: partDigest) }
-                            if gathered == nil {
-                                try self.recordValidatorsCheckpoint()
-                            } else if self.infoDirty {
-                                // The checkpoint interval counts from the head, as when the record is stored there.
-                                self.lastCheckpointTime = monotonicSeconds()
-                            }
-                            self.perform(self.machine.bodyStarts())
-                            writing = true
-                            if let gathered {
-                                // Received in place: the kernel copies the bytes into the gather buffer itself.
-                                let body = gathered.body
-                                return .receiveInPlace(
-                                    InPlaceBody(
-                                        GatherReceiver(body) { count in
-                                            try checkBodyLimit(count)
-                                            let now = monotonicSeconds()
-                                            let waiting = body.count
-                                            body.received(count, now: now)
-                                            // The bytes that were there before these, when they waited long enough.
-                                            if self.gatheredBytesAreDue(body, now: now) {
-                                                try self.writeGathered(gathered, prefix: waiting)
-                                            }
-                                        }))
-                            }
-                            if kernelMayMoveBytes {
-                                return .spliceToFile(fileDescriptor: file.fd, offset: self.machine.resource.offset)
-                            }
-                            return .stream
-                        }
-                    },
-                    onBody: { bytes in
-                        try checkBodyLimit(bytes.count)
-                        if let gathered {
-                            // Bytes that waited a progress interval go into the file (and the progress) first,
-                            // so a slow or stalling link still shows them.
-                            let now = monotonicSeconds()
-                            let body = gathered.body
-                            if self.gatheredBytesAreDue(body, now: now) { try self.writeGathered(gathered) }
-                            if body.append(bytes, now: now) { return }
-                            try self.writeGathered(gathered)
-                            if body.append(bytes, now: now) { return }
-                            // Still no room: these bytes go straight into the file, as on the stream path.
-                        }
-                        try self.write(bytes, to: file)
-                        partDigest?.update(bytes)
-                    },
-                    onSpliced: { count in
-                        try self.didWrite(count)
-                    })
-            } catch {
-                // What arrived before the failure goes into the file (and is credited) before it surfaces.
-                if let gathered { try writeGathered(gathered) }
-                throw error
+                return try send(httpRequest, restart: restart, client: client, buffer: buffer)
+            } catch let refused as ExchangeRefused {
+                return refused.answer
             }
-            if let gathered { try writeGathered(gathered) }
-            if writing {
-                publishProgress()
-                if let partDigest { try perform(machine.bodyDigested(partDigest.finalize())) }
-            }
-            return machine.exchangeEnded(jitter: Self.jitter())
         }
+    }
+
+    /// The exchange itself: a head the machine abandons and bytes it refuses end it with ``ExchangeRefused``.
+    private func send(
+        _ httpRequest: DKHTTPRequest, restart: RestartReason?, client: DKHTTPClient, buffer: ReceiveBuffer
+    ) throws -> Decided {
+        if control.stopRequest != .none { throw DownloadError(.cancelled, "stopped") }
+        guard let file else { throw DownloadError(.fileSystem, "the temp file is not open") }
+        if restart != nil { try discardPartialData() }
+        var writing = false
+        var partDigest: DKDigest?
+        var gathered: GatheredBody?
+        defer { gathered = nil }  // the buffer goes back to the pool
+        /// Reports `count` more body bytes to the machine before they are taken. Gathered bytes are not
+        /// credited yet: they count too.
+        func checkBodyLimit(_ count: Int) throws {
+            try performInExchange(machine.bodyArriving(Int64(gathered?.body.count ?? 0) + Int64(count)))
+        }
+        do {
+            _ = try client.execute(
+                httpRequest, cancellation: control.cancellation, buffer: buffer,
+                onHead: { head in
+                    let decision = self.machine.responseHead(head, wallClock: Int64(Date().timeIntervalSince1970))
+                    self.perform(decision.effects)
+                    switch decision.next {
+                    case .discard:
+                        return .discard
+                    case .abandon(let failure):
+                        throw ExchangeRefused(answer: self.failed(failure))
+                    case .write(let plan):
+                        if plan.restart != nil { try self.discardPartialData() }
+                        if let reservation = plan.reserve { try self.reserve(reservation) }
+                        if plan.hashesMD5 { partDigest = DKDigest(.md5) }
+                        // Nothing needs to see the bytes (no digest, no Content-MD5, no rate limit, no write
+                        // fence): let the kernel move them from the socket to the file (plain HTTP,
+                        // Content-Length bodies). A manager's buckets are there but unlimited until a limit is
+                        // set; one set mid-body still holds on average (spliced bytes are accounted too,
+                        // a pipe's worth at a time) and the next exchange reads through the buffer.
+                        let unpaced = self.rateLimiters.allSatisfy(\.isUnlimited) && !self.configuration.fileIO.guardsWrites
+                        let kernelMayMoveBytes = self.digest == nil && partDigest == nil && unpaced
+                        // A small body is gathered instead and written in one piece, past the page cache (a
+                        // checksum and a Content-MD5 read each piece as it is written). Its record waits for
+                        // its first write that does not complete it (``writeGathered``).
+                        if unpaced, let length = plan.gather {
+                            gathered = self.smallBodyGather(file, length: length, at: plan.offset, partDigest: partDigest)
+                        }
+                        if gathered == nil {
+                            try self.recordValidatorsCheckpoint()
+                        } else if self.infoDirty {
+                            // The checkpoint interval counts from the head, as when the record is stored there.
+                            self.lastCheckpointTime = monotonicSeconds()
+                        }
+                        self.perform(self.machine.bodyStarts())
+                        writing = true
+                        if let gathered {
+                            // Received in place: the kernel copies the bytes into the gather buffer itself.
+                            let body = gathered.body
+                            return .receiveInPlace(
+                                InPlaceBody(
+                                    GatherReceiver(body) { count in
+                                        try checkBodyLimit(count)
+                                        let now = monotonicSeconds()
+                                        let waiting = body.count
+                                        body.received(count, now: now)
+                                        // The bytes that were there before these, when they waited long enough.
+                                        if self.gatheredBytesAreDue(body, now: now) {
+                                            try self.writeGathered(gathered, prefix: waiting)
+                                        }
+                                    }))
+                        }
+                        if kernelMayMoveBytes {
+                            return .spliceToFile(fileDescriptor: file.fd, offset: plan.offset)
+                        }
+                        return .stream
+                    }
+                },
+                onBody: { bytes in
+                    try checkBodyLimit(bytes.count)
+                    if let gathered {
+                        // Bytes that waited a progress interval go into the file (and the progress) first,
+                        // so a slow or stalling link still shows them.
+                        let now = monotonicSeconds()
+                        let body = gathered.body
+                        if self.gatheredBytesAreDue(body, now: now) { try self.writeGathered(gathered) }
+                        if body.append(bytes, now: now) { return }
+                        try self.writeGathered(gathered)
+                        if body.append(bytes, now: now) { return }
+                        // Still no room: these bytes go straight into the file, as on the stream path.
+                    }
+                    try self.write(bytes, to: file)
+                    partDigest?.update(bytes)
+                },
+                onSpliced: { count in
+                    try self.didWrite(count)
+                })
+        } catch {
+            // What arrived before the failure goes into the file (and is credited) before it surfaces.
+            if let gathered { try writeGathered(gathered) }
+            throw error
+        }
+        if let gathered { try writeGathered(gathered) }
+        if writing {
+            publishProgress()
+            if let partDigest, let refused = perform(machine.bodyDigested(partDigest.finalize())) { return refused }
+        }
+        return machine.exchangeEnded(jitter: Self.jitter())
     }
 
     /// A small body being gathered (``SmallBodyGather``), the writer that puts it past the page cache, and
@@ -442,17 +483,17 @@ final class TransferEngine {
         let body: SmallBodyGather
         let writer: SegmentFileWriter
         let partDigest: DKDigest?
+        /// The file offset just past the body's last byte.
+        let end: Int64
     }
 
-    /// A gather for the body about to start, when it is small enough (``SmallBodyGather``), its length is
-    /// known, direct writes are on and the file system takes them; else nil (the body is spliced, or
-    /// streamed when a digest reads it).
-    private func smallBodyGather(_ file: FileHandleFD, partDigest: DKDigest?) -> GatheredBody? {
-        guard configuration.directWrites, let total = machine.resource.totalLength,
-            let body = SmallBodyGather(remaining: total - machine.resource.offset, at: machine.resource.offset)
-        else { return nil }
+    /// A gather for the `length` bytes of the body about to start at `offset` (the machine found it small
+    /// enough, ``DownloadStateMachine/BodyWrite/gather``), when a buffer is free and the file system takes
+    /// direct writes; else nil (the body is spliced, or streamed when a digest reads it).
+    private func smallBodyGather(_ file: FileHandleFD, length: Int64, at offset: Int64, partDigest: DKDigest?) -> GatheredBody? {
+        guard let body = SmallBodyGather(remaining: length, at: offset) else { return nil }
         let writer = SegmentFileWriter(file, direct: true)
-        return writer.writesDirect ? GatheredBody(body: body, writer: writer, partDigest: partDigest) : nil
+        return writer.writesDirect ? GatheredBody(body: body, writer: writer, partDigest: partDigest, end: offset + length) : nil
     }
 
     /// Whether the oldest gathered byte has waited a progress interval: those bytes then go into the file
@@ -477,7 +518,7 @@ final class TransferEngine {
         let pending = body.pending
         let bytes = UnsafeRawBufferPointer(rebasing: pending[..<min(prefix ?? pending.count, pending.count)])
         guard !bytes.isEmpty else { return }
-        if machine.resource.totalLength != machine.resource.offset + Int64(bytes.count) { try recordValidatorsCheckpoint() }
+        if body.start + Int64(bytes.count) != gathered.end { try recordValidatorsCheckpoint() }
         var written = 0
         defer {
             let inFile = UnsafeRawBufferPointer(rebasing: bytes[..<written])
@@ -486,7 +527,7 @@ final class TransferEngine {
             body.consumed(written, now: monotonicSeconds())
         }
         do {
-            try gathered.writer.write(bytes, at: machine.resource.offset, written: &written)
+            try gathered.writer.write(bytes, at: body.start, written: &written)
         } catch {
             machine.bodyWritten(written)
             throw error
@@ -515,23 +556,18 @@ final class TransferEngine {
     }
 
 
-    /// Bodies whose remaining bytes are fewer than this are not preallocated (see
-    /// ``DownloadConfiguration/preallocates``).
-    static let smallestPreallocation: Int64 = 1 << 20
-
-    /// Checks free space (statvfs `f_bavail`) for the remaining bytes and reserves it when possible.
-    private func reserveSpace() throws {
-        guard let total = machine.resource.totalLength, let file else { return }
-        let remaining = total - machine.resource.offset
-        guard remaining > 0 else { return }
+    /// Checks free space (statvfs `f_bavail`) for the reservation's bytes and reserves them when it says so.
+    private func reserve(_ reservation: SpaceReservation) throws {
+        guard let file else { return }
+        let remaining = reservation.length
         if let available = FileSystem.availableBytes(at: workingDirectory), available < remaining {
             throw DownloadError(
                 .insufficientSpace,
                 "not enough space in \(workingDirectory): \(remaining) bytes needed, \(available) available")
         }
-        if configuration.preallocates, remaining >= Self.smallestPreallocation {
+        if reservation.preallocates {
             do {
-                try file.reserve(offset: machine.resource.offset, length: remaining)
+                try file.reserve(offset: reservation.offset, length: remaining)
             } catch {
                 throw DownloadError(
                     .insufficientSpace, "not enough space in \(workingDirectory) for \(remaining) bytes: \(error)")
@@ -543,14 +579,15 @@ final class TransferEngine {
 
     /// Runs segment workers over `[0, total)` (``SegmentCoordinator``) until every segment is written or
     /// they stop, and hands their outcome to the machine.
-    private func runSegments(total: Int64, client: DKHTTPClient) throws -> Decided {
+    private func runSegments(_ run: DownloadStateMachine.SegmentRun, client: DKHTTPClient) throws -> Decided {
         guard let file else { throw DownloadError(.fileSystem, "the temp file is not open") }
-        try reserveSpace()
+        if let reservation = run.reserve { try reserve(reservation) }
+        let total = run.total
         let coordinator = SegmentCoordinator(
             total: total, file: file, tempPath: tempPath, client: client, configuration: configuration, control: control,
-            url: machine.currentURL, headers: machine.requestHeaders, ifRange: machine.resource.ifRangeValue,
-            entityTag: machine.resource.entityTag, rateLimiters: rateLimiters, bufferSize: receiveBufferSize(client),
-            sources: sources(), lastModified: machine.resource.lastModified, pieces: request.pieceChecksums)
+            url: run.url, headers: run.headers, ifRange: run.ifRange, entityTag: run.entityTag, rateLimiters: rateLimiters,
+            bufferSize: receiveBufferSize(client), sources: sources(of: run), lastModified: run.lastModified,
+            pieces: request.pieceChecksums)
         let fetchedBefore = bytesThisRun
         let hooks = SegmentCoordinator.Hooks(
             started: { board in
@@ -565,7 +602,7 @@ final class TransferEngine {
         defer { activeBoard = nil }
         let report: SegmentCoordinator.Report
         do {
-            report = try coordinator.run(saved: machine.resource.savedSegments, prefix: machine.resource.offset, hooks: hooks)
+            report = try coordinator.run(saved: run.saved, prefix: run.prefix, hooks: hooks)
         } catch let failure as SegmentCoordinator.Failure {
             bytesThisRun += failure.report.fetched
             throw failure.error
@@ -580,7 +617,7 @@ final class TransferEngine {
             self.digest = digest
         }
         return machine.segmentsEnded(
-            report.outcome, map: activeBoard?.snapshot() ?? machine.resource.savedSegments, jitter: Self.jitter())
+            report.outcome, map: activeBoard?.snapshot() ?? machine.snapshot.savedSegments, jitter: Self.jitter())
     }
 
 
@@ -588,11 +625,10 @@ final class TransferEngine {
     /// request's credential headers only when it shares the first URL's origin. Empty without mirrors.
     /// The first response's `Link: rel=duplicate` targets (RFC 6249, ``DownloadConfiguration/maxLinkMirrors``)
     /// come last, never with credentials.
-    private func sources() -> [DownloadSource] {
+    private func sources(of run: DownloadStateMachine.SegmentRun) -> [DownloadSource] {
         let linked = machine.acceptedHead.map { head in
             RFC6249.mirrors(
-                in: head.headers, first: machine.currentURL, known: mirrors + [machine.originalURL],
-                limit: configuration.maxLinkMirrors)
+                in: head.headers, first: run.url, known: mirrors + [machine.originalURL], limit: configuration.maxLinkMirrors)
         } ?? []
         guard !mirrors.isEmpty || !linked.isEmpty else { return [] }
         if !linked.isEmpty {
@@ -601,7 +637,7 @@ final class TransferEngine {
         }
         let credentialFree = DownloadStateMachine.withoutCredentials(
             request.headers, credentialHeaderNames: request.credentialHeaderNames)
-        return [DownloadSource(url: machine.currentURL, headers: machine.requestHeaders)]
+        return [DownloadSource(url: run.url, headers: run.headers)]
             + mirrors.map { mirror in
                 DownloadSource(
                     url: mirror, headers: mirror.origin == machine.originalURL.origin ? request.headers : credentialFree)
@@ -614,7 +650,7 @@ final class TransferEngine {
     private func write(_ bytes: UnsafeRawBufferPointer, to file: FileHandleFD) throws {
         var written = 0
         do {
-            try file.write(bytes, toAbsoluteOffset: machine.resource.offset, written: &written)
+            try file.write(bytes, toAbsoluteOffset: machine.snapshot.offset, written: &written)
         } catch {
             // Keep whatever reached the file, make it durable, then stop resumably.
             machine.bodyWritten(written)
@@ -640,14 +676,14 @@ final class TransferEngine {
         let now = monotonicSeconds()
         if now - lastProgressTime >= configuration.progressInterval.asSeconds { publishProgress(now: now) }
         if now - lastCheckpointTime >= configuration.checkpointInterval.asSeconds { try checkpoint(force: false) }
-        try perform(machine.received(count, now: now))
+        try performInExchange(machine.received(count, now: now))
         if !TokenBucket.wait(rateLimiters, afterConsuming: count, wakes: control.wakeUps, shouldStop: { control.stopRequest != .none }) {
             throw DownloadError(.cancelled, "stopped")
         }
     }
 
     private func publishProgress(now: Double = monotonicSeconds()) {
-        publishProgress(received: machine.resource.offset, thisRun: bytesThisRun, connections: 1, now: now)
+        publishProgress(received: machine.snapshot.offset, thisRun: bytesThisRun, connections: 1, now: now)
     }
 
     /// Publishes a snapshot: `received` bytes of the file present, `thisRun` of them fetched by this run.
@@ -656,7 +692,7 @@ final class TransferEngine {
         lastProgressTime = now
         let rate = speed.bytesPerSecond
         var remaining: Double?
-        let totalLength = machine.resource.totalLength
+        let totalLength = machine.snapshot.totalLength
         if let total = totalLength, rate > 0 { remaining = Double(max(0, total - received)) / rate }
         control.publish(
             DownloadProgress(
@@ -698,7 +734,7 @@ final class TransferEngine {
             let snapshot = board.snapshot()
             try file.syncData()
             machine.segmentsCheckpointed(snapshot)
-            durableOffset = machine.resource.offset
+            durableOffset = machine.snapshot.offset
             infoDirty = false
             recordFileMayExist = true
             try currentResumeInfo().write(to: infoPath, hooks: file.hooks)
@@ -706,7 +742,7 @@ final class TransferEngine {
         }
         applyBackgroundSync()
         if let failure = backgroundCheckpoint.takeFailure() { throw failure }
-        let offset = machine.resource.offset
+        let offset = machine.snapshot.offset
         guard offset != durableOffset || infoDirty else { return }
         if !force {
             guard backgroundCheckpoint.begin() else { return }  // one in flight is enough
@@ -759,7 +795,7 @@ final class TransferEngine {
     }
 
     func currentResumeInfo() -> ResumeInfo {
-        let resource = machine.resource
+        let resource = machine.snapshot
         let savedSegments = resource.savedSegments
         let originalURL = machine.originalURL, currentURL = machine.currentURL
         var info = ResumeInfo(
@@ -784,20 +820,28 @@ final class TransferEngine {
 
     // MARK: - Finishing
 
-    private func finalize() throws -> DownloadResult {
+    /// What ``finalize()`` ends with: the file in place, or the machine's answer to its refusal of the bytes.
+    private enum Finished {
+        case placed(DownloadResult)
+        case refused(Decided)
+    }
+
+    private func finalize() throws -> Finished {
         guard let file else { throw DownloadError(.fileSystem, "the temp file is not open") }
         checkpointQueue.settleBlocking()
         control.setState(.verify)
-        let resource = machine.resource
+        let resource = machine.snapshot
         let offset = resource.offset
         let pieces: PieceChecksums?, checksum: DownloadStateMachine.FinalChecksum?
         switch machine.verifying() {
-        case .fail(let failure): throw failure
+        case .fail(let failure): return .refused(failed(failure))
         case .check(let wanted, let final): (pieces, checksum) = (wanted, final)
         }
         try file.syncData()
         durableOffset = offset
-        if let pieces { try perform(machine.piecesDigested(pieceDigests(pieces, total: offset, in: file))) }
+        if let pieces, let refused = perform(machine.piecesDigested(try pieceDigests(pieces, total: offset, in: file))) {
+            return .refused(refused)
+        }
         var checksumHex: String?
         switch checksum {
         case .stated(let stated)?:
@@ -811,7 +855,7 @@ final class TransferEngine {
         case nil:
             break
         }
-        if let checksumHex { try perform(machine.fileDigested(checksumHex)) }
+        if let checksumHex, let refused = perform(machine.fileDigested(checksumHex)) { return .refused(refused) }
         // The partial was private (0600) while incomplete; the finished file gets the usual 0644.
         _ = fchmod(file.fd, 0o644)
         // Validators and the URL go on the inode before the rename, so the finished file carries them
@@ -834,12 +878,12 @@ final class TransferEngine {
         self.file = nil
         publishProgress()
         control.setState(.complete)
-        return DownloadResult(
+        return .placed(DownloadResult(
             path: destination, bytes: offset, resumedFrom: resource.resumedFrom, bytesTransferred: bytesThisRun,
             finalURL: machine.currentURL.absoluteString, checksumHex: checksumHex,
             isResumable: control.isResumable ?? (resource.acceptsRanges == true), entityTag: resource.entityTagText,
             lastModified: resource.lastModified, responseStatus: machine.acceptedHead?.status,
-            responseHeaders: machine.acceptedHead?.headers, sources: sourceUsage)
+            responseHeaders: machine.acceptedHead?.headers, sources: sourceUsage))
     }
 
     /// The digest of each piece of `table` in the file's first `total` bytes, in order (a download with
@@ -876,7 +920,7 @@ final class TransferEngine {
             return path
         case .directory(let directory, _):
             let originalURL = machine.originalURL
-            let name = machine.resource.fileName
+            let name = machine.snapshot.fileName
                 ?? FileNaming.fileName(
                     forURL: originalURL.absoluteString, pathExtension: originalURL.pathExtension, fileID: nil,
                     md5Hex: DownloadStateMachine.md5Hex)
