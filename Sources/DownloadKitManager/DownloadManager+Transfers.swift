@@ -125,7 +125,7 @@ extension DownloadManager {
         task.bytesReceived = progress.bytesReceived
         if let total = progress.totalBytes { task.totalBytes = total }
         tasks.update(task)
-        progressDirty.insert(id)
+        if pendingWrites.progressChanged(id) == .wake { flusherWake.yield() }
         let now = monotonicSeconds()
         if now - (lastProgressEvent[id] ?? 0) >= configuration.progressEventInterval.asSeconds {
             lastProgressEvent[id] = now

@@ -101,23 +101,12 @@ public actor DownloadManager {
     var active: [String: ActiveTransfer] = [:]
     var stopping: [String: (token: Int, task: Task<Void, Never>)] = [:]
     var nextRun = 1
-    var dirty: Set<String> = []
-    var deleted: Set<String> = []
-    /// Tasks whose bytes received changed since the last write; the first one wakes the flusher. (The
-    /// observer does not read `oldValue`, so an insert still mutates the set in place.)
-    var progressDirty: Set<String> = [] {
-        didSet {
-            guard !flusherWoken, !progressDirty.isEmpty else { return }
-            flusherWoken = true
-            flusherWake.yield()
-        }
-    }
+    /// The rows owed to the store and the flusher's wake-ups (``PendingWrites``).
+    var pendingWrites = PendingWrites()
     /// Wakes the flusher (one wake-up buffered): it sleeps while nothing is dirty instead of ticking.
     let flusherWake: AsyncStream<Void>.Continuation
-    /// Whether the flusher was woken and has not flushed yet.
-    var flusherWoken = false
     /// How many times the flusher wrote progress (tests: none while idle).
-    var progressFlushes = 0
+    var progressFlushes: Int { pendingWrites.flushes }
     var lastProgressEvent: [String: Double] = [:]
     var eventHandler: (@Sendable (ManagerEvent) -> Void)?
     var completionHandler: (@Sendable (TaskCompletion) -> Void)?
