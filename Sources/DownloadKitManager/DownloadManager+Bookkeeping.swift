@@ -34,7 +34,7 @@ extension DownloadManager {
                 if mayHavePartial(task), let size = partialPaths(task).first.flatMap(Self.fileSize) { task.bytesReceived = size }
                 if task.state == .running, let finished = finishedBeforeTheRowWasUpdated(task) {
                     task.markCompleted(finished)
-                    recoveredCompletions.append(TaskCompletion(task: task, result: .success(finished)))
+                    announcements.recover(TaskCompletion(task: task, result: .success(finished)))
                     logger.notice("task \(task.id) had finished before the last stop (\(finished.path)); not downloading it again")
                 } else if configuration.startsRestoredTasks {
                     task.state = .waiting

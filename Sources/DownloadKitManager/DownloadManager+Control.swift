@@ -332,8 +332,8 @@ extension DownloadManager {
         pendingWrites.progressJoinsRows()
         await commitLogging()
         await store.drain()
-        while completionsBeingAnnounced > 0 {
-            await withCheckedContinuation { announcementsDrained.append($0) }
+        while announcements.isAnnouncing {
+            await withCheckedContinuation { announcements.wait($0) }
         }
         broadcaster.finish()
     }
@@ -402,7 +402,7 @@ extension DownloadManager {
             tasks.remove(task.id)
             pendingWrites.removed(task.id)
             lastProgressEvent[task.id] = nil
-            taskCompletionHandlers[task.id] = nil
+            announcements.forget(taskID: task.id)
             emit(.removed(taskID: task.id))
             apply(actions)
         }

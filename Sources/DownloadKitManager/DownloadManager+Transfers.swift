@@ -17,8 +17,7 @@ extension DownloadManager {
                 stopTransfer(id)
                 setState(id, .waiting)
             case .allFinished:
-                allFinishedHeldBack = true
-                emitAllFinishedIfDue()
+                if announcements.allFinished(schedulerIsIdle: scheduler.isIdle) { emit(.allFinished) }
             }
         }
     }
@@ -34,7 +33,7 @@ extension DownloadManager {
             downloadConfiguration.progressInterval, max(.milliseconds(50), configuration.progressEventInterval))
         let download = Download(request, configuration: downloadConfiguration, client: client)
         active[id] = ActiveTransfer(run: run, download: download, limiter: limiter)
-        allFinishedHeldBack = false
+        announcements.taskStarted()
         task.state = .running
         task.error = nil
         store(task)
@@ -183,32 +182,18 @@ extension DownloadManager {
     /// still true then.
     func announceCompletion(_ task: ManagedTask, _ result: DownloadResult, after actions: [Scheduler.Action]) async {
         apply(actions.filter { $0 != .allFinished })
-        if actions.contains(.allFinished) { allFinishedHeldBack = true }
-        completionsBeingAnnounced += 1
+        announcements.announcing(schedulerSaidAllFinished: actions.contains(.allFinished))
         await commitLogging()
-        completionsBeingAnnounced -= 1
+        let announced = announcements.announced(schedulerIsIdle: scheduler.isIdle)
         if tasks[task.id]?.state == .completed { emit(.stateChanged(taskID: task.id, state: .completed)) }
         emit(.finished(taskID: task.id, path: result.path))
         notifyCompletion(TaskCompletion(task: task, result: .success(result)))
-        emitAllFinishedIfDue()
-        if completionsBeingAnnounced == 0 {
-            let waiting = announcementsDrained
-            announcementsDrained = []
-            for waiter in waiting { waiter.resume() }
-        }
-    }
-
-    /// Emits `.allFinished` when the scheduler said so, it is still idle, and no completion is still
-    /// waiting to announce its `.finished`.
-    func emitAllFinishedIfDue() {
-        guard allFinishedHeldBack, completionsBeingAnnounced == 0, scheduler.isIdle else { return }
-        allFinishedHeldBack = false
-        emit(.allFinished)
+        if announced.emitsAllFinished { emit(.allFinished) }
+        for waiter in announced.drained { waiter.resume() }
     }
 
     func notifyCompletion(_ completion: TaskCompletion) {
-        completionHandler?(completion)
-        taskCompletionHandlers.removeValue(forKey: completion.task.id)?(completion)
+        for handler in announcements.handlers(forTask: completion.task.id) { handler(completion) }
     }
 
     func networkChanged(_ status: NetworkStatus) {
