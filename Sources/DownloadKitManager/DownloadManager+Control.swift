@@ -401,7 +401,7 @@ extension DownloadManager {
             stopTransfer(task.id, deleting: paths)
             tasks.remove(task.id)
             pendingWrites.removed(task.id)
-            lastProgressEvent[task.id] = nil
+            progressEvents.forget(task.id)
             announcements.forget(taskID: task.id)
             emit(.removed(taskID: task.id))
             apply(actions)

@@ -125,11 +125,7 @@ extension DownloadManager {
         if let total = progress.totalBytes { task.totalBytes = total }
         tasks.update(task)
         if pendingWrites.progressChanged(id) == .wake { flusherWake.yield() }
-        let now = monotonicSeconds()
-        if now - (lastProgressEvent[id] ?? 0) >= configuration.progressEventInterval.asSeconds {
-            lastProgressEvent[id] = now
-            emit(.progress(taskID: id, progress))
-        }
+        if progressEvents.isDue(id, now: monotonicSeconds()) { emit(.progress(taskID: id, progress)) }
     }
 
     func transferURLChanged(_ id: String, run: Int, _ url: String) {
@@ -144,7 +140,7 @@ extension DownloadManager {
     ) async {
         guard active[id]?.run == run, var task = tasks[id] else { return }
         active[id] = nil
-        lastProgressEvent[id] = nil
+        progressEvents.forget(id)
         switch outcome {
         case .success(let result):
             task.markCompleted(result)

@@ -107,7 +107,8 @@ public actor DownloadManager {
     let flusherWake: AsyncStream<Void>.Continuation
     /// How many times the flusher wrote progress (tests: none while idle).
     var progressFlushes: Int { pendingWrites.flushes }
-    var lastProgressEvent: [String: Double] = [:]
+    /// When a task's progress is emitted (``ProgressEventThrottle``).
+    var progressEvents: ProgressEventThrottle
     var eventHandler: (@Sendable (ManagerEvent) -> Void)?
     /// The completion handlers and when each completion and `.allFinished` is announced
     /// (``CompletionAnnouncements``).
@@ -159,6 +160,7 @@ public actor DownloadManager {
             throw DownloadManagerError(.storage, "cannot open the manager in \(stateDirectory): \(error)")
         }
         globalRateLimit = configuration.globalRateLimit
+        progressEvents = ProgressEventThrottle(interval: configuration.progressEventInterval.asSeconds)
         globalLimiter = TokenBucket(bytesPerSecond: configuration.globalRateLimit ?? TokenBucket.unlimitedRate)
         scheduler = Scheduler(
             maxConcurrent: configuration.maxConcurrentDownloads,
