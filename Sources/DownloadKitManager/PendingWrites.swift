@@ -73,21 +73,21 @@ struct PendingWrites: Equatable {
         progress = []
     }
 
-    /// Takes every row and deletion owed for one transaction (then no longer owed), nil when nothing is; the
-    /// rows taken owe no progress write either.
+    /// Takes every row and deletion owed for one transaction (then no longer owed), nil when nothing is.
     mutating func take() -> Batch? {
         guard !rows.isEmpty || !deletions.isEmpty else { return nil }
         let batch = Batch(rows: rows, deletions: deletions)
-        progress.subtract(rows)
         rows = []
         deletions = []
         return batch
     }
 
     /// A batch whose transaction failed is owed again, for the next commit — its rows only for the tasks that
-    /// `exists` still (a task removed meanwhile owes its deletion instead).
+    /// `exists` still (a task removed meanwhile owes its deletion instead); progress reported since is then in
+    /// those rows.
     mutating func unwritten(_ batch: Batch, exists: (String) -> Bool) {
         rows.formUnion(batch.rows.filter(exists))
+        progress.subtract(rows)
         deletions.formUnion(batch.deletions)
     }
 }

@@ -7,6 +7,7 @@ import Testing
 struct PendingWritesTests {
     /// One change the actor reports.
     enum Step {
+        /// `take` keeps its batch; `fail` hands the last batch taken back as unwritten (a task "gone" is removed).
         case row(String), progress(String), removed(String), flush, take, fail
     }
 
@@ -48,10 +49,15 @@ struct PendingWritesTests {
             name: "progress of a task whose row is owed is not owed again, but still wakes the flusher",
             steps: [.row("a"), .progress("a")], rows: ["a"], deletions: [], progress: [], wakes: [.wake], batches: []),
         Row(
-            name: "a row taken owes no progress write (the row read then has the bytes)",
+            name: "progress after a row was taken is owed, until the row is owed again",
             steps: [.row("a"), .take, .progress("a"), .row("a"), .progress("a"), .take],
             rows: [], deletions: [], progress: [], wakes: [.wake, .none],
             batches: [.init(rows: ["a"], deletions: []), .init(rows: ["a"], deletions: [])]),
+        Row(
+            name: "a failed row owed again takes in the progress reported since it was taken",
+            steps: [.row("a"), .take, .progress("a"), .fail],
+            rows: ["a"], deletions: [], progress: [], wakes: [.wake],
+            batches: [.init(rows: ["a"], deletions: [])]),
         Row(
             name: "a removed task owes its deletion only",
             steps: [.row("a"), .progress("a"), .progress("b"), .removed("a"), .take],
@@ -59,7 +65,7 @@ struct PendingWritesTests {
             batches: [.init(rows: [], deletions: ["a"])]),
         Row(
             name: "a failed batch is owed again, less the rows of tasks gone meanwhile",
-            steps: [.row("a"), .row("gone"), .removed("x"), .fail],
+            steps: [.row("a"), .row("gone"), .removed("x"), .take, .fail],
             rows: ["a"], deletions: ["x"], progress: [], wakes: [],
             batches: [.init(rows: ["a", "gone"], deletions: ["x"])]),
     ]
@@ -69,17 +75,18 @@ struct PendingWritesTests {
         var writes = PendingWrites()
         var wakes: [PendingWrites.FlusherWake] = []
         var batches: [PendingWrites.Batch?] = []
+        var taken: PendingWrites.Batch?
         for step in row.steps {
             switch step {
             case .row(let id): writes.rowChanged(id)
             case .progress(let id): wakes.append(writes.progressChanged(id))
             case .removed(let id): writes.removed(id)
             case .flush: writes.flushProgress()
-            case .take: batches.append(writes.take())
+            case .take:
+                taken = writes.take()
+                batches.append(taken)
             case .fail:
-                let batch = writes.take()
-                batches.append(batch)
-                if let batch { writes.unwritten(batch) { $0 != "gone" } }
+                if let batch = taken { writes.unwritten(batch) { $0 != "gone" } }
             }
         }
         #expect(writes.rows == row.rows, "\(row.name)")
