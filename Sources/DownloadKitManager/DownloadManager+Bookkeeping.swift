@@ -34,7 +34,7 @@ extension DownloadManager {
                 if mayHavePartial(task), let size = partialPaths(task).first.flatMap(Self.fileSize) { task.bytesReceived = size }
                 if task.state == .running, let finished = finishedBeforeTheRowWasUpdated(task) {
                     task.markCompleted(finished)
-                    recoveredCompletions.append(TaskCompletion(task: task, result: .success(finished)))
+                    announcements.recover(TaskCompletion(task: task, result: .success(finished)))
                     logger.notice("task \(task.id) had finished before the last stop (\(finished.path)); not downloading it again")
                 } else if configuration.startsRestoredTasks {
                     task.state = .waiting
@@ -45,7 +45,7 @@ extension DownloadManager {
                 } else {
                     task.state = .paused
                 }
-                if task != stored { dirty.insert(task.id) }
+                if task != stored { pendingWrites.rowChanged(task.id) }
             }
             tasks.insert(task)
         }
@@ -77,8 +77,7 @@ extension DownloadManager {
         var task = task
         task.updatedAt = Date()
         tasks.update(task)
-        dirty.insert(task.id)
-        progressDirty.remove(task.id)
+        pendingWrites.rowChanged(task.id)
     }
 
     func setState(_ id: String, _ state: ManagedTaskState) {
@@ -93,19 +92,16 @@ extension DownloadManager {
         eventHandler?(event)
     }
 
-    /// Takes every changed row and deletion for one transaction (they are no longer dirty).
-    func takeChanges() -> (ids: Set<String>, records: [ManagedTask], deletions: Set<String>)? {
-        guard !dirty.isEmpty || !deleted.isEmpty else { return nil }
-        let changes = (ids: dirty, records: dirty.compactMap { tasks[$0] }, deletions: deleted)
-        dirty = []
-        deleted = []
-        return changes
+    /// Takes every changed row and deletion for one transaction (they are no longer owed), with the rows read
+    /// from the task table now.
+    func takeChanges() -> (batch: PendingWrites.Batch, records: [ManagedTask])? {
+        guard let batch = pendingWrites.take() else { return nil }
+        return (batch, batch.rows.compactMap { tasks[$0] })
     }
 
-    /// A transaction that failed: its rows are dirty again, for the next commit.
-    func unwritten(_ ids: Set<String>, _ deletions: Set<String>) {
-        dirty.formUnion(ids.filter { tasks[$0] != nil })
-        deleted.formUnion(deletions)
+    /// A transaction that failed: its rows are owed again, for the next commit.
+    func unwritten(_ batch: PendingWrites.Batch) {
+        pendingWrites.unwritten(batch) { tasks[$0] != nil }
     }
 
     /// Writes every changed row and deletion in one transaction on the store's thread and waits for it
@@ -113,9 +109,9 @@ extension DownloadManager {
     func commit() async throws {
         guard let changes = takeChanges() else { return }
         do {
-            try await store.save(changes.records, deleting: Array(changes.deletions))
+            try await store.save(changes.records, deleting: Array(changes.batch.deletions))
         } catch {
-            unwritten(changes.ids, changes.deletions)
+            unwritten(changes.batch)
             throw DownloadManagerError(.storage, "cannot write the tasks: \(error)")
         }
     }
@@ -134,18 +130,15 @@ extension DownloadManager {
     func commitInBackground() {
         guard let changes = takeChanges() else { return }
         let logger = logger
-        store.saveInBackground(changes.records, deleting: Array(changes.deletions)) { [weak self] error in
+        store.saveInBackground(changes.records, deleting: Array(changes.batch.deletions)) { [weak self] error in
             logger.error("cannot write the tasks: \(error)")
-            Task { await self?.unwritten(changes.ids, changes.deletions) }
+            Task { await self?.unwritten(changes.batch) }
         }
     }
 
     /// Writes bytes received by running tasks (the flusher, at most every `progressPersistInterval`).
     func flushProgress() {
-        progressFlushes += 1
-        flusherWoken = false
-        dirty.formUnion(progressDirty)
-        progressDirty = []
+        pendingWrites.flushProgress()
         commitInBackground()
     }
 

@@ -63,7 +63,7 @@ extension DownloadManager {
         // Room for the batch up front: growing these tables one rehash at a time was an eighth of a
         // 10,000-task enqueue.
         tasks.reserveCapacity(adding: requests.count)
-        dirty.reserveCapacity(dirty.count + requests.count)
+        pendingWrites.reserveCapacity(adding: requests.count)
         var identifiers = TaskIdentifier.Generator(expected: requests.count)
         for request in requests {
             if let existing = tasks.id(forURL: request.url) ?? request.fileID.flatMap({ tasks.id(forFileID: $0) }),
@@ -100,7 +100,7 @@ extension DownloadManager {
                 actions += newActions
             }
             tasks.insert(task)
-            dirty.insert(id)
+            pendingWrites.rowChanged(id)
             ids.append(id)
             emit(.stateChanged(taskID: id, state: task.state))
         }
@@ -329,12 +329,11 @@ extension DownloadManager {
         flusher?.cancel()
         for id in Array(active.keys) { stopTransfer(id) }
         for (_, stop) in stopping { await stop.task.value }
-        dirty.formUnion(progressDirty)
-        progressDirty = []
+        pendingWrites.progressJoinsRows()
         await commitLogging()
         await store.drain()
-        while completionsBeingAnnounced > 0 {
-            await withCheckedContinuation { announcementsDrained.append($0) }
+        while announcements.isAnnouncing {
+            await withCheckedContinuation { announcements.wait($0) }
         }
         broadcaster.finish()
     }
@@ -401,11 +400,9 @@ extension DownloadManager {
             let actions = scheduler.withdraw(task.id)
             stopTransfer(task.id, deleting: paths)
             tasks.remove(task.id)
-            dirty.remove(task.id)
-            progressDirty.remove(task.id)
-            lastProgressEvent[task.id] = nil
-            taskCompletionHandlers[task.id] = nil
-            deleted.insert(task.id)
+            pendingWrites.removed(task.id)
+            progressEvents.forget(task.id)
+            announcements.forget(taskID: task.id)
             emit(.removed(taskID: task.id))
             apply(actions)
         }

@@ -17,8 +17,7 @@ extension DownloadManager {
                 stopTransfer(id)
                 setState(id, .waiting)
             case .allFinished:
-                allFinishedHeldBack = true
-                emitAllFinishedIfDue()
+                if announcements.allFinished(schedulerIsIdle: scheduler.isIdle) { emit(.allFinished) }
             }
         }
     }
@@ -34,7 +33,7 @@ extension DownloadManager {
             downloadConfiguration.progressInterval, max(.milliseconds(50), configuration.progressEventInterval))
         let download = Download(request, configuration: downloadConfiguration, client: client)
         active[id] = ActiveTransfer(run: run, download: download, limiter: limiter)
-        allFinishedHeldBack = false
+        announcements.taskStarted()
         task.state = .running
         task.error = nil
         store(task)
@@ -125,12 +124,8 @@ extension DownloadManager {
         task.bytesReceived = progress.bytesReceived
         if let total = progress.totalBytes { task.totalBytes = total }
         tasks.update(task)
-        progressDirty.insert(id)
-        let now = monotonicSeconds()
-        if now - (lastProgressEvent[id] ?? 0) >= configuration.progressEventInterval.asSeconds {
-            lastProgressEvent[id] = now
-            emit(.progress(taskID: id, progress))
-        }
+        if pendingWrites.progressChanged(id) == .wake { flusherWake.yield() }
+        if progressEvents.isDue(id, now: monotonicSeconds()) { emit(.progress(taskID: id, progress)) }
     }
 
     func transferURLChanged(_ id: String, run: Int, _ url: String) {
@@ -145,7 +140,7 @@ extension DownloadManager {
     ) async {
         guard active[id]?.run == run, var task = tasks[id] else { return }
         active[id] = nil
-        lastProgressEvent[id] = nil
+        progressEvents.forget(id)
         switch outcome {
         case .success(let result):
             task.markCompleted(result)
@@ -183,32 +178,18 @@ extension DownloadManager {
     /// still true then.
     func announceCompletion(_ task: ManagedTask, _ result: DownloadResult, after actions: [Scheduler.Action]) async {
         apply(actions.filter { $0 != .allFinished })
-        if actions.contains(.allFinished) { allFinishedHeldBack = true }
-        completionsBeingAnnounced += 1
+        announcements.announcing(schedulerSaidAllFinished: actions.contains(.allFinished))
         await commitLogging()
-        completionsBeingAnnounced -= 1
+        let announced = announcements.announced(schedulerIsIdle: scheduler.isIdle)
         if tasks[task.id]?.state == .completed { emit(.stateChanged(taskID: task.id, state: .completed)) }
         emit(.finished(taskID: task.id, path: result.path))
         notifyCompletion(TaskCompletion(task: task, result: .success(result)))
-        emitAllFinishedIfDue()
-        if completionsBeingAnnounced == 0 {
-            let waiting = announcementsDrained
-            announcementsDrained = []
-            for waiter in waiting { waiter.resume() }
-        }
-    }
-
-    /// Emits `.allFinished` when the scheduler said so, it is still idle, and no completion is still
-    /// waiting to announce its `.finished`.
-    func emitAllFinishedIfDue() {
-        guard allFinishedHeldBack, completionsBeingAnnounced == 0, scheduler.isIdle else { return }
-        allFinishedHeldBack = false
-        emit(.allFinished)
+        if announced.emitsAllFinished { emit(.allFinished) }
+        for waiter in announced.drained { waiter.resume() }
     }
 
     func notifyCompletion(_ completion: TaskCompletion) {
-        completionHandler?(completion)
-        taskCompletionHandlers.removeValue(forKey: completion.task.id)?(completion)
+        for handler in announcements.handlers(forTask: completion.task.id) { handler(completion) }
     }
 
     func networkChanged(_ status: NetworkStatus) {

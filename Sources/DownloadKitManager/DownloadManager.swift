@@ -101,39 +101,18 @@ public actor DownloadManager {
     var active: [String: ActiveTransfer] = [:]
     var stopping: [String: (token: Int, task: Task<Void, Never>)] = [:]
     var nextRun = 1
-    var dirty: Set<String> = []
-    var deleted: Set<String> = []
-    /// Tasks whose bytes received changed since the last write; the first one wakes the flusher. (The
-    /// observer does not read `oldValue`, so an insert still mutates the set in place.)
-    var progressDirty: Set<String> = [] {
-        didSet {
-            guard !flusherWoken, !progressDirty.isEmpty else { return }
-            flusherWoken = true
-            flusherWake.yield()
-        }
-    }
+    /// The rows owed to the store and the flusher's wake-ups (``PendingWrites``).
+    var pendingWrites = PendingWrites()
     /// Wakes the flusher (one wake-up buffered): it sleeps while nothing is dirty instead of ticking.
     let flusherWake: AsyncStream<Void>.Continuation
-    /// Whether the flusher was woken and has not flushed yet.
-    var flusherWoken = false
     /// How many times the flusher wrote progress (tests: none while idle).
-    var progressFlushes = 0
-    var lastProgressEvent: [String: Double] = [:]
+    var progressFlushes: Int { pendingWrites.flushes }
+    /// When a task's progress is emitted (``ProgressEventThrottle``).
+    var progressEvents: ProgressEventThrottle
     var eventHandler: (@Sendable (ManagerEvent) -> Void)?
-    var completionHandler: (@Sendable (TaskCompletion) -> Void)?
-    var taskCompletionHandlers: [String: @Sendable (TaskCompletion) -> Void] = [:]
-    /// Completions recovered by ``restore()``, held for the first completion handler.
-    var recoveredCompletions: [TaskCompletion] = []
-    /// Completions whose row is being committed before `.finished` is emitted (the actor may run other
-    /// work meanwhile, including another task's completion).
-    var completionsBeingAnnounced = 0
-    /// ``close()`` waiting for the completions being announced: a task whose `result()` already returned
-    /// (its row says completed) still gets its `.finished` and its completion handler before the event
-    /// streams end.
-    var announcementsDrained: [CheckedContinuation<Void, Never>] = []
-    /// The scheduler said "all finished" while a completion was still being announced: `.allFinished`
-    /// waits for that `.finished` (``emitAllFinishedIfDue()``). Cleared when a task starts.
-    var allFinishedHeldBack = false
+    /// The completion handlers and when each completion and `.allFinished` is announced
+    /// (``CompletionAnnouncements``).
+    var announcements = CompletionAnnouncements<TaskCompletion, CheckedContinuation<Void, Never>>()
     var globalRateLimit: Int?
     var networkWatcher: Task<Void, Never>?
     var flusher: Task<Void, Never>?
@@ -181,6 +160,7 @@ public actor DownloadManager {
             throw DownloadManagerError(.storage, "cannot open the manager in \(stateDirectory): \(error)")
         }
         globalRateLimit = configuration.globalRateLimit
+        progressEvents = ProgressEventThrottle(interval: configuration.progressEventInterval.asSeconds)
         globalLimiter = TokenBucket(bytesPerSecond: configuration.globalRateLimit ?? TokenBucket.unlimitedRate)
         scheduler = Scheduler(
             maxConcurrent: configuration.maxConcurrentDownloads,
@@ -225,20 +205,15 @@ public actor DownloadManager {
 
     /// A closure called whenever a task completes or fails (seed 000's local notification hook).
     public func setCompletionHandler(_ handler: (@Sendable (TaskCompletion) -> Void)?) {
-        completionHandler = handler
         // Completions found at start (a file renamed into place just before the previous process died,
         // its row not yet updated) go to the first handler: they never reached one.
-        if let handler {
-            let recovered = recoveredCompletions
-            recoveredCompletions = []
-            for completion in recovered { handler(completion) }
-        }
+        for completion in announcements.setHandler(handler) { handler?(completion) }
     }
 
     /// A closure called once when this task completes or fails (not persisted: set it again after a restart).
     public func setCompletionHandler(taskID: String, _ handler: (@Sendable (TaskCompletion) -> Void)?) throws {
         _ = try existing(taskID)
-        taskCompletionHandlers[taskID] = handler
+        announcements.setHandler(taskID: taskID, handler)
     }
 
     // MARK: - Queries
