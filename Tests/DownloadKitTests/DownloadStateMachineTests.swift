@@ -96,7 +96,7 @@ struct DownloadStateMachineTests {
         case failure(DownloadError)
         case waited
         case url(String?)
-        case segments(SegmentCoordinator.Outcome, map: [ResumeSegment] = [])
+        case segments(SegmentRunOutcome, map: [ResumeSegment] = [])
 
         var description: String {
             switch self {

@@ -512,7 +512,7 @@ struct DownloadStateMachine {
                 segment.written = max(0, min(segment.written, fileLength - segment.start))
                 return segment
             }
-            resource.offset = SegmentBoardState.contiguousPrefix(resource.savedSegments)
+            resource.offset = SegmentPlan.contiguousPrefix(resource.savedSegments)
             resource.resumedFrom = resource.savedSegments.reduce(0) { $0 + $1.written }
             return fileLength
         }
@@ -763,7 +763,7 @@ struct DownloadStateMachine {
     /// The segment workers checkpointed this map (its bytes are synced).
     mutating func segmentsCheckpointed(_ map: [ResumeSegment]) {
         resource.savedSegments = map
-        resource.offset = SegmentBoardState.contiguousPrefix(map)
+        resource.offset = SegmentPlan.contiguousPrefix(map)
     }
 
     /// The segment workers found `bytes` written beyond the saved map (the progress journal).
@@ -772,11 +772,11 @@ struct DownloadStateMachine {
     }
 
     /// The segment workers stopped with `outcome`; `map` is their final segment map when complete.
-    mutating func segmentsEnded(_ outcome: SegmentCoordinator.Outcome, map: [ResumeSegment], jitter: Double) -> Decision<Action> {
+    mutating func segmentsEnded(_ outcome: SegmentRunOutcome, map: [ResumeSegment], jitter: Double) -> Decision<Action> {
         decided(decideSegmentsEnded(outcome, map: map, jitter: jitter))
     }
 
-    private mutating func decideSegmentsEnded(_ outcome: SegmentCoordinator.Outcome, map: [ResumeSegment], jitter: Double) -> Action {
+    private mutating func decideSegmentsEnded(_ outcome: SegmentRunOutcome, map: [ResumeSegment], jitter: Double) -> Action {
         guard case .segmented(let total) = state else {
             return .fail(Failure(decided: .internalError("segments ended in state \(state)")))
         }

@@ -801,7 +801,7 @@ final class TransferEngine {
         var info = ResumeInfo(
             originalURL: originalURL.withoutUserinfo.absoluteString, currentURL: currentURL.withoutUserinfo.absoluteString,
             tempFilePath: absolutePath(tempPath),
-            bytesReceived: savedSegments.isEmpty ? max(0, durableOffset) : SegmentBoardState.contiguousPrefix(savedSegments))
+            bytesReceived: savedSegments.isEmpty ? max(0, durableOffset) : SegmentPlan.contiguousPrefix(savedSegments))
         info.segments = savedSegments
         info.entityTag = resource.entityTagText
         info.lastModified = resource.lastModified
