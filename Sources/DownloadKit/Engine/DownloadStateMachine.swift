@@ -466,14 +466,14 @@ struct DownloadStateMachine {
 
     // MARK: - Before the first request: what the partial data is worth
 
-    /// Takes what a resume record says of the resource. `keepOriginalURL` is false for a directory
-    /// destination, whose working files are named after the URL given now.
-    mutating func adopt(_ info: ResumeInfo, recordedOriginalURL: HTTPURL?) {
+    /// Takes what a resume record says of the resource. A directory destination keeps the URL given now as
+    /// its identity: its working files are named after it.
+    mutating func adopt(_ info: MachineRecord) {
         // The identity stays the recorded original URL (a different URL for the same file is a refreshed
         // one, seed 002). Requests start from the URL given now and follow redirects again: a recorded
         // redirect target (often a signed CDN URL) may have expired since. Records hold URLs without
         // userinfo: the URL given now keeps its credentials when it names the recorded resource.
-        if case .file = settings.destination, let recorded = recordedOriginalURL,
+        if case .file = settings.destination, let recorded = info.originalURL,
             recorded.absoluteString != originalURL.withoutUserinfo.absoluteString
         {
             originalURL = recorded
@@ -505,7 +505,7 @@ struct DownloadStateMachine {
     /// - Bytes nothing can prove (no record, a corrupt or foreign one, a server that named no strong ETag
     ///   and no Last-Modified) are never resumed with a bare `Range`: that could splice two versions
     ///   (issue #13, defect 3; docs/ENGINE.md, "Resume rules"). The download starts over.
-    mutating func partialData(fileLength: Int64, record: ResumeInfo?, sameBoot: Bool) -> Int64 {
+    mutating func partialData(fileLength: Int64, record: MachineRecord?, sameBoot: Bool) -> Int64 {
         if let record, !record.segments.isEmpty {
             resource.savedSegments = record.segments.map { segment in
                 var segment = segment
