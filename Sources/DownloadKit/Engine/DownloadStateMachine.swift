@@ -564,13 +564,10 @@ struct DownloadStateMachine {
     }
 
     /// Why the request's piece table cannot describe `total` bytes; nil when it can or there is none.
-    private func pieceTableFailure(total: Int64) -> DownloadError? {
-        do {
-            try settings.pieceChecksums?.validate(total: total)
-            return nil
-        } catch {
-            return error
-        }
+    private func pieceTableFailure(total: Int64) -> Failure? {
+        guard let table = settings.pieceChecksums else { return nil }
+        return MachineFailure.pieceTable(digests: table.digests.count, pieceLength: table.pieceLength, total: total)
+            .map { Failure(decided: $0) }
     }
 
     private mutating func decideResponseHead(_ head: ResponseHead, wallClock: Int64) -> HeadAction {
