@@ -30,8 +30,9 @@ import HTTPWire
 /// makes its own from a ``MachineFailure`` value naming the cause, never from a message of its own; the
 /// library's one ``DownloadError/init(decided:)`` gives each its code and message. Its transitions
 /// (``MachineTransition``) and requests (``MachineRequest``) are the decisions module's values too. So the
-/// machine can move into that module once its settings, its record and the segment values are module values
-/// as well (docs/ARCHITECTURE.md, "What is not done yet"); until then ``Failure`` is ``DownloadError``.
+/// machine can move into that module once its settings and its naming of a file are module values as well —
+/// its record (``MachineRecord``) and the segment values already are (docs/ARCHITECTURE.md, "What is not done
+/// yet"); until then ``Failure`` is ``DownloadError``.
 ///
 /// Segment workers are its sub-state: ``Action/runSegments(_:)`` hands the range `[0, total)` to
 /// ``SegmentCoordinator`` (whose own decisions are the pure ``SegmentBoardState``), and
