@@ -601,6 +601,26 @@ struct DownloadStateMachineTests {
         #expect(MachineRecord(info).originalURL == nil)
     }
 
+    /// A directory download named by its rule takes the name the settings were made with (the MD5 of the
+    /// URL is computed there, at the edge, not by the machine); a response that names no file falls back to it.
+    @Test func aRuleNamedFileTakesTheSettingsName() throws {
+        let md5 = DownloadRequest(url: Self.url, destination: .directory("/d", naming: .md5OfURL))
+        var settings = DownloadStateMachine.Settings(md5, DownloadConfiguration())
+        #expect(settings.ruleFileName == DownloadStateMachine.md5Hex(Self.url) + ".iso")
+        let byID = DownloadRequest(url: Self.url, destination: .directory("/d", naming: .fileID("lesson-7")))
+        #expect(DownloadStateMachine.Settings(byID, DownloadConfiguration()).ruleFileName == "lesson-7.iso")
+        #expect(DownloadStateMachine.Settings(DownloadRequest(url: Self.url, destination: .file("/d/x")), DownloadConfiguration()).ruleFileName == nil)
+        for rule: FileNamingRule in [.md5OfURL, .fromResponse] {
+            settings.destination = .directory("/d", naming: rule)
+            settings.ruleFileName = "given.bin"
+            var machine = DownloadStateMachine(url: try HTTPURL("http://origin.test/"), settings: settings)
+            _ = machine.start()
+            let head = ResponseHead(version: .http1_1, status: 200, reason: "", headers: DKHTTPHeaders([("Content-Length", "10")]))
+            _ = machine.responseHead(head, wallClock: 0)
+            #expect(machine.snapshot.fileName == "given.bin")
+        }
+    }
+
     /// A machine for a download of `Self.url` into `/d`.
     static func machine(_ configuration: DownloadConfiguration = DownloadConfiguration()) throws -> DownloadStateMachine {
         DownloadStateMachine(

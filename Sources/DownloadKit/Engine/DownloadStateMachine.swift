@@ -75,9 +75,19 @@ struct DownloadStateMachine {
         var preallocates: Bool
         /// The single-connection bodies gathered and written past the page cache; nil when direct writes are off.
         var smallBodies: SmallBodyRule?
+        /// A directory destination's name when no response names the file: the caller's file id (``FileNamingRule/fileID(_:)``),
+        /// else the MD5 of the original URL, with the URL path's extension. Made here, where the digest is
+        /// computed (``FileNaming/fileName(forURL:pathExtension:fileID:md5Hex:)``); nil for a file destination.
+        var ruleFileName: String?
 
         init(_ request: DownloadRequest, _ configuration: DownloadConfiguration) {
             destination = request.destination
+            if case .directory(_, let rule) = request.destination, let url = try? HTTPURL(request.url) {
+                let fileID: String? = if case .fileID(let id) = rule { id } else { nil }
+                ruleFileName = FileNaming.fileName(
+                    forURL: url.absoluteString, pathExtension: url.pathExtension, fileID: fileID,
+                    md5Hex: DownloadStateMachine.md5Hex)
+            }
             headers = request.headers
             credentialHeaderNames = request.credentialHeaderNames
             connections = configuration.connections
@@ -1076,25 +1086,20 @@ struct DownloadStateMachine {
     }
 
     /// Names a directory download from the response (once): Content-Disposition, the URL's last
-    /// segment, else the MD5 of the URL — or the caller's file id or MD5 rule.
+    /// segment, else the MD5 of the URL — or the caller's file id or MD5 rule (those two are the settings'
+    /// ``Settings/ruleFileName``, made where the digest is computed).
     private mutating func resolveFileName(_ head: ResponseHead) {
         guard case .directory(_, let rule) = settings.destination, resource.fileName == nil else { return }
-        let ext = originalURL.pathExtension
-        let md5Hex = Self.md5Hex
         switch rule {
-        case .fileID(let id):
-            resource.fileName = FileNaming.fileName(
-                forURL: originalURL.absoluteString, pathExtension: ext, fileID: id, md5Hex: md5Hex)
-        case .md5OfURL:
-            resource.fileName = FileNaming.fileName(
-                forURL: originalURL.absoluteString, pathExtension: ext, fileID: nil, md5Hex: md5Hex)
+        case .fileID, .md5OfURL:
+            resource.fileName = settings.ruleFileName
         case .fromResponse:
             let suggested = head.headers.first(name: "Content-Disposition")
                 .flatMap { try? ContentDisposition(parsing: $0) }?.preferredFilename
                 .flatMap(FileNaming.sanitizedFileName)
             resource.fileName = suggested
                 ?? currentURL.lastPathSegment.flatMap(FileNaming.sanitizedFileName)
-                ?? FileNaming.fileName(forURL: originalURL.absoluteString, pathExtension: ext, fileID: nil, md5Hex: md5Hex)
+                ?? settings.ruleFileName
         }
         recordChanges()
     }
