@@ -30,9 +30,9 @@ import HTTPWire
 /// makes its own from a ``MachineFailure`` value naming the cause, never from a message of its own; the
 /// library's one ``DownloadError/init(decided:)`` gives each its code and message. Its transitions
 /// (``MachineTransition``) and requests (``MachineRequest``) are the decisions module's values too. So the
-/// machine can move into that module once its settings and its naming of a file are module values as well —
-/// its record (``MachineRecord``) and the segment values already are (docs/ARCHITECTURE.md, "What is not done
-/// yet"); until then ``Failure`` is ``DownloadError``.
+/// machine can move into that module once its settings' checksums and its sanitising of a suggested file name
+/// are module values as well — its record (``MachineRecord``) and the segment values already are
+/// (docs/ARCHITECTURE.md, "What is not done yet"); until then ``Failure`` is ``DownloadError``.
 ///
 /// Segment workers are its sub-state: ``Action/runSegments(_:)`` hands the range `[0, total)` to
 /// ``SegmentCoordinator`` (whose own decisions are the pure ``SegmentBoardState``), and
@@ -76,38 +76,10 @@ struct DownloadStateMachine {
         /// The single-connection bodies gathered and written past the page cache; nil when direct writes are off.
         var smallBodies: SmallBodyRule?
         /// A directory destination's name when no response names the file: the caller's file id (``FileNamingRule/fileID(_:)``),
-        /// else the MD5 of the original URL, with the URL path's extension. Made here, where the digest is
-        /// computed (``FileNaming/fileName(forURL:pathExtension:fileID:md5Hex:)``); nil for a file destination.
+        /// else the MD5 of the original URL, with the URL path's extension. Made with the settings, where the
+        /// digest is computed (``FileNaming/fileName(forURL:pathExtension:fileID:md5Hex:)``); nil for a file
+        /// destination.
         var ruleFileName: String?
-
-        init(_ request: DownloadRequest, _ configuration: DownloadConfiguration) {
-            destination = request.destination
-            if case .directory(_, let rule) = request.destination, let url = try? HTTPURL(request.url) {
-                let fileID: String? = if case .fileID(let id) = rule { id } else { nil }
-                ruleFileName = FileNaming.fileName(
-                    forURL: url.absoluteString, pathExtension: url.pathExtension, fileID: fileID,
-                    md5Hex: DownloadStateMachine.md5Hex)
-            }
-            headers = request.headers
-            credentialHeaderNames = request.credentialHeaderNames
-            connections = configuration.connections
-            sourceCount = 1 + request.mirrors.count
-            pieceChecksums = request.pieceChecksums
-            minimumSegmentSize = configuration.minimumSegmentSize
-            maxRedirects = configuration.maxRedirects
-            allowsInsecureRedirects = configuration.allowsInsecureRedirects
-            hasURLProvider = configuration.urlProvider != nil
-            maxURLRefreshes = configuration.maxURLRefreshes
-            retries = configuration.retries
-            retryBaseDelay = configuration.retryBaseDelay.asSeconds
-            maxRetryDelay = configuration.maxRetryDelay.asSeconds
-            checksum = request.checksum
-            checksDigestHeader = configuration.checksDigestHeader
-            lowSpeedLimit = configuration.lowSpeedLimit
-            lowSpeedTime = configuration.lowSpeedTime.asSeconds
-            preallocates = configuration.preallocates
-            smallBodies = configuration.directWrites ? SmallBodyGather.rule : nil
-        }
     }
 
     /// What is known about the resource and the partial data.
@@ -1102,9 +1074,5 @@ struct DownloadStateMachine {
                 ?? settings.ruleFileName
         }
         recordChanges()
-    }
-
-    static func md5Hex(_ text: String) -> String {
-        DKDigest.hex(DKDigest.hash(.md5, Array(text.utf8)))
     }
 }
