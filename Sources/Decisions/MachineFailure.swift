@@ -13,6 +13,9 @@ package enum MachineFailure: Sendable, Hashable {
     case contentMD5Mismatch(stated: [UInt8])
     /// The partial holds fewer (or more) bytes than the resource's length at the end.
     case truncated(expected: Int64, received: Int64)
+    /// The request's piece table has `digests` digests, but a file of `total` bytes in pieces of
+    /// `pieceLength` has `expected` pieces (``pieceTable(digests:pieceLength:total:)``).
+    case pieceCount(digests: Int, total: Int64, pieceLength: Int64, expected: Int)
     /// A piece of a download that ran on one connection failed its check.
     case pieceMismatch(piece: Int, range: Range<Int64>, algorithm: String)
     /// The whole file's digest is not the one expected: the caller's, or (`statedByServer`) the one the
@@ -43,6 +46,18 @@ package enum MachineFailure: Sendable, Hashable {
     case restartsExhausted(count: Int, last: RestartReason)
     /// An event arrived that the machine's state cannot take: a bug of the executor.
     case internalError(String)
+}
+
+extension MachineFailure {
+    /// Whether a piece table of `digests` digests of pieces of `pieceLength` bytes describes a file of
+    /// `total` bytes — one digest per piece (``PieceVerifier/pieceCount(total:pieceLength:)``) — or the
+    /// failure naming both counts. The table alone (a positive piece length, digests of the algorithm's
+    /// length) is checked before the download starts.
+    package static func pieceTable(digests: Int, pieceLength: Int64, total: Int64) -> MachineFailure? {
+        let expected = PieceVerifier.pieceCount(total: total, pieceLength: pieceLength)
+        guard digests != expected else { return nil }
+        return .pieceCount(digests: digests, total: total, pieceLength: pieceLength, expected: expected)
+    }
 }
 
 /// What the download machine reads of a failure it is told of (``MachineFailure`` for the ones it makes

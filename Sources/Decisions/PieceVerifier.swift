@@ -70,10 +70,17 @@ package struct PieceVerifier: Sendable, Hashable {
     ///   - runs: byte ranges already credited (a resumed map); pieces they cover completely are `checking`
     ///     (``unchecked``) unless in `verified`.
     ///   - verified: pieces the journal recorded as verified (trusted only when fully covered by `runs`).
+    /// The number of pieces of `pieceLength` bytes a file of `total` bytes has: ⌈total ÷ pieceLength⌉ (0 for
+    /// an empty file or a length that is not positive).
+    package static func pieceCount(total: Int64, pieceLength: Int64) -> Int {
+        guard pieceLength > 0, total > 0 else { return 0 }
+        return Int((total - 1) / pieceLength + 1)
+    }
+
     package init(pieceLength: Int64, total: Int64, sourceCount: Int, runs: [Range<Int64>] = [], verified: Set<Int> = []) {
         self.pieceLength = max(1, pieceLength)
         self.total = max(0, total)
-        let count = total > 0 ? Int((total - 1) / self.pieceLength + 1) : 0
+        let count = Self.pieceCount(total: total, pieceLength: self.pieceLength)
         states = Array(repeating: .open, count: count)
         credited = Array(repeating: 0, count: count)
         writers = Array(repeating: [], count: count)

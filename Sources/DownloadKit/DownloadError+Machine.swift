@@ -19,6 +19,10 @@ extension DownloadError: MachineError {
                 .contentMD5Mismatch, "checksum mismatch: the body does not match the server's Content-MD5 \(Base64.encode(stated))")
         case .truncated(let expected, let received):
             self.init(.truncated, "truncated: expected \(expected) bytes, received \(received)", isTransient: true)
+        case .pieceCount(let digests, let total, let pieceLength, let expected):
+            self.init(
+                .invalidPieceChecksums,
+                "invalid piece checksums: \(digests) piece digests for \(total) bytes in pieces of \(pieceLength); expected \(expected)")
         case .pieceMismatch(let piece, let range, let algorithm):
             self.init(
                 .pieceChecksumMismatch,

@@ -4,25 +4,6 @@ import HTTPClient
 import HTTPWire
 import Logging
 
-/// Where a download's file ends up.
-public enum DownloadDestination: Sendable, Hashable {
-    /// Exactly this path. Partial data lives beside it as `<path>.dkpart` and `<path>.dkresume`.
-    case file(String)
-    /// A file inside this directory, named by the ``FileNamingRule``. Nothing is ever written outside it.
-    case directory(String, naming: FileNamingRule)
-}
-
-/// How a download in a directory is named (YCDownloadManager's conventions, plus the server's suggestion).
-public enum FileNamingRule: Sendable, Hashable {
-    /// The server's `Content-Disposition` name (`filename*` first), else the URL path's last segment,
-    /// else the MD5 of the URL; always sanitised to one safe path component.
-    case fromResponse
-    /// A caller-given file id (sanitised) plus the URL path's extension.
-    case fileID(String)
-    /// The MD5 of the URL plus the URL path's extension.
-    case md5OfURL
-}
-
 /// A caller-supplied checksum that gates the final rename.
 public struct Checksum: Sendable, Hashable, CustomStringConvertible {
     /// The digest algorithm.
@@ -135,18 +116,6 @@ extension DownloadDestination {
     public static func directory(_ url: URL, naming: FileNamingRule) -> DownloadDestination {
         .directory(url.path, naming: naming)
     }
-}
-
-/// What a URL provider is told when the server refuses the current URL.
-public struct URLRefreshContext: Sendable, Hashable {
-    /// The download's original URL (its identity).
-    public var originalURL: String
-    /// The URL that was refused.
-    public var currentURL: String
-    /// The refusing status: 401, 403, 404 or 410.
-    public var status: Int
-    /// Durable bytes already downloaded.
-    public var bytesReceived: Int64
 }
 
 /// Knobs for one download. Sizes are in bytes.

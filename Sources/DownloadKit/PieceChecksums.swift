@@ -1,3 +1,4 @@
+import DownloadKitDecisions
 import HTTPClient
 
 /// Piece hashes of a file (Metalink `<pieces>`): the file cut into pieces of
@@ -22,8 +23,7 @@ public struct PieceChecksums: Sendable, Hashable {
 
     /// The number of pieces a file of `total` bytes has: ⌈total ÷ pieceLength⌉.
     public func pieceCount(forLength total: Int64) -> Int {
-        guard pieceLength > 0, total > 0 else { return 0 }
-        return Int((total - 1) / pieceLength + 1)
+        PieceVerifier.pieceCount(total: total, pieceLength: pieceLength)
     }
 
     /// The bytes of piece `index` in a file of `total` bytes.
@@ -50,11 +50,8 @@ public struct PieceChecksums: Sendable, Hashable {
     /// - Throws: ``DownloadError/Code/invalidPieceChecksums`` naming both counts.
     public func validate(total: Int64) throws(DownloadError) {
         try validate()
-        let expected = pieceCount(forLength: total)
-        guard digests.count == expected else {
-            throw DownloadError(
-                .invalidPieceChecksums,
-                "invalid piece checksums: \(digests.count) piece digests for \(total) bytes in pieces of \(pieceLength); expected \(expected)")
+        if let failure = MachineFailure.pieceTable(digests: digests.count, pieceLength: pieceLength, total: total) {
+            throw DownloadError(decided: failure)
         }
     }
 

@@ -103,8 +103,8 @@ struct DownloadStateMachineActionTests {
         var machine = try Tests.machine(configuration)
         if row.partial > 0 {
             let record = Tests.record(bytes: row.partial, total: row.recordedTotal)
-            machine.adopt(record, recordedOriginalURL: try HTTPURL(record.originalURL))
-            _ = machine.partialData(fileLength: row.partial, record: record, sameBoot: true)
+            machine.adopt(MachineRecord(record))
+            _ = machine.partialData(fileLength: row.partial, record: MachineRecord(record), sameBoot: true)
         }
         _ = machine.start()
         let head = ResponseHead(version: .http1_1, status: row.status, reason: "", headers: DKHTTPHeaders(row.fields))
@@ -146,8 +146,8 @@ struct DownloadStateMachineActionTests {
             var machine = try Tests.machine(configuration)
             if !row.saved.isEmpty {
                 let record = Tests.record(bytes: row.prefix, total: total, segments: row.saved)
-                machine.adopt(record, recordedOriginalURL: try HTTPURL(record.originalURL))
-                _ = machine.partialData(fileLength: total, record: record, sameBoot: true)
+                machine.adopt(MachineRecord(record))
+                _ = machine.partialData(fileLength: total, record: MachineRecord(record), sameBoot: true)
             }
             _ = machine.start()
             let probe = ResponseHead(version: .http1_1, status: 206, reason: "", headers: DKHTTPHeaders(Tests.fields206(0, 0, total)))

@@ -96,7 +96,7 @@ struct DownloadStateMachineTests {
         case failure(DownloadError)
         case waited
         case url(String?)
-        case segments(SegmentCoordinator.Outcome, map: [ResumeSegment] = [])
+        case segments(SegmentRunOutcome, map: [ResumeSegment] = [])
 
         var description: String {
             switch self {
@@ -507,8 +507,8 @@ struct DownloadStateMachineTests {
         let request = DownloadRequest(url: Self.url, destination: .file("/downloads/disk.iso"))
         var machine = DownloadStateMachine(url: try HTTPURL(Self.url), settings: .init(request, configuration))
         let partial = row.partial()
-        if let record = partial.record { machine.adopt(record, recordedOriginalURL: try HTTPURL(record.originalURL)) }
-        _ = machine.partialData(fileLength: partial.length, record: partial.record, sameBoot: partial.sameBoot)
+        if let record = partial.record { machine.adopt(MachineRecord(record)) }
+        _ = machine.partialData(fileLength: partial.length, record: partial.record.map(MachineRecord.init), sameBoot: partial.sameBoot)
         var transitions: [DownloadStateMachine.Transition] = []
         /// The answer's action as a row writes it; its transitions join the ones seen so far.
         func take(_ decision: DownloadStateMachine.Decision<DownloadStateMachine.Action>) -> Seen {
@@ -586,6 +586,41 @@ struct DownloadStateMachineTests {
         #expect(Seen(machine.responseHead(head, wallClock: 0)) == .abandon(.insecureRedirect))
     }
 
+    /// The machine reads a resume record as the module's `MachineRecord`, made from `ResumeInfo` in one
+    /// place: every field it reads is carried, and a recorded original URL that is no URL is none.
+    @Test func theMachineReadsTheRecordAsOneModuleValue() throws {
+        var info = Self.record(bytes: 1000, segments: [ResumeSegment(start: 0, end: 5000, written: 1000)])
+        info.fileName = "disk.iso"
+        info.acceptsRanges = true
+        let expected = MachineRecord(
+            originalURL: try HTTPURL(Self.url), entityTag: Self.strong, lastModified: Self.date, totalLength: 5000,
+            acceptsRanges: true, fileName: "disk.iso", bytesReceived: 1000,
+            segments: [ResumeSegment(start: 0, end: 5000, written: 1000)])
+        #expect(MachineRecord(info) == expected)
+        info.originalURL = "not a URL"
+        #expect(MachineRecord(info).originalURL == nil)
+    }
+
+    /// A directory download named by its rule takes the name the settings were made with (the MD5 of the
+    /// URL is computed there, at the edge, not by the machine); a response that names no file falls back to it.
+    @Test func aRuleNamedFileTakesTheSettingsName() throws {
+        let md5 = DownloadRequest(url: Self.url, destination: .directory("/d", naming: .md5OfURL))
+        var settings = DownloadStateMachine.Settings(md5, DownloadConfiguration())
+        #expect(settings.ruleFileName == DownloadStateMachine.md5Hex(Self.url) + ".iso")
+        let byID = DownloadRequest(url: Self.url, destination: .directory("/d", naming: .fileID("lesson-7")))
+        #expect(DownloadStateMachine.Settings(byID, DownloadConfiguration()).ruleFileName == "lesson-7.iso")
+        #expect(DownloadStateMachine.Settings(DownloadRequest(url: Self.url, destination: .file("/d/x")), DownloadConfiguration()).ruleFileName == nil)
+        for rule: FileNamingRule in [.md5OfURL, .fromResponse] {
+            settings.destination = .directory("/d", naming: rule)
+            settings.ruleFileName = "given.bin"
+            var machine = DownloadStateMachine(url: try HTTPURL("http://origin.test/"), settings: settings)
+            _ = machine.start()
+            let head = ResponseHead(version: .http1_1, status: 200, reason: "", headers: DKHTTPHeaders([("Content-Length", "10")]))
+            _ = machine.responseHead(head, wallClock: 0)
+            #expect(machine.snapshot.fileName == "given.bin")
+        }
+    }
+
     /// A machine for a download of `Self.url` into `/d`.
     static func machine(_ configuration: DownloadConfiguration = DownloadConfiguration()) throws -> DownloadStateMachine {
         DownloadStateMachine(
@@ -597,8 +632,8 @@ struct DownloadStateMachineTests {
     static func resumedAt1000() throws -> DownloadStateMachine {
         var machine = try Self.machine()
         let record = Self.record(bytes: 1000)
-        machine.adopt(record, recordedOriginalURL: try HTTPURL(record.originalURL))
-        _ = machine.partialData(fileLength: 1000, record: record, sameBoot: true)
+        machine.adopt(MachineRecord(record))
+        _ = machine.partialData(fileLength: 1000, record: MachineRecord(record), sameBoot: true)
         _ = machine.start()
         let head = ResponseHead(version: .http1_1, status: 206, reason: "", headers: DKHTTPHeaders(Self.fields206(1000, 4999, 5000)))
         #expect(Seen(machine.responseHead(head, wallClock: 0)) == .write(restart: nil))

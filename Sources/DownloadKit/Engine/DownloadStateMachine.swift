@@ -30,8 +30,9 @@ import HTTPWire
 /// makes its own from a ``MachineFailure`` value naming the cause, never from a message of its own; the
 /// library's one ``DownloadError/init(decided:)`` gives each its code and message. Its transitions
 /// (``MachineTransition``) and requests (``MachineRequest``) are the decisions module's values too. So the
-/// machine can move into that module once its settings, its record and the segment values are module values
-/// as well (docs/ARCHITECTURE.md, "What is not done yet"); until then ``Failure`` is ``DownloadError``.
+/// machine can move into that module once its settings' checksums and its sanitising of a suggested file name
+/// are module values as well — its record (``MachineRecord``) and the segment values already are
+/// (docs/ARCHITECTURE.md, "What is not done yet"); until then ``Failure`` is ``DownloadError``.
 ///
 /// Segment workers are its sub-state: ``Action/runSegments(_:)`` hands the range `[0, total)` to
 /// ``SegmentCoordinator`` (whose own decisions are the pure ``SegmentBoardState``), and
@@ -74,29 +75,11 @@ struct DownloadStateMachine {
         var preallocates: Bool
         /// The single-connection bodies gathered and written past the page cache; nil when direct writes are off.
         var smallBodies: SmallBodyRule?
-
-        init(_ request: DownloadRequest, _ configuration: DownloadConfiguration) {
-            destination = request.destination
-            headers = request.headers
-            credentialHeaderNames = request.credentialHeaderNames
-            connections = configuration.connections
-            sourceCount = 1 + request.mirrors.count
-            pieceChecksums = request.pieceChecksums
-            minimumSegmentSize = configuration.minimumSegmentSize
-            maxRedirects = configuration.maxRedirects
-            allowsInsecureRedirects = configuration.allowsInsecureRedirects
-            hasURLProvider = configuration.urlProvider != nil
-            maxURLRefreshes = configuration.maxURLRefreshes
-            retries = configuration.retries
-            retryBaseDelay = configuration.retryBaseDelay.asSeconds
-            maxRetryDelay = configuration.maxRetryDelay.asSeconds
-            checksum = request.checksum
-            checksDigestHeader = configuration.checksDigestHeader
-            lowSpeedLimit = configuration.lowSpeedLimit
-            lowSpeedTime = configuration.lowSpeedTime.asSeconds
-            preallocates = configuration.preallocates
-            smallBodies = configuration.directWrites ? SmallBodyGather.rule : nil
-        }
+        /// A directory destination's name when no response names the file: the caller's file id (``FileNamingRule/fileID(_:)``),
+        /// else the MD5 of the original URL, with the URL path's extension. Made with the settings, where the
+        /// digest is computed (``FileNaming/fileName(forURL:pathExtension:fileID:md5Hex:)``); nil for a file
+        /// destination.
+        var ruleFileName: String?
     }
 
     /// What is known about the resource and the partial data.
@@ -466,14 +449,14 @@ struct DownloadStateMachine {
 
     // MARK: - Before the first request: what the partial data is worth
 
-    /// Takes what a resume record says of the resource. `keepOriginalURL` is false for a directory
-    /// destination, whose working files are named after the URL given now.
-    mutating func adopt(_ info: ResumeInfo, recordedOriginalURL: HTTPURL?) {
+    /// Takes what a resume record says of the resource. A directory destination keeps the URL given now as
+    /// its identity: its working files are named after it.
+    mutating func adopt(_ info: MachineRecord) {
         // The identity stays the recorded original URL (a different URL for the same file is a refreshed
         // one, seed 002). Requests start from the URL given now and follow redirects again: a recorded
         // redirect target (often a signed CDN URL) may have expired since. Records hold URLs without
         // userinfo: the URL given now keeps its credentials when it names the recorded resource.
-        if case .file = settings.destination, let recorded = recordedOriginalURL,
+        if case .file = settings.destination, let recorded = info.originalURL,
             recorded.absoluteString != originalURL.withoutUserinfo.absoluteString
         {
             originalURL = recorded
@@ -505,14 +488,14 @@ struct DownloadStateMachine {
     /// - Bytes nothing can prove (no record, a corrupt or foreign one, a server that named no strong ETag
     ///   and no Last-Modified) are never resumed with a bare `Range`: that could splice two versions
     ///   (issue #13, defect 3; docs/ENGINE.md, "Resume rules"). The download starts over.
-    mutating func partialData(fileLength: Int64, record: ResumeInfo?, sameBoot: Bool) -> Int64 {
+    mutating func partialData(fileLength: Int64, record: MachineRecord?, sameBoot: Bool) -> Int64 {
         if let record, !record.segments.isEmpty {
             resource.savedSegments = record.segments.map { segment in
                 var segment = segment
                 segment.written = max(0, min(segment.written, fileLength - segment.start))
                 return segment
             }
-            resource.offset = SegmentBoardState.contiguousPrefix(resource.savedSegments)
+            resource.offset = SegmentPlan.contiguousPrefix(resource.savedSegments)
             resource.resumedFrom = resource.savedSegments.reduce(0) { $0 + $1.written }
             return fileLength
         }
@@ -564,13 +547,10 @@ struct DownloadStateMachine {
     }
 
     /// Why the request's piece table cannot describe `total` bytes; nil when it can or there is none.
-    private func pieceTableFailure(total: Int64) -> DownloadError? {
-        do {
-            try settings.pieceChecksums?.validate(total: total)
-            return nil
-        } catch {
-            return error
-        }
+    private func pieceTableFailure(total: Int64) -> Failure? {
+        guard let table = settings.pieceChecksums else { return nil }
+        return MachineFailure.pieceTable(digests: table.digests.count, pieceLength: table.pieceLength, total: total)
+            .map { Failure(decided: $0) }
     }
 
     private mutating func decideResponseHead(_ head: ResponseHead, wallClock: Int64) -> HeadAction {
@@ -763,7 +743,7 @@ struct DownloadStateMachine {
     /// The segment workers checkpointed this map (its bytes are synced).
     mutating func segmentsCheckpointed(_ map: [ResumeSegment]) {
         resource.savedSegments = map
-        resource.offset = SegmentBoardState.contiguousPrefix(map)
+        resource.offset = SegmentPlan.contiguousPrefix(map)
     }
 
     /// The segment workers found `bytes` written beyond the saved map (the progress journal).
@@ -772,11 +752,11 @@ struct DownloadStateMachine {
     }
 
     /// The segment workers stopped with `outcome`; `map` is their final segment map when complete.
-    mutating func segmentsEnded(_ outcome: SegmentCoordinator.Outcome, map: [ResumeSegment], jitter: Double) -> Decision<Action> {
+    mutating func segmentsEnded(_ outcome: SegmentRunOutcome, map: [ResumeSegment], jitter: Double) -> Decision<Action> {
         decided(decideSegmentsEnded(outcome, map: map, jitter: jitter))
     }
 
-    private mutating func decideSegmentsEnded(_ outcome: SegmentCoordinator.Outcome, map: [ResumeSegment], jitter: Double) -> Action {
+    private mutating func decideSegmentsEnded(_ outcome: SegmentRunOutcome, map: [ResumeSegment], jitter: Double) -> Action {
         guard case .segmented(let total) = state else {
             return .fail(Failure(decided: .internalError("segments ended in state \(state)")))
         }
@@ -1078,30 +1058,21 @@ struct DownloadStateMachine {
     }
 
     /// Names a directory download from the response (once): Content-Disposition, the URL's last
-    /// segment, else the MD5 of the URL — or the caller's file id or MD5 rule.
+    /// segment, else the MD5 of the URL — or the caller's file id or MD5 rule (those two are the settings'
+    /// ``Settings/ruleFileName``, made where the digest is computed).
     private mutating func resolveFileName(_ head: ResponseHead) {
         guard case .directory(_, let rule) = settings.destination, resource.fileName == nil else { return }
-        let ext = originalURL.pathExtension
-        let md5Hex = Self.md5Hex
         switch rule {
-        case .fileID(let id):
-            resource.fileName = FileNaming.fileName(
-                forURL: originalURL.absoluteString, pathExtension: ext, fileID: id, md5Hex: md5Hex)
-        case .md5OfURL:
-            resource.fileName = FileNaming.fileName(
-                forURL: originalURL.absoluteString, pathExtension: ext, fileID: nil, md5Hex: md5Hex)
+        case .fileID, .md5OfURL:
+            resource.fileName = settings.ruleFileName
         case .fromResponse:
             let suggested = head.headers.first(name: "Content-Disposition")
                 .flatMap { try? ContentDisposition(parsing: $0) }?.preferredFilename
                 .flatMap(FileNaming.sanitizedFileName)
             resource.fileName = suggested
                 ?? currentURL.lastPathSegment.flatMap(FileNaming.sanitizedFileName)
-                ?? FileNaming.fileName(forURL: originalURL.absoluteString, pathExtension: ext, fileID: nil, md5Hex: md5Hex)
+                ?? settings.ruleFileName
         }
         recordChanges()
-    }
-
-    static func md5Hex(_ text: String) -> String {
-        DKDigest.hex(DKDigest.hash(.md5, Array(text.utf8)))
     }
 }

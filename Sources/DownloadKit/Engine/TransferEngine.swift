@@ -220,8 +220,9 @@ final class TransferEngine {
         file = handle
         // The partial's own record, read from the descriptor just checked.
         if resumeInfo == nil { resumeInfo = ResumeInfo.stored(onPartialDescriptor: handle.fd) }
-        if let info = resumeInfo {
-            machine.adopt(info, recordedOriginalURL: try? HTTPURL(info.originalURL))
+        let record = resumeInfo.map(MachineRecord.init)
+        if let info = resumeInfo, let record {
+            machine.adopt(record)
             created = info.created
         }
         if let replacementURL { machine.replaceURL(replacementURL) }
@@ -229,7 +230,7 @@ final class TransferEngine {
         // swept now, and only when a writer can have died here (it leaves its partial or its record).
         if size > 0 || recordFileMayExist { ResumeInfo.removeStaleTemporaryFiles(for: infoPath) }
         let sameBoot = resumeInfo?.bootID != nil && resumeInfo?.bootID == FileSystem.bootID
-        let keep = machine.partialData(fileLength: size, record: resumeInfo, sameBoot: sameBoot)
+        let keep = machine.partialData(fileLength: size, record: record, sameBoot: sameBoot)
         if let info = resumeInfo, !info.segments.isEmpty {
             // Segments finish out of order: the checksum is computed over the whole file at the end.
             durableOffset = -1
@@ -801,7 +802,7 @@ final class TransferEngine {
         var info = ResumeInfo(
             originalURL: originalURL.withoutUserinfo.absoluteString, currentURL: currentURL.withoutUserinfo.absoluteString,
             tempFilePath: absolutePath(tempPath),
-            bytesReceived: savedSegments.isEmpty ? max(0, durableOffset) : SegmentBoardState.contiguousPrefix(savedSegments))
+            bytesReceived: savedSegments.isEmpty ? max(0, durableOffset) : SegmentPlan.contiguousPrefix(savedSegments))
         info.segments = savedSegments
         info.entityTag = resource.entityTagText
         info.lastModified = resource.lastModified

@@ -64,14 +64,6 @@ final class SegmentBoard: Sendable {
     func coverageGap(total: Int64) -> CoverageGap? { state.withLock { $0.coverageGap(total: total) } }
 }
 
-/// The resume info's segments are the saved maps the board's plans are recovered from.
-extension ResumeSegment: SavedSegment {}
-
-extension SegmentBoardState where Failure == DownloadError {
-    /// Bytes contiguous from offset 0 in a saved map (``SegmentPlan/contiguousPrefix(_:)``), by the name
-    /// the engine asks it.
-    static func contiguousPrefix(_ segments: [ResumeSegment]) -> Int64 { SegmentPlan.contiguousPrefix(segments) }
-}
 
 extension DownloadError {
     /// The failure of a segmented download whose accounting does not add up (``SegmentBoardState/coverageGap(total:)``):

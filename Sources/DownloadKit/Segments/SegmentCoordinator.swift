@@ -19,16 +19,10 @@ struct SegmentCoordinator {
         var woke: () -> Void = {}
     }
 
-    /// How a segmented run ended (failures and stops are thrown).
-    enum Outcome: Equatable {
-        case complete
-        case restart(RestartReason)
-        case refreshURL(status: Int)
-    }
-
     /// What the run did, for the engine's accounting.
     struct Report {
-        var outcome: Outcome
+        /// How the run ended (``SegmentRunOutcome``; failures and stops are thrown).
+        var outcome: SegmentRunOutcome
         /// Bytes fetched over the network by this run.
         var fetched: Int64
         /// Bytes found written through the progress journal beyond the saved map.

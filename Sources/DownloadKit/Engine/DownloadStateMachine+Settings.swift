@@ -1,0 +1,44 @@
+import DownloadKitDecisions
+import HTTPClient
+import HTTPWire
+
+/// The machine's settings made from the request and the configuration: the one place that reads
+/// ``DownloadRequest`` and ``DownloadConfiguration`` for it, and computes what needs the client (the MD5 of a
+/// URL that names a file, through ``DKDigest``).
+extension DownloadStateMachine.Settings {
+    init(_ request: DownloadRequest, _ configuration: DownloadConfiguration) {
+        destination = request.destination
+        if case .directory(_, let rule) = request.destination, let url = try? HTTPURL(request.url) {
+            let fileID: String? = if case .fileID(let id) = rule { id } else { nil }
+            ruleFileName = FileNaming.fileName(
+                forURL: url.absoluteString, pathExtension: url.pathExtension, fileID: fileID,
+                md5Hex: DownloadStateMachine.md5Hex)
+        }
+        headers = request.headers
+        credentialHeaderNames = request.credentialHeaderNames
+        connections = configuration.connections
+        sourceCount = 1 + request.mirrors.count
+        pieceChecksums = request.pieceChecksums
+        minimumSegmentSize = configuration.minimumSegmentSize
+        maxRedirects = configuration.maxRedirects
+        allowsInsecureRedirects = configuration.allowsInsecureRedirects
+        hasURLProvider = configuration.urlProvider != nil
+        maxURLRefreshes = configuration.maxURLRefreshes
+        retries = configuration.retries
+        retryBaseDelay = configuration.retryBaseDelay.asSeconds
+        maxRetryDelay = configuration.maxRetryDelay.asSeconds
+        checksum = request.checksum
+        checksDigestHeader = configuration.checksDigestHeader
+        lowSpeedLimit = configuration.lowSpeedLimit
+        lowSpeedTime = configuration.lowSpeedTime.asSeconds
+        preallocates = configuration.preallocates
+        smallBodies = configuration.directWrites ? SmallBodyGather.rule : nil
+    }
+}
+
+extension DownloadStateMachine {
+    /// The lowercase hex MD5 of `text` (a URL that names a file, ``FileNamingRule/md5OfURL``).
+    static func md5Hex(_ text: String) -> String {
+        DKDigest.hex(DKDigest.hash(.md5, Array(text.utf8)))
+    }
+}
