@@ -106,11 +106,21 @@ extension DownloadManager {
 
     /// Writes every changed row and deletion in one transaction on the store's thread and waits for it
     /// (the API's changes: the caller learns of a storage failure).
+    ///
+    /// The batch is handed to the store here, on the actor, in the same turn as it is taken, and then waited
+    /// for. Through the store's async `save` it was handed over only after the call left the actor (a
+    /// nonisolated async function runs on the global executor), and a newer row of the same task taken
+    /// meanwhile by ``commitInBackground()`` (a transfer starting, failing, completing) could be written
+    /// first — then overwritten by this older one: a failed task read back as waiting.
     func commit() async throws {
         guard let changes = takeChanges() else { return }
-        do {
-            try await store.save(changes.records, deleting: Array(changes.batch.deletions))
-        } catch {
+        let failure = LockedValue<(any Error)?>(nil)
+        store.saveInBackground(changes.records, deleting: Array(changes.batch.deletions)) { error in
+            failure.withLock { $0 = error }
+        }
+        // Every write handed over before this returns has finished, this one included: its failure is known.
+        await store.drain()
+        if let error = failure.withLock({ $0 }) {
             unwritten(changes.batch)
             throw DownloadManagerError(.storage, "cannot write the tasks: \(error)")
         }

@@ -297,13 +297,15 @@ public final class PostgresTaskStore: TaskStoring {
     public func saveInBackground(
         _ tasks: [ManagedTask], deleting deletions: [String], failed: @escaping @Sendable (any Error) -> Void
     ) {
-        writes.yield { [self] in
+        let queued = writes.yield { [self] in
             do {
                 try await write(tasks, deleting: deletions)
             } catch {
                 failed(error)
             }
         }
+        // A closed store writes nothing: say so, as `save` does (the manager's awaited commits come this way).
+        if case .terminated = queued { failed(DownloadManagerError(.closed, "the store at \(url) is closed")) }
     }
 
     public func drain() async {
