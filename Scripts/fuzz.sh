@@ -58,11 +58,12 @@ all_targets=(parser grammars filenames resumeinfo netrc cookies challenges sessi
 dk=Sources/DownloadKit
 # Every harness and every library source any of them exercises, compiled into one module and one binary
 # (Fuzz/FuzzMain.swift): HTTPWire for parser, grammars, proxy, filenames, netrc, cookies and challenges;
-# FileNaming for filenames, resumeinfo and metalink; the resume-info decoders; the session framing; the RPC decoder;
+# FileNaming for filenames, resumeinfo and metalink; the resume-info decoders (and ResumeSegment, a value of
+# the decisions module); the session framing; the RPC decoder;
 # the Metalink reader; the runtime layer's DKErrno, which the session protocol's errors carry (imported under
 # `#if canImport(DownloadKitRuntime)`, so that here, in one module, it is simply part of it).
 sources=(Sources/HTTPWire/*.swift "$dk/FileNaming.swift" "$dk/ResumeInfo/ResumeInfo.swift" "$dk/ResumeInfo/ResumeInfoError.swift"
-    "$dk/ResumeInfo/AppleResumeData.swift" "$dk/ResumeInfo/KeyedArchive.swift" "$dk/ResumeInfo/BinaryPropertyList.swift"
+    Sources/Decisions/ResumeSegment.swift "$dk/ResumeInfo/AppleResumeData.swift" "$dk/ResumeInfo/KeyedArchive.swift" "$dk/ResumeInfo/BinaryPropertyList.swift"
     Sources/Runtime/DKErrno.swift Sources/DownloadKitSession/Framing.swift Sources/DownloadKitSession/SessionProtocol.swift
     Sources/DownloadKitRPC/JSONValue.swift Sources/DownloadKitRPC/JSONRPC.swift Sources/Metalink/*.swift Fuzz/Fuzz*.swift)
 max_len_for() {

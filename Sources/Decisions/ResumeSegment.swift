@@ -18,6 +18,3 @@ public struct ResumeSegment: Sendable, Hashable {
         self.written = written
     }
 }
-
-/// The resume info's segments are the saved maps the board's plans are recovered from.
-extension ResumeSegment: SavedSegment {}

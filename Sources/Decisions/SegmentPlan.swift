@@ -122,3 +122,7 @@ package protocol SavedSegment {
     var end: Int64? { get }
     var written: Int64 { get }
 }
+
+/// The resume info's segments are the saved maps the board's plans are recovered from. (Declared here, not
+/// beside `ResumeSegment`, so that the fuzz binary can compile that file with the resume-info decoders alone.)
+extension ResumeSegment: SavedSegment {}
