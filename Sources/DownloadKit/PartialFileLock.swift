@@ -11,6 +11,14 @@ import HTTPClient
 /// descriptor closes — a kill -9 never leaves a stale lock. A second writer is refused at once
 /// (``DownloadError/Code/destinationInUse``); it does not wait.
 enum PartialFileLock {
+    /// Releases the lock `handle` holds (`flock(LOCK_UN)`) without closing it. A stopping engine calls this
+    /// before it reports its end: a reference to the handle that outlives the engine (a segment worker's
+    /// thread still letting go of it) must not keep the partial locked against the next transfer of the
+    /// same download, which starts as soon as that end is reported.
+    static func release(_ handle: FileHandleFD) {
+        _ = retryingInterrupts { flock(handle.fd, LOCK_UN) }
+    }
+
     /// Opens `path` for update (creating it with mode 0600) and takes the exclusive lock.
     ///
     /// After the lock is granted the descriptor's inode is compared with the one the path names now:

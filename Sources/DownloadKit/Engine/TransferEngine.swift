@@ -126,6 +126,9 @@ final class TransferEngine {
         case .leave:
             break
         }
+        // Free the partial before the end is reported: whoever waits for it may start the next transfer of
+        // this download at once (a manager restarting a task with new sources), and must find it unlocked.
+        if let file { PartialFileLock.release(file) }
         switch stopRequest {
         case .cancel:
             file = nil
