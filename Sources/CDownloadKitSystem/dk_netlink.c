@@ -2,6 +2,7 @@
 #include "dk_netlink.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -51,6 +52,11 @@ static void describe(struct nlmsghdr *message, dk_link *link) {
 }
 
 int dk_netlink_links(dk_link *links, int capacity) {
+    // Large enough for one datagram of a dump (the kernel sizes them to the page, at most 32 KiB). On the heap:
+    // a thread-local array would add its size to every thread of the process (static TLS is set up, and
+    // zeroed, for each one).
+    enum { buffer_size = 65536 };
+    char *buffer = NULL;
     int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
     if (fd < 0) return -1;
     struct {
@@ -68,12 +74,12 @@ int dk_netlink_links(dk_link *links, int capacity) {
     } while (sent < 0 && errno == EINTR);
     if (sent < 0) goto failed;
     int count = 0;
-    // Large enough for one datagram of a dump (the kernel sizes them to the page, at most 32 KiB).
-    static _Thread_local char buffer[65536] __attribute__((aligned(4)));
+    buffer = malloc(buffer_size);
+    if (buffer == NULL) goto failed;
     for (;;) {
         ssize_t received;
         do {
-            received = recv(fd, buffer, sizeof(buffer), 0);
+            received = recv(fd, buffer, buffer_size, 0);
         } while (received < 0 && errno == EINTR);
         if (received < 0) goto failed;
         if (received == 0) {
@@ -84,6 +90,7 @@ int dk_netlink_links(dk_link *links, int capacity) {
         for (struct nlmsghdr *message = (struct nlmsghdr *)buffer; NLMSG_OK(message, remaining);
              message = NLMSG_NEXT(message, remaining)) {
             if (message->nlmsg_type == NLMSG_DONE) {
+                free(buffer);
                 close(fd);
                 return count;
             }
@@ -99,6 +106,7 @@ int dk_netlink_links(dk_link *links, int capacity) {
     }
 failed : {
     int saved = errno;
+    free(buffer);
     close(fd);
     errno = saved;
     return -1;
@@ -119,10 +127,11 @@ int dk_netlink_wait(int fd, int wake_fd) {
         if (watched[0].revents == 0) continue;
         break;
     }
-    // Drain: one state read answers every message that arrived together.
-    static _Thread_local char buffer[16384] __attribute__((aligned(4)));
+    // Drain: one state read answers every message that arrived together (their contents are not needed:
+    // MSG_TRUNC discards each datagram whole into a one-byte buffer).
+    char discard;
     for (;;) {
-        ssize_t received = recv(fd, buffer, sizeof(buffer), MSG_DONTWAIT);
+        ssize_t received = recv(fd, &discard, sizeof(discard), MSG_DONTWAIT | MSG_TRUNC);
         if (received > 0) continue;
         if (received < 0 && errno == EINTR) continue;
         if (received < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 1;
