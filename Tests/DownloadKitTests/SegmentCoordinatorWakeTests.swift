@@ -40,8 +40,9 @@ struct SegmentCoordinatorWakeTests {
         #expect(fileMatchesPattern(dir.file("part"), size: size, seed: 71))
         #expect(elapsed >= 1.4, "the stall lasted \(elapsed) s")
         // A 50 ms poll wakes some 30 times in the stall alone. Woken by events: the bytes before and after
-        // it (progress every 20 ms while they flow), one checkpoint deadline inside it, each worker's end.
-        #expect(wakeUps <= 12, "\(wakeUps) wake-ups in \(elapsed) s")
+        // it (progress every 20 ms while they flow — more of those when they flow slowly: 17 under
+        // ThreadSanitizer, where the bound was 12), one checkpoint deadline inside it, each worker's end.
+        #expect(wakeUps <= 24, "\(wakeUps) wake-ups in \(elapsed) s")
     }
 
     @Test func aStopEndsTheCoordinatorsSleep() throws {
