@@ -2,7 +2,8 @@ import HTTPWire
 
 /// What a destination that already exists means for a download, decided before any request (`--no-clobber`,
 /// `--if-modified`; DownloadKit's `ExistingFilePolicy`), and the conditions of the conditional first request.
-/// Facts in (gathered by the caller from the file system), a verdict out (table-tested in `ExistingFileRuleTests`).
+/// Facts in (gathered by the caller from the file system), a verdict out (table-tested in `ExistingFileRuleTests`);
+/// the download machine's `existingDestination(_:policy:)` answers with it what its executor found (``Found``).
 ///
 /// - `replace`, a destination that is no regular file, or partial data beside it (a download of it under way
 ///   or interrupted, which the engine resumes): download as if there were no file.
@@ -35,6 +36,41 @@ package enum ExistingFileRule {
         }
     }
 
+    /// What the caller found at a file destination before the run: the facts the verdict reads, and what the
+    /// conditions and a kept file's result are made of (the validators recorded on the file when it was
+    /// downloaded, its mtime and its size). The download machine's `existingDestination(_:policy:)` event.
+    package struct Found: Sendable, Hashable {
+        package var facts: Facts
+        /// The `ETag` and `Last-Modified` recorded on the file (nil for one it does not carry).
+        package var entityTag: String?
+        package var lastModified: String?
+        /// The file's mtime, seconds since 1970 (`If-Modified-Since` when no `Last-Modified` was recorded).
+        package var modifiedSeconds: Int64
+        /// The file's length (a kept file's result reports it; nothing is decided from it).
+        package var size: Int64
+
+        package init(facts: Facts, entityTag: String?, lastModified: String?, modifiedSeconds: Int64, size: Int64) {
+            self.facts = facts
+            self.entityTag = entityTag
+            self.lastModified = lastModified
+            self.modifiedSeconds = modifiedSeconds
+            self.size = size
+        }
+
+        /// The conditions of the first request about this file
+        /// (``ExistingFileRule/conditions(entityTag:lastModified:modifiedSeconds:)``).
+        package var conditions: DKHTTPHeaders {
+            ExistingFileRule.conditions(
+                entityTag: entityTag, lastModified: lastModified, modifiedSeconds: modifiedSeconds)
+        }
+    }
+
+    /// Whether `policy` depends on what is at the destination: `replace` downloads whatever is there, so
+    /// the caller need not look (no `lstat`, no attribute read).
+    package static func looks(_ policy: Policy) -> Bool {
+        policy != .replace
+    }
+
     /// What the run does.
     package enum Verdict: Sendable, Hashable {
         /// Download as if there were no file.
@@ -47,7 +83,7 @@ package enum ExistingFileRule {
     }
 
     package static func verdict(_ policy: Policy, _ facts: Facts) -> Verdict {
-        guard policy != .replace, facts.isRegularFile, !facts.partialExists else { return .download }
+        guard looks(policy), facts.isRegularFile, !facts.partialExists else { return .download }
         if policy == .keep { return .keep }
         return facts.ownedByUs ? .askFirst : .download
     }

@@ -117,19 +117,12 @@ public final class Download: Sendable {
         TransferThreads.shared.run(name: "dk-\(id)") {
             let outcome: Result<DownloadResult, DownloadError>
             do throws(DownloadError) {
-                let existing = try Download.existingFileDecision(request)
-                if case .keep(let kept) = existing {
-                    control.setState(.keepExistingFile)
-                    outcome = .success(kept)
-                } else {
-                    let engine = try TransferEngine(
-                        request: request, configuration: configuration, control: control, client: client)
-                    // The conditional request is the engine's first: a 200 to it is the new version.
-                    if case .askFirst(let conditions, let kept) = existing { engine.askFirst(conditions, keeping: kept) }
-                    let result = try engine.run()
-                    if result.keptExistingFile { control.setState(.keepExistingFile) }
-                    outcome = .success(result)
-                }
+                let engine = try TransferEngine(
+                    request: request, configuration: configuration, control: control, client: client)
+                // An existing destination the machine keeps (`--no-clobber`, a 304) ends the run with this state.
+                let result = try engine.run()
+                if result.keptExistingFile { control.setState(.keepExistingFile) }
+                outcome = .success(result)
             } catch {
                 outcome = .failure(error)
             }

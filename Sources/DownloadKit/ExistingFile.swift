@@ -125,47 +125,32 @@ package enum FinishedFileValidators {
     }
 }
 
-/// What an existing destination means for a download, decided before any request (``ExistingFilePolicy``).
-enum ExistingFileDecision: Sendable, Hashable {
-    /// Download as if there were no file (none there, the policy replaces it, partial data beside it,
-    /// or another user's file).
-    case download
-    /// Keep it: nothing to ask (`--no-clobber`).
-    case keep(DownloadResult)
-    /// Send the download's first request with these conditions (`If-None-Match`, `If-Modified-Since`):
-    /// a `304` keeps the file as `kept` says; any other answer is the download itself — a `200` is the
-    /// new version, written like any other, so a changed file costs one request (curl `-z`, wget `-N`).
-    case askFirst(conditions: DKHTTPHeaders, kept: DownloadResult)
+extension ExistingFileRule.Found {
+    /// What is at the file destination `path` (nil: nothing), and whether the download's partial `partial`
+    /// is beside it: I/O at the edge, for the download machine's `existingDestination(_:policy:)`. `lstat`
+    /// (a symlink is no regular file), its owner, mtime and size, and — for a regular file only (anything
+    /// else is never opened: a FIFO would block) — the validators recorded on it (``FinishedFileValidators``).
+    static func at(_ path: String, partial: String) -> Self? {
+        var st = stat()
+        guard lstat(path, &st) == 0 else { return nil }
+        let regular = (st.st_mode & S_IFMT) == S_IFREG
+        let facts = ExistingFileRule.Facts(
+            isRegularFile: regular, partialExists: FileManager.default.fileExists(atPath: partial),
+            ownedByUs: st.st_uid == geteuid())
+        let validators = regular ? FinishedFileValidators.values(at: path) : nil
+        return Self(
+            facts: facts, entityTag: validators?.entityTag, lastModified: validators?.lastModified,
+            modifiedSeconds: Int64(st.st_mtim.tv_sec), size: Int64(st.st_size))
+    }
 }
 
-extension Download {
-    /// What an existing destination makes of this run. Runs on the transfer thread before the engine;
-    /// sends nothing (the conditional request is the engine's first).
-    static func existingFileDecision(_ request: DownloadRequest) throws(DownloadError) -> ExistingFileDecision {
-        guard request.existingFile != .replace, case .file(let path) = request.destination else { return .download }
-        var st = stat()
-        guard lstat(path, &st) == 0 else { return .download }
-        let working = try? WorkingFiles(
-            destination: request.destination, workingDirectory: request.workingDirectory, url: HTTPURL(request.url))
-        let facts = ExistingFileRule.Facts(
-            isRegularFile: (st.st_mode & S_IFMT) == S_IFREG,
-            partialExists: FileManager.default.fileExists(atPath: working?.partial ?? path + ".dkpart"),
-            ownedByUs: st.st_uid == geteuid())
-        let kept = DownloadResult(
-            path: path, bytes: Int64(st.st_size), resumedFrom: Int64(st.st_size), bytesTransferred: 0,
-            finalURL: request.url, checksumHex: nil, isResumable: false, keptExistingFile: true)
-        switch ExistingFileRule.verdict(request.existingFile.rule, facts) {
-        case .download:
-            return .download
-        case .keep:
-            return .keep(kept)
-        case .askFirst:
-            _ = try DownloadError.validatedURL(of: request)
-            let (entityTag, lastModified) = FinishedFileValidators.read(at: path)
-            let conditions = ExistingFileRule.conditions(
-                entityTag: entityTag, lastModified: lastModified, modifiedSeconds: Int64(st.st_mtim.tv_sec))
-            return .askFirst(conditions: conditions, kept: kept)
-        }
+extension DownloadResult {
+    /// The result of a run that kept the file at `path` (``ExistingFilePolicy``: `--no-clobber`, or a `304`
+    /// to the conditional request), made of what was found there before the run; `url` is the request's.
+    static func kept(_ path: String, _ found: ExistingFileRule.Found, url: String) -> DownloadResult {
+        DownloadResult(
+            path: path, bytes: found.size, resumedFrom: found.size, bytesTransferred: 0, finalURL: url, checksumHex: nil,
+            isResumable: false, keptExistingFile: true)
     }
 }
 

@@ -188,25 +188,30 @@ struct PlantedFileTests {
     }
 
     /// A destination planted by nobody is never reported as an unchanged download of ours
-    /// (`.keepIfNotModified`), even when the server answers 304; the same file of ours is.
+    /// (`.keepIfNotModified`): the executor finds it is not ours, and the machine downloads it again without
+    /// asking; the same file of ours is asked about, and kept as it was found.
     @Test func aDestinationPlantedByAnotherUserIsNotKeptAsUnchanged() throws {
-        let origin = try FaultOrigin()
-        defer { origin.shutdown() }
-        origin.serve("/k", .response(status: 304, headers: [], body: []))
         let dir = try SharedDirectory(.sticky)
         try OtherUser.run(["/usr/bin/touch", dir.file("planted.bin")])
         try Data("ours".utf8).write(to: URL(fileURLWithPath: dir.file("ours.bin")))
-        func decision(_ name: String) throws -> ExistingFileDecision {
-            var request = DownloadRequest(url: origin.url("/k"), destination: .file(dir.file(name)))
-            request.existingFile = .keepIfNotModified
-            return try Download.existingFileDecision(request)
+        func answer(_ name: String) throws -> (ExistingFileRule.Found, DownloadStateMachine.DestinationAction) {
+            let url = "http://origin.test/k"
+            let found = try #require(ExistingFileRule.Found.at(dir.file(name), partial: dir.file(name + ".dkpart")))
+            let request = DownloadRequest(url: url, destination: .file(dir.file(name)))
+            var machine = DownloadStateMachine(url: try HTTPURL(url), settings: .init(request, DownloadConfiguration()))
+            return (found, machine.existingDestination(found, policy: .keepIfNotModified))
         }
-        #expect(try decision("planted.bin") == .download)
-        guard case .askFirst(_, let kept) = try decision("ours.bin") else {
+        let planted = try answer("planted.bin")
+        #expect(!planted.0.facts.ownedByUs)
+        #expect(planted.1 == .download)
+        let ours = try answer("ours.bin")
+        #expect(ours.0.facts == ExistingFileRule.Facts(isRegularFile: true, partialExists: false, ownedByUs: true))
+        guard case .askFirst = ours.1 else {
             Issue.record("our own file is not asked about")
             return
         }
-        #expect(kept.keptExistingFile)
+        let kept = DownloadResult.kept(dir.file("ours.bin"), ours.0, url: "http://origin.test/k")
+        #expect(kept.keptExistingFile && kept.bytes == 4)
     }
 
     /// Plants a genuine record (what the engine would write for `bytes` received into `partial`) at `path`,

@@ -127,7 +127,7 @@ struct DownloadStateMachine {
         /// The partial holds the whole resource: verify it and move it into place.
         case finalize
         /// The existing destination is current (a `304` to the conditional first request,
-        /// ``askFirst(_:)``): remove the working files and keep it.
+        /// ``existingDestination(_:policy:)``): remove the working files and keep it.
         case keepExisting
         /// Give up with this error (the executor keeps the partial data as its stop rules say).
         case fail(Failure)
@@ -235,7 +235,7 @@ struct DownloadStateMachine {
         var probing: Bool
         /// The last byte the accepted 206 may carry (its Content-Range end); nil for a 200.
         var rangeEnd: Int64?
-        /// The request carried the conditions of ``askFirst(_:)``.
+        /// The request carried the conditions of ``existingDestination(_:policy:)``.
         var conditional = false
     }
 
@@ -279,7 +279,7 @@ struct DownloadStateMachine {
     private var lowSpeed: LowSpeedWindow
     private var pendingRetryAfter: Double?
     /// Conditions (`If-None-Match`, `If-Modified-Since`) for the requests until the resource answers
-    /// with something other than a redirect (``askFirst(_:)``).
+    /// with something other than a redirect (``existingDestination(_:policy:)``).
     private var conditions: DKHTTPHeaders?
     /// The offset when the current attempt began (a retry's progress is measured from it).
     private var attemptStart: Int64 = 0
@@ -478,17 +478,19 @@ struct DownloadStateMachine {
     }
 
     /// Decides how much of a partial file of `fileLength` bytes to keep, given its resume record (if one
-    /// was readable) and whether the machine has not rebooted since the record was written. Returns the
-    /// length to keep; the executor truncates the file to it when it differs.
+    /// was readable) and whether the machine has not rebooted since the record was written. Answers what
+    /// the executor does to the partial (``PartialPlan``): the bytes kept, whether to truncate to them, the
+    /// prefix to hash for the request's checksum and the durable offset the checkpoints start from.
     ///
     /// - A segment map is trusted as checkpointed (segments end anywhere, so the length proves nothing),
-    ///   cut back to what the file holds; the file is not truncated.
+    ///   cut back to what the file holds; the file is not truncated, nor hashed (segments finish out of
+    ///   order: the file is hashed whole at the end).
     /// - Same boot: the page cache survived a process crash, so every byte in the file is real. After a
     ///   reboot only what the last checkpoint synced is.
     /// - Bytes nothing can prove (no record, a corrupt or foreign one, a server that named no strong ETag
     ///   and no Last-Modified) are never resumed with a bare `Range`: that could splice two versions
     ///   (issue #13, defect 3; docs/ENGINE.md, "Resume rules"). The download starts over.
-    mutating func partialData(fileLength: Int64, record: MachineRecord?, sameBoot: Bool) -> Int64 {
+    mutating func partialData(fileLength: Int64, record: MachineRecord?, sameBoot: Bool) -> PartialPlan {
         if let record, !record.segments.isEmpty {
             resource.savedSegments = record.segments.map { segment in
                 var segment = segment
@@ -497,7 +499,7 @@ struct DownloadStateMachine {
             }
             resource.offset = SegmentPlan.contiguousPrefix(resource.savedSegments)
             resource.resumedFrom = resource.savedSegments.reduce(0) { $0 + $1.written }
-            return fileLength
+            return PartialPlan(keep: fileLength, truncates: false, hashPrefix: nil, durableOffset: nil)
         }
         if let record {
             resource.offset = sameBoot ? fileLength : min(fileLength, record.bytesReceived)
@@ -512,19 +514,67 @@ struct DownloadStateMachine {
             restartPending = .unusablePartialData
         }
         resource.resumedFrom = resource.offset
-        return resource.offset
+        return PartialPlan(
+            keep: resource.offset, truncates: resource.offset != fileLength,
+            hashPrefix: settings.checksum == nil ? nil : resource.offset,
+            durableOffset: record.map { min(resource.offset, $0.bytesReceived) })
+    }
+
+    // MARK: - The existing destination and the partial's shape
+
+    /// What to do about a destination that is there before the run: the answer to
+    /// ``existingDestination(_:policy:)``.
+    enum DestinationAction: Sendable, Hashable {
+        /// Download as if there were no file: prepare the partial (``partialData(fileLength:record:sameBoot:)``)
+        /// and ``start()``.
+        case download
+        /// Keep the file and end the run with it: no request, no working file created, no partial locked.
+        case keep
+        /// Prepare and ``start()`` as for ``download``: the requests carry `conditions`
+        /// (``ExistingFileRule/Found/conditions``) until the resource itself answers. A `304` then answers
+        /// ``Action/keepExisting``; a `200` (or a probe's `206`) is the new version, taken as any first answer is.
+        case askFirst(conditions: DKHTTPHeaders)
+    }
+
+    /// The executor looked at a file destination before the run, as `policy` asks
+    /// (``ExistingFileRule/looks(_:)``): `found` is what is there — nil for nothing, a directory destination,
+    /// or a policy that does not look. Reported once, before ``partialData(fileLength:record:sameBoot:)``;
+    /// the verdict is ``ExistingFileRule``'s, the conditions are the file's (``ExistingFileRule/Found/conditions``).
+    mutating func existingDestination(
+        _ found: ExistingFileRule.Found?, policy: ExistingFileRule.Policy
+    ) -> DestinationAction {
+        guard let found else { return .download }
+        switch ExistingFileRule.verdict(policy, found.facts) {
+        case .download:
+            return .download
+        case .keep:
+            state = .finishing
+            return .keep
+        case .askFirst:
+            conditions = found.conditions
+            return .askFirst(conditions: found.conditions)
+        }
+    }
+
+    /// What the executor does to the partial before the first request: the answer to
+    /// ``partialData(fileLength:record:sameBoot:)``.
+    struct PartialPlan: Sendable, Hashable {
+        /// The bytes of the file kept: from byte 0 on one connection; the whole file with a segment map.
+        var keep: Int64
+        /// Truncate the file to ``keep`` first (it holds bytes nothing proves).
+        var truncates: Bool
+        /// Hash the file's first `hashPrefix` bytes into the request's checksum before the first request;
+        /// nil: hash nothing now (no checksum, or a segment map: segments finish out of order and the file is
+        /// hashed whole at the end).
+        var hashPrefix: Int64?
+        /// The bytes known synced, where the checkpoints start from: what the record says was checkpointed,
+        /// at most ``keep``. Nil when nothing is known durable (no record) or a segment map says it.
+        var durableOffset: Int64?
     }
 
     // MARK: - Events
 
     /// The download begins (or continues) its requests.
-    /// Asks with `conditions` until the resource itself answers: a `304` then keeps the existing
-    /// destination (``Action/keepExisting``); a `200` (or a probe's `206`) is the new version, taken as
-    /// any first answer is. Only for a run without partial data, before ``start()``.
-    mutating func askFirst(_ conditions: DKHTTPHeaders) {
-        self.conditions = conditions
-    }
-
     mutating func start() -> Decision<Action> {
         announce(resource.offset > 0 ? .resume(offset: resource.offset) : .start)
         return decided(nextRequest())

@@ -48,8 +48,9 @@ final class TransferEngine {
     /// Start writeback after this many bytes (8 MiB).
     static let writebackInterval = 8 << 20
 
-    /// What a `304` to the conditional first request returns (``askFirst(_:keeping:)``).
-    private var keptIfNotModified: DownloadResult?
+    /// The file destination and what was there when the run began, as the machine was told
+    /// (``examineDestination()``): a kept file's result is made of it.
+    private var existing: (path: String, found: ExistingFileRule.Found)?
 
     /// The live segment map while segment workers run (docs/ENGINE.md, "Segments").
     private var activeBoard: SegmentBoard?
@@ -78,17 +79,12 @@ final class TransferEngine {
         rateLimiters = (configuration.rateLimit.map { [TokenBucket(bytesPerSecond: $0)] } ?? []) + configuration.sharedRateLimiters
     }
 
-    /// Sends the first request with `conditions` (``ExistingFilePolicy/keepIfNotModified``): a `304`
-    /// ends the run with `kept` and no working file left behind; any other answer is the download.
-    func askFirst(_ conditions: DKHTTPHeaders, keeping kept: DownloadResult) {
-        machine.askFirst(conditions)
-        keptIfNotModified = kept
-    }
-
     // MARK: - Running
 
     /// Runs to the end: returns the result or throws the final error (paused and cancelled included).
     func run() throws(DownloadError) -> DownloadResult {
+        // A kept destination ends the run before anything else: no client, no request, no working file.
+        if let kept = examineDestination() { return kept }
         let client: DKHTTPClient
         do {
             client = try suppliedClient ?? DKHTTPClient(configuration: configuration.client, logger: configuration.logger)
@@ -154,6 +150,30 @@ final class TransferEngine {
         file = nil
     }
 
+    /// Tells the machine what is at a file destination (``ExistingFileRule/Found``, looked at only when the
+    /// policy asks, ``ExistingFileRule/looks(_:)``) and performs its answer: the kept file's result, or nil
+    /// to download — a conditional first request's conditions travel on the machine's requests.
+    private func examineDestination() -> DownloadResult? {
+        let policy = request.existingFile.rule
+        if ExistingFileRule.looks(policy), case .file(let path) = request.destination {
+            existing = ExistingFileRule.Found.at(path, partial: workingFiles.partial).map { (path, $0) }
+        }
+        switch machine.existingDestination(existing?.found, policy: policy) {
+        case .keep: return keptResult()
+        case .download, .askFirst: return nil
+        }
+    }
+
+    /// The download's working files, named after the URL it was created with (before a record is adopted).
+    private var workingFiles: WorkingFiles {
+        WorkingFiles(destination: request.destination, workingDirectory: request.workingDirectory, url: machine.originalURL)
+    }
+
+    /// The result of a run that keeps the destination as it was found (``examineDestination()``).
+    private func keptResult() -> DownloadResult? {
+        existing.map { DownloadResult.kept($0.path, $0.found, url: request.url) }
+    }
+
     // MARK: - Preparing the partial data
 
     private func prepare() throws {
@@ -181,8 +201,7 @@ final class TransferEngine {
             destinationDirectory = directory
         }
         try FileSystem.createDirectories(destinationDirectory)
-        let working = WorkingFiles(
-            destination: request.destination, workingDirectory: request.workingDirectory, url: machine.originalURL)
+        let working = workingFiles
         workingDirectory = working.directory
         tempPath = working.partial
         infoPath = working.resumeInfo
@@ -233,18 +252,12 @@ final class TransferEngine {
         // swept now, and only when a writer can have died here (it leaves its partial or its record).
         if size > 0 || recordFileMayExist { ResumeInfo.removeStaleTemporaryFiles(for: infoPath) }
         let sameBoot = resumeInfo?.bootID != nil && resumeInfo?.bootID == FileSystem.bootID
-        let keep = machine.partialData(fileLength: size, record: record, sameBoot: sameBoot)
-        if let info = resumeInfo, !info.segments.isEmpty {
-            // Segments finish out of order: the checksum is computed over the whole file at the end.
-            durableOffset = -1
-            return
-        }
-        if keep != size { try handle.truncate(to: keep) }
-        durableOffset = resumeInfo == nil ? -1 : min(keep, resumeInfo?.bytesReceived ?? 0)
-
-        if let checksum = request.checksum {
+        let plan = machine.partialData(fileLength: size, record: record, sameBoot: sameBoot)
+        if plan.truncates { try handle.truncate(to: plan.keep) }
+        durableOffset = plan.durableOffset ?? -1
+        if let count = plan.hashPrefix, let checksum = request.checksum {
             let digest = DKDigest(checksum.algorithm)
-            try hashPrefix(into: digest, count: keep, from: handle)
+            try hashPrefix(into: digest, count: count, from: handle)
             self.digest = digest
         }
     }
@@ -298,7 +311,7 @@ final class TransferEngine {
                 }
                 if let result { return result }
             case .keepExisting:
-                guard let kept = keptIfNotModified else {
+                guard let kept = keptResult() else {
                     throw DownloadError(.internalError, "a 304 kept a file no conditional request asked about")
                 }
                 checkpointQueue.settleBlocking()
