@@ -31,6 +31,23 @@ struct ExistingDestinationTests {
         #expect(dir.contents == ["f.bin"])
     }
 
+    /// The request is checked before its destination is looked at (the machine that decides is made from
+    /// it): an invalid one fails with the error naming its cause even when `--no-clobber` would keep the file.
+    @Test func anInvalidRequestFailsEvenWhenTheFileWouldBeKept() async throws {
+        let dir = try ScratchDirectory()
+        try Data("ours".utf8).write(to: URL(fileURLWithPath: dir.file("f.bin")))
+        var request = DownloadRequest(url: "http://origin.test/f", destination: .file(dir.file("f.bin")))
+        request.mirrors = ["ftp://mirror.test/f"]
+        request.existingFile = .keep
+        let (result, _) = await runDownload(request)
+        guard case .failure(let error) = result else {
+            Issue.record("an invalid request kept the file: \(result)")
+            return
+        }
+        #expect(error.code == .invalidURL && error.detail.contains("mirror URL 1"), "\(error)")
+        #expect(dir.contents == ["f.bin"])
+    }
+
     @Test func ifModifiedAsksWithTheRecordedValidatorsAndA304KeepsTheFile() async throws {
         let origin = try FaultOrigin()
         defer { origin.shutdown() }
