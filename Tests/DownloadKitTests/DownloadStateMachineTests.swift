@@ -621,6 +621,34 @@ struct DownloadStateMachineTests {
         }
     }
 
+    /// A directory download named from the response takes the name handed in with the head it accepts
+    /// (sanitised by the executor), not a redirect's; without one, the settings' rule name; a file
+    /// destination and a rule-named download never take it.
+    @Test func aSuggestedNameIsTakenFromTheAcceptedHead() throws {
+        let rows: [(destination: DownloadDestination, suggested: String?, expected: String?)] = [
+            (.directory("/d", naming: .fromResponse), "report.pdf", "report.pdf"),
+            (.directory("/d", naming: .fromResponse), nil, "rule.bin"),
+            (.directory("/d", naming: .md5OfURL), "report.pdf", "rule.bin"),
+            (.directory("/d", naming: .fileID("lesson-7")), "report.pdf", "rule.bin"),
+            (.file("/d/x"), "report.pdf", nil),
+        ]
+        for row in rows {
+            var settings = DownloadStateMachine.Settings(DownloadRequest(url: Self.url, destination: .file("/d/x")), DownloadConfiguration())
+            settings.destination = row.destination
+            settings.ruleFileName = "rule.bin"
+            var machine = DownloadStateMachine(url: try HTTPURL(Self.url), settings: settings)
+            _ = machine.start()
+            let redirect = ResponseHead(
+                version: .http1_1, status: 302, reason: "", headers: DKHTTPHeaders([("Location", "http://origin.test/named")]))
+            #expect(machine.responseHead(redirect, suggestedFileName: "redirect.html", wallClock: 0).next == .discard)
+            #expect(machine.snapshot.fileName == nil)
+            _ = machine.exchangeEnded(jitter: 1)
+            let ok = ResponseHead(version: .http1_1, status: 200, reason: "", headers: DKHTTPHeaders([("Content-Length", "10")]))
+            #expect(Seen(machine.responseHead(ok, suggestedFileName: row.suggested, wallClock: 0)) == .write(restart: nil))
+            #expect(machine.snapshot.fileName == row.expected, "\(row)")
+        }
+    }
+
     /// A machine for a download of `Self.url` into `/d`.
     static func machine(_ configuration: DownloadConfiguration = DownloadConfiguration()) throws -> DownloadStateMachine {
         DownloadStateMachine(
@@ -887,5 +915,13 @@ struct DownloadStateMachineTests {
             Issue.record("a piece table for another length was not refused")
             return
         }
+    }
+}
+
+extension DownloadStateMachine {
+    /// A head as the engine hands it to the machine: with the name it suggests, from the one function that
+    /// computes it (`FileNaming.suggestedFileName(for:at:)`) and the URL the request went to.
+    mutating func responseHead(_ head: ResponseHead, wallClock: Int64) -> Decision<HeadAction> {
+        responseHead(head, suggestedFileName: FileNaming.suggestedFileName(for: head, at: currentURL), wallClock: wallClock)
     }
 }

@@ -42,3 +42,18 @@ extension DownloadStateMachine {
         DKDigest.hex(DKDigest.hash(.md5, Array(text.utf8)))
     }
 }
+
+extension FileNaming {
+    /// The name a response suggests for a directory download, sanitised (``sanitizedFileName(_:)``): the
+    /// `Content-Disposition` file name, else the last path segment of `url`, the URL the request went to; nil
+    /// when neither gives a usable name. The one place that computes it: sanitising normalises to NFC, which
+    /// only Foundation offers, so the machine is handed the result with the head
+    /// (``DownloadStateMachine/responseHead(_:suggestedFileName:wallClock:)``) and decides whether and when a
+    /// download takes it.
+    static func suggestedFileName(for head: ResponseHead, at url: HTTPURL) -> String? {
+        head.headers.first(name: "Content-Disposition")
+            .flatMap { try? ContentDisposition(parsing: $0) }?.preferredFilename
+            .flatMap(sanitizedFileName)
+            ?? url.lastPathSegment.flatMap(sanitizedFileName)
+    }
+}

@@ -26,6 +26,14 @@ import HTTPWire
 /// ``MachineRequest``): the executor decides nothing from the machine's fields and reads ``snapshot`` only to
 /// perform (where the next streamed byte goes, progress, the record, the result).
 ///
+/// File names: a directory download named from the response takes the name the response suggests, which
+/// arrives sanitised with the head (``responseHead(_:suggestedFileName:wallClock:)``). Sanitising needs
+/// Unicode NFC normalisation, which only Foundation offers on Linux (Swift 6.3's standard library has no
+/// public one), and the decisions module keeps Foundation out; so DownloadKit computes the suggestion from
+/// the head and the URL the request went to, in one function (`FileNaming.suggestedFileName(for:at:)`), as it
+/// computes the name a naming rule gives (``Settings/ruleFileName``). Whether a download takes a name, and
+/// from which answer (the accepted 200, or the probe's 206; once), is decided here.
+///
 /// Errors: the machine reads a failure it is told of through ``MachineError`` (transient, cancelled) and
 /// makes its own from a ``MachineFailure`` value naming the cause, never from a message of its own; the
 /// library's one ``DownloadError/init(decided:)`` gives each its code and message. Its transitions
@@ -530,11 +538,14 @@ struct DownloadStateMachine {
         return decided(nextRequest())
     }
 
-    /// A response head arrived for the request last sent. `wallClock` (seconds since 1970) dates a
+    /// A response head arrived for the request last sent. `suggestedFileName` is the name the response
+    /// suggests, already sanitised (its `Content-Disposition` file name, else the last segment of the URL the
+    /// request went to; nil when neither gives one): a directory download named from the response takes it
+    /// (``resolveFileName(_:)`` decides whether and when). `wallClock` (seconds since 1970) dates a
     /// `Retry-After` given as an HTTP-date.
-    mutating func responseHead(_ head: ResponseHead, wallClock: Int64) -> Decision<HeadAction> {
+    mutating func responseHead(_ head: ResponseHead, suggestedFileName: String?, wallClock: Int64) -> Decision<HeadAction> {
         // Decided first: the piece table is checked against the length this head taught.
-        let action = decideResponseHead(head, wallClock: wallClock)
+        let action = decideResponseHead(head, suggestedFileName: suggestedFileName, wallClock: wallClock)
         return decided(pieceTableChecked(action))
     }
 
@@ -553,7 +564,7 @@ struct DownloadStateMachine {
             .map { Failure(decided: $0) }
     }
 
-    private mutating func decideResponseHead(_ head: ResponseHead, wallClock: Int64) -> HeadAction {
+    private mutating func decideResponseHead(_ head: ResponseHead, suggestedFileName: String?, wallClock: Int64) -> HeadAction {
         guard case .awaitingHead(let exchange) = state else {
             return .abandon(Failure(decided: .internalError("a response head arrived with no request out")))
         }
@@ -565,16 +576,16 @@ struct DownloadStateMachine {
             // Redirects keep asking (the conditions are about the resource, wherever it is).
             if !(300...399).contains(head.status) { conditions = nil }
         }
-        if exchange.probing, let decided = probeAnswer(head, exchange) { return decided }
+        if exchange.probing, let decided = probeAnswer(head, exchange, suggestedFileName: suggestedFileName) { return decided }
         switch head.status {
         case 301, 302, 303, 307, 308:
             return redirectAnswer(head, exchange)
         case 206, 416:
-            return rangeAnswer(head, exchange)
+            return rangeAnswer(head, exchange, suggestedFileName: suggestedFileName)
         case 200 where exchange.requestedOffset > 0:
-            return rangeAnswer(head, exchange)
+            return rangeAnswer(head, exchange, suggestedFileName: suggestedFileName)
         case 200:
-            return acceptWholeBody(head, exchange, restart: nil)
+            return acceptWholeBody(head, exchange, restart: nil, suggestedFileName: suggestedFileName)
         default:
             let status = head.status
             if URLExpiry.statuses.contains(status), settings.hasURLProvider {
@@ -911,7 +922,7 @@ struct DownloadStateMachine {
     }
 
     /// The answer to a range request, decided by ``RangeResponsePolicy``.
-    private mutating func rangeAnswer(_ head: ResponseHead, _ exchange: Exchange) -> HeadAction {
+    private mutating func rangeAnswer(_ head: ResponseHead, _ exchange: Exchange, suggestedFileName: String?) -> HeadAction {
         let status = head.status
         let policy = RangeResponsePolicy(
             first: exchange.requestedOffset, knownEntityTag: resource.entityTag, knownLastModified: resource.lastModified,
@@ -930,7 +941,7 @@ struct DownloadStateMachine {
             // Start over from zero in this same response (no wait: the body is already coming).
             guard restarts.next(base: 0, maximum: 0, jitter: 0) != nil else { return .abandon(restartsExhausted(reason)) }
             beginRestart(reason)
-            return acceptWholeBody(head, exchange, restart: reason)
+            return acceptWholeBody(head, exchange, restart: reason, suggestedFileName: suggestedFileName)
         case .complete(let total):
             resource.totalLength = total
             acceptedHead = head
@@ -947,7 +958,9 @@ struct DownloadStateMachine {
     }
 
     /// A 200: the body is the whole resource, written from byte 0.
-    private mutating func acceptWholeBody(_ head: ResponseHead, _ exchange: Exchange, restart: RestartReason?) -> HeadAction {
+    private mutating func acceptWholeBody(
+        _ head: ResponseHead, _ exchange: Exchange, restart: RestartReason?, suggestedFileName: String?
+    ) -> HeadAction {
         // An invalid or conflicting Content-Length says nothing of the length (the parser refuses to frame such a body).
         resource.totalLength = try? head.contentLength()
         let ranges = head.headers.first(name: "Accept-Ranges").flatMap { try? AcceptRanges(parsing: $0) }
@@ -956,7 +969,7 @@ struct DownloadStateMachine {
         let resumable = resource.acceptsRanges == true || resource.entityTag != nil || resource.lastModified != nil
         learnResumable(resumable)
         if !resumable { announce(.notResumable) }
-        resolveFileName(head)
+        resolveFileName(suggestedFileName)
         var receiving = exchange
         receiving.rangeEnd = nil
         state = .receivingBody(receiving)
@@ -981,7 +994,7 @@ struct DownloadStateMachine {
 
     /// The answer to a `Range: bytes=0-0` probe; nil when the ordinary rules apply (redirects, errors,
     /// and a 200, which is written as the whole file on one connection).
-    private mutating func probeAnswer(_ head: ResponseHead, _ exchange: Exchange) -> HeadAction? {
+    private mutating func probeAnswer(_ head: ResponseHead, _ exchange: Exchange, suggestedFileName: String?) -> HeadAction? {
         switch head.status {
         case 206:
             let policy = RangeResponsePolicy(
@@ -1008,7 +1021,7 @@ struct DownloadStateMachine {
             resource.acceptsRanges = true
             learnResumable(true)
             recordValidators(head)
-            resolveFileName(head)
+            resolveFileName(suggestedFileName)
             if let reason = SegmentRules.oneConnectionReason(entityTag: resource.entityTag, lastModified: resource.lastModified) {
                 settleOnOneConnection(reason)
                 state = .draining(exchange, .oneConnection)
@@ -1035,7 +1048,8 @@ struct DownloadStateMachine {
             if !resource.savedSegments.isEmpty {
                 // The map is useless on one connection: the whole body is written from byte 0.
                 beginRestart(.rangeIgnored)
-                return acceptWholeBody(head, Exchange(requestedOffset: 0, probing: true), restart: .rangeIgnored)
+                return acceptWholeBody(
+                    head, Exchange(requestedOffset: 0, probing: true), restart: .rangeIgnored, suggestedFileName: suggestedFileName)
             }
             return nil
         case 416:
@@ -1057,21 +1071,17 @@ struct DownloadStateMachine {
         recordChanges()
     }
 
-    /// Names a directory download from the response (once): Content-Disposition, the URL's last
-    /// segment, else the MD5 of the URL — or the caller's file id or MD5 rule (those two are the settings'
+    /// Names a directory download from the response it accepts (once): the name the response suggests
+    /// (`suggestedFileName`, sanitised by the executor: Content-Disposition, else the URL's last segment),
+    /// else the MD5 of the URL — or the caller's file id or MD5 rule (those two are the settings'
     /// ``Settings/ruleFileName``, made where the digest is computed).
-    private mutating func resolveFileName(_ head: ResponseHead) {
+    private mutating func resolveFileName(_ suggestedFileName: String?) {
         guard case .directory(_, let rule) = settings.destination, resource.fileName == nil else { return }
         switch rule {
         case .fileID, .md5OfURL:
             resource.fileName = settings.ruleFileName
         case .fromResponse:
-            let suggested = head.headers.first(name: "Content-Disposition")
-                .flatMap { try? ContentDisposition(parsing: $0) }?.preferredFilename
-                .flatMap(FileNaming.sanitizedFileName)
-            resource.fileName = suggested
-                ?? currentURL.lastPathSegment.flatMap(FileNaming.sanitizedFileName)
-                ?? settings.ruleFileName
+            resource.fileName = suggestedFileName ?? settings.ruleFileName
         }
         recordChanges()
     }

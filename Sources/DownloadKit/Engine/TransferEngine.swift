@@ -395,7 +395,9 @@ final class TransferEngine {
             _ = try client.execute(
                 httpRequest, cancellation: control.cancellation, buffer: buffer,
                 onHead: { head in
-                    let decision = self.machine.responseHead(head, wallClock: Int64(Date().timeIntervalSince1970))
+                    let decision = self.machine.responseHead(
+                        head, suggestedFileName: FileNaming.suggestedFileName(for: head, at: httpRequest.url),
+                        wallClock: Int64(Date().timeIntervalSince1970))
                     self.perform(decision.effects)
                     switch decision.next {
                     case .discard:
