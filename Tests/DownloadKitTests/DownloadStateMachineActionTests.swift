@@ -20,7 +20,7 @@ struct DownloadStateMachineActionTests {
         var recordedTotal: Int64 = 5000
         var status = 200
         var fields: [(String, String)]
-        var expected: DownloadStateMachine.BodyWrite
+        var expected: EngineMachine.BodyWrite
         var testDescription: String { name }
     }
 
@@ -116,7 +116,7 @@ struct DownloadStateMachineActionTests {
     /// same public state and reason).
     @Test func eachPublishedTransitionMapsToTheLibrarys() {
         let reset = DownloadError(.transport, "connection reset", isTransient: true)
-        let rows: [(DownloadStateMachine.Transition, DownloadTransition)] = [
+        let rows: [(EngineMachine.Transition, DownloadTransition)] = [
             (.start, .start),
             (.resume(offset: 7), .resume(offset: 7)),
             (.restart(.lengthChanged), .restart(.lengthChanged)),
@@ -156,7 +156,7 @@ struct DownloadStateMachineActionTests {
                 Issue.record("no segmented run after the probe (\(row.saved.count) saved segments)")
                 continue
             }
-            let expected = DownloadStateMachine.SegmentRun(
+            let expected = EngineMachine.SegmentRun(
                 total: total, reserve: SpaceReservation(offset: row.prefix, length: total - row.prefix, preallocates: true),
                 saved: row.saved, prefix: row.prefix, url: try HTTPURL(Tests.url), headers: DKHTTPHeaders(),
                 ifRange: Tests.strong, entityTag: try EntityTag(parsing: Tests.strong), lastModified: Tests.date)

@@ -50,7 +50,7 @@ struct DownloadStateMachineTests {
             }
         }
 
-        init(_ action: DownloadStateMachine.Action) {
+        init(_ action: EngineMachine.Action) {
             switch action {
             case .send(let request, let restart):
                 self = .send(
@@ -66,11 +66,11 @@ struct DownloadStateMachineTests {
             }
         }
 
-        init(_ decision: DownloadStateMachine.Decision<DownloadStateMachine.Action>) { self.init(decision.next) }
+        init(_ decision: EngineMachine.Decision<EngineMachine.Action>) { self.init(decision.next) }
 
-        init(_ decision: DownloadStateMachine.Decision<DownloadStateMachine.HeadAction>) { self.init(decision.next) }
+        init(_ decision: EngineMachine.Decision<EngineMachine.HeadAction>) { self.init(decision.next) }
 
-        init(_ action: DownloadStateMachine.HeadAction) {
+        init(_ action: EngineMachine.HeadAction) {
             switch action {
             case .discard: self = .discard
             case .write(let plan): self = .write(restart: plan.restart)
@@ -125,7 +125,7 @@ struct DownloadStateMachineTests {
         var partial: @Sendable () -> Partial = { Partial() }
         var steps: [(Event, Seen?)]
         /// The transitions published over the whole row, when the row checks them.
-        var transitions: [DownloadStateMachine.Transition]?
+        var transitions: [EngineMachine.Transition]?
         var testDescription: String { name }
     }
 
@@ -505,13 +505,13 @@ struct DownloadStateMachineTests {
         var configuration = DownloadConfiguration(retries: 5, retryBaseDelay: .zero)
         row.configure(&configuration)
         let request = DownloadRequest(url: Self.url, destination: .file("/downloads/disk.iso"))
-        var machine = DownloadStateMachine(url: try HTTPURL(Self.url), settings: .init(request, configuration))
+        var machine = EngineMachine(url: try HTTPURL(Self.url), settings: .init(request, configuration))
         let partial = row.partial()
         if let record = partial.record { machine.adopt(MachineRecord(record)) }
         _ = machine.partialData(fileLength: partial.length, record: partial.record.map(MachineRecord.init), sameBoot: partial.sameBoot)
-        var transitions: [DownloadStateMachine.Transition] = []
+        var transitions: [EngineMachine.Transition] = []
         /// The answer's action as a row writes it; its transitions join the ones seen so far.
-        func take(_ decision: DownloadStateMachine.Decision<DownloadStateMachine.Action>) -> Seen {
+        func take(_ decision: EngineMachine.Decision<EngineMachine.Action>) -> Seen {
             transitions += decision.transitions
             return Seen(decision.next)
         }
@@ -547,7 +547,7 @@ struct DownloadStateMachineTests {
     }
 
     @Test func aStopRequestIsNeverRetried() throws {
-        var machine = DownloadStateMachine(
+        var machine = EngineMachine(
             url: try HTTPURL(Self.url),
             settings: .init(DownloadRequest(url: Self.url, destination: .file("/d")), DownloadConfiguration()))
         _ = machine.start()
@@ -560,7 +560,7 @@ struct DownloadStateMachineTests {
             url: Self.url, destination: .file("/d"),
             headers: DKHTTPHeaders([("Authorization", "Bearer t"), ("X-Api-Key", "k"), ("Accept", "*/*")]))
         request.credentialHeaderNames = ["x-api-key"]
-        var machine = DownloadStateMachine(url: try HTTPURL(Self.url), settings: .init(request, DownloadConfiguration()))
+        var machine = EngineMachine(url: try HTTPURL(Self.url), settings: .init(request, DownloadConfiguration()))
         _ = machine.start()
         let head = ResponseHead(
             version: .http1_1, status: 302, reason: "", headers: DKHTTPHeaders([("Location", "http://cdn.test/disk.iso")]))
@@ -577,7 +577,7 @@ struct DownloadStateMachineTests {
 
     @Test func anHTTPSDownloadNeverFollowsARedirectToHTTP() throws {
         let secure = "https://origin.test/disk.iso"
-        var machine = DownloadStateMachine(
+        var machine = EngineMachine(
             url: try HTTPURL(secure),
             settings: .init(DownloadRequest(url: secure, destination: .file("/d")), DownloadConfiguration()))
         _ = machine.start()
@@ -605,15 +605,15 @@ struct DownloadStateMachineTests {
     /// URL is computed there, at the edge, not by the machine); a response that names no file falls back to it.
     @Test func aRuleNamedFileTakesTheSettingsName() throws {
         let md5 = DownloadRequest(url: Self.url, destination: .directory("/d", naming: .md5OfURL))
-        var settings = DownloadStateMachine.Settings(md5, DownloadConfiguration())
-        #expect(settings.ruleFileName == DownloadStateMachine.md5Hex(Self.url) + ".iso")
+        var settings = EngineMachine.Settings(md5, DownloadConfiguration())
+        #expect(settings.ruleFileName == EngineMachine.md5Hex(Self.url) + ".iso")
         let byID = DownloadRequest(url: Self.url, destination: .directory("/d", naming: .fileID("lesson-7")))
-        #expect(DownloadStateMachine.Settings(byID, DownloadConfiguration()).ruleFileName == "lesson-7.iso")
-        #expect(DownloadStateMachine.Settings(DownloadRequest(url: Self.url, destination: .file("/d/x")), DownloadConfiguration()).ruleFileName == nil)
+        #expect(EngineMachine.Settings(byID, DownloadConfiguration()).ruleFileName == "lesson-7.iso")
+        #expect(EngineMachine.Settings(DownloadRequest(url: Self.url, destination: .file("/d/x")), DownloadConfiguration()).ruleFileName == nil)
         for rule: FileNamingRule in [.md5OfURL, .fromResponse] {
             settings.destination = .directory("/d", naming: rule)
             settings.ruleFileName = "given.bin"
-            var machine = DownloadStateMachine(url: try HTTPURL("http://origin.test/"), settings: settings)
+            var machine = EngineMachine(url: try HTTPURL("http://origin.test/"), settings: settings)
             _ = machine.start()
             let head = ResponseHead(version: .http1_1, status: 200, reason: "", headers: DKHTTPHeaders([("Content-Length", "10")]))
             _ = machine.responseHead(head, wallClock: 0)
@@ -633,10 +633,10 @@ struct DownloadStateMachineTests {
             (.file("/d/x"), "report.pdf", nil),
         ]
         for row in rows {
-            var settings = DownloadStateMachine.Settings(DownloadRequest(url: Self.url, destination: .file("/d/x")), DownloadConfiguration())
+            var settings = EngineMachine.Settings(DownloadRequest(url: Self.url, destination: .file("/d/x")), DownloadConfiguration())
             settings.destination = row.destination
             settings.ruleFileName = "rule.bin"
-            var machine = DownloadStateMachine(url: try HTTPURL(Self.url), settings: settings)
+            var machine = EngineMachine(url: try HTTPURL(Self.url), settings: settings)
             _ = machine.start()
             let redirect = ResponseHead(
                 version: .http1_1, status: 302, reason: "", headers: DKHTTPHeaders([("Location", "http://origin.test/named")]))
@@ -650,14 +650,14 @@ struct DownloadStateMachineTests {
     }
 
     /// A machine for a download of `Self.url` into `/d`.
-    static func machine(_ configuration: DownloadConfiguration = DownloadConfiguration()) throws -> DownloadStateMachine {
-        DownloadStateMachine(
+    static func machine(_ configuration: DownloadConfiguration = DownloadConfiguration()) throws -> EngineMachine {
+        EngineMachine(
             url: try HTTPURL(Self.url),
             settings: .init(DownloadRequest(url: Self.url, destination: .file("/d")), configuration))
     }
 
     /// A machine resuming `Self.url` from 1000 of 5000 bytes, its 206 for bytes 1000-4999 accepted.
-    static func resumedAt1000() throws -> DownloadStateMachine {
+    static func resumedAt1000() throws -> EngineMachine {
         var machine = try Self.machine()
         let record = Self.record(bytes: 1000)
         machine.adopt(MachineRecord(record))
@@ -686,12 +686,12 @@ struct DownloadStateMachineTests {
     }
 
     /// How an answer to a head says to write the body; nil when it says not to.
-    static func bodyWrite(_ decision: DownloadStateMachine.Decision<DownloadStateMachine.HeadAction>) -> DownloadStateMachine.BodyWrite? {
+    static func bodyWrite(_ decision: EngineMachine.Decision<EngineMachine.HeadAction>) -> EngineMachine.BodyWrite? {
         if case .write(let plan) = decision.next { plan } else { nil }
     }
 
     /// The failure's code of a verdict, nil when it goes on.
-    static func code(_ verdict: DownloadStateMachine.Verdict) -> DownloadError.Code? {
+    static func code(_ verdict: EngineMachine.Verdict) -> DownloadError.Code? {
         if case .fail(let failure) = verdict { failure.code } else { nil }
     }
 
@@ -833,8 +833,8 @@ struct DownloadStateMachineTests {
         let head = ResponseHead(
             version: .http1_1, status: 200, reason: "",
             headers: DKHTTPHeaders([("Content-Length", "0"), ("Digest", "SHA-256=47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=")]))
-        func answered(_ request: DownloadRequest, _ configuration: DownloadConfiguration) throws -> DownloadStateMachine {
-            var machine = DownloadStateMachine(url: try HTTPURL(Self.url), settings: .init(request, configuration))
+        func answered(_ request: DownloadRequest, _ configuration: DownloadConfiguration) throws -> EngineMachine {
+            var machine = EngineMachine(url: try HTTPURL(Self.url), settings: .init(request, configuration))
             _ = machine.start()
             #expect(Seen(machine.responseHead(head, wallClock: 0)) == .write(restart: nil))
             return machine
@@ -862,7 +862,7 @@ struct DownloadStateMachineTests {
     }
 
     /// The failure's text of a verdict, nil when it goes on.
-    static func detail(_ verdict: DownloadStateMachine.Verdict) -> String? {
+    static func detail(_ verdict: EngineMachine.Verdict) -> String? {
         if case .fail(let failure) = verdict { failure.detail } else { nil }
     }
 
@@ -877,7 +877,7 @@ struct DownloadStateMachineTests {
         request.pieceChecksums = table
         var configuration = DownloadConfiguration()
         configuration.checksDigestHeader = false
-        var machine = DownloadStateMachine(url: try HTTPURL(Self.url), settings: .init(request, configuration))
+        var machine = EngineMachine(url: try HTTPURL(Self.url), settings: .init(request, configuration))
         _ = machine.start()
         // The probe's 200: no ranges, the whole body on one connection.
         let head = ResponseHead(version: .http1_1, status: 200, reason: "", headers: DKHTTPHeaders([("Content-Length", "10")]))
@@ -901,12 +901,12 @@ struct DownloadStateMachineTests {
         // A table that does not describe the length the head states fails before a byte is written.
         var short = request
         short.pieceChecksums = PieceChecksums(algorithm: .sha256, pieceLength: 4, digests: Array(digests.prefix(2)))
-        var refused = DownloadStateMachine(url: try HTTPURL(Self.url), settings: .init(short, configuration))
+        var refused = EngineMachine(url: try HTTPURL(Self.url), settings: .init(short, configuration))
         _ = refused.start()
         #expect(Seen(refused.responseHead(head, wallClock: 0)) == .abandon(.invalidPieceChecksums))
         // Without a stated length it fails at the end, before any piece is hashed.
         let unframed = ResponseHead(version: .http1_1, status: 200, reason: "", headers: DKHTTPHeaders([("Connection", "close")]))
-        var wrongTable = DownloadStateMachine(url: try HTTPURL(Self.url), settings: .init(short, configuration))
+        var wrongTable = EngineMachine(url: try HTTPURL(Self.url), settings: .init(short, configuration))
         _ = wrongTable.start()
         #expect(Seen(wrongTable.responseHead(unframed, wallClock: 0)) == .write(restart: nil))
         wrongTable.bodyWritten(10)
@@ -918,7 +918,7 @@ struct DownloadStateMachineTests {
     }
 }
 
-extension DownloadStateMachine {
+extension DownloadStateMachine where Failure == DownloadError {
     /// A head as the engine hands it to the machine: with the name it suggests, from the one function that
     /// computes it (`FileNaming.suggestedFileName(for:at:)`) and the URL the request went to.
     mutating func responseHead(_ head: ResponseHead, wallClock: Int64) -> Decision<HeadAction> {

@@ -66,7 +66,7 @@ struct SecretErrorTextTests {
 
     @Test func anHTTPSToHTTPRefusalNamesTheTargetWithoutQueryValues() throws {
         let secure = "https://origin.test/disk.iso"
-        var machine = DownloadStateMachine(
+        var machine = EngineMachine(
             url: try HTTPURL(secure),
             settings: .init(DownloadRequest(url: secure, destination: .file("/d")), DownloadConfiguration()))
         _ = machine.start()
