@@ -61,8 +61,14 @@ package struct DownloadStateMachine<Failure: MachineError>: Sendable {
         package var credentialHeaderNames: [String] = []
         /// The connections a download may open at once: with more than one, the download is segmented.
         package var connections = 1
+        /// The request's mirrors (docs/MIRRORS.md): with any, the download is segmented, and a segmented run's
+        /// requests go to them too (``SegmentRun/sources``).
+        package var mirrors: [HTTPURL] = []
+        /// The most `Link: rel=duplicate` targets of the accepted response (RFC 6249) a segmented run adds as
+        /// mirrors; 0: none.
+        package var maxLinkMirrors = 0
         /// The request's URL plus its mirrors: with more than one, the download is segmented.
-        package var sourceCount = 1
+        package var sourceCount: Int { 1 + mirrors.count }
         /// The request's piece checksums: segmented too, so a bad piece can be fetched again alone.
         package var pieceChecksums: PieceChecksums?
         /// Whether the request has piece checksums.
@@ -205,6 +211,13 @@ package struct DownloadStateMachine<Failure: MachineError>: Sendable {
         package var ifRange: String?
         package var entityTag: EntityTag?
         package var lastModified: String?
+        /// The sources the workers' requests go to, in order (docs/MIRRORS.md): ``url`` with ``headers``, then
+        /// each of the request's mirrors, then the accepted response's `Link: rel=duplicate` targets; empty
+        /// when there is no mirror (one source, ``url``). Each carries its own fields: credentials only to a
+        /// mirror of the original URL's origin, never to a linked one.
+        package var sources: [MachineRequest]
+        /// How many of the last ``sources`` the Link header added (the executor logs them).
+        package var linkedMirrors: Int
     }
 
     /// What the executor performs before the action of a decision, in order.
@@ -670,11 +683,13 @@ package struct DownloadStateMachine<Failure: MachineError>: Sendable {
                 return restart(reason, jitter: jitter)
             case .segmented(let total):
                 state = .segmented(total: total)
+                let sources = segmentSources
                 return .runSegments(
                     SegmentRun(
                         total: total, reserve: reservation, saved: resource.savedSegments, prefix: resource.offset,
                         url: currentURL, headers: requestHeaders, ifRange: resource.ifRangeValue,
-                        entityTag: resource.entityTag, lastModified: resource.lastModified))
+                        entityTag: resource.entityTag, lastModified: resource.lastModified, sources: sources.sources,
+                        linkedMirrors: sources.linked))
             case .complete:
                 state = .finishing
                 return .finalize
@@ -910,6 +925,24 @@ package struct DownloadStateMachine<Failure: MachineError>: Sendable {
         var headers = headers
         for name in ["Authorization", "Cookie", "Proxy-Authorization"] + credentialHeaderNames { headers.remove(name: name) }
         return headers
+    }
+
+    /// The sources of a segmented run (``SegmentRun/sources``): where requests go now, then each of the
+    /// request's mirrors — with the request's credential fields only when it shares the original URL's
+    /// origin — then the accepted response's `Link: rel=duplicate` targets (``RFC6249/mirrors(in:first:known:limit:)``,
+    /// at most ``Settings/maxLinkMirrors``, none already known), never with credentials. Empty without a mirror.
+    private var segmentSources: (sources: [MachineRequest], linked: Int) {
+        let linked = acceptedHead.map { head in
+            RFC6249.mirrors(
+                in: head.headers, first: currentURL, known: settings.mirrors + [originalURL], limit: settings.maxLinkMirrors)
+        } ?? []
+        guard !settings.mirrors.isEmpty || !linked.isEmpty else { return ([], 0) }
+        let credentialFree = Self.withoutCredentials(settings.headers, credentialHeaderNames: settings.credentialHeaderNames)
+        let mirrors = settings.mirrors.map { mirror in
+            MachineRequest(url: mirror, headers: mirror.origin == originalURL.origin ? settings.headers : credentialFree)
+        }
+        let first = MachineRequest(url: currentURL, headers: requestHeaders)
+        return ([first] + mirrors + linked.map { MachineRequest(url: $0, headers: credentialFree) }, linked.count)
     }
 
     /// After 401/403/404/410: ask the URL provider, within its bound.

@@ -984,8 +984,82 @@ struct DownloadStateMachineTests {
             let expected = Machine.SegmentRun(
                 total: total, reserve: SpaceReservation(offset: row.prefix, length: total - row.prefix, preallocates: true),
                 saved: row.saved, prefix: row.prefix, url: try HTTPURL(Self.url), headers: DKHTTPHeaders(),
-                ifRange: Self.strong, entityTag: try EntityTag(parsing: Self.strong), lastModified: Self.date)
+                ifRange: Self.strong, entityTag: try EntityTag(parsing: Self.strong), lastModified: Self.date, sources: [],
+                linkedMirrors: 0)
             #expect(run == expected, "\(row.saved.count) saved segments")
         }
+    }
+
+    /// A segmented run's sources are the machine's answer (docs/MIRRORS.md): where requests go now, then
+    /// the request's mirrors — with the request's credential fields only when a mirror shares the original
+    /// URL's origin — then the probe's `Link: rel=duplicate` targets, best first, at most `maxLinkMirrors`,
+    /// none already known, never with credentials.
+    struct SourceRow: CustomTestStringConvertible, Sendable {
+        var name: String
+        var mirrors: [String] = []
+        var link: String?
+        var maxLinkMirrors = 4
+        /// Each source's URL and whether its requests carry the credential fields; empty: one source.
+        var expected: [(url: String, credentials: Bool)]
+        var linked = 0
+        var testDescription: String { name }
+    }
+
+    static let sourceRows: [SourceRow] = [
+        SourceRow(name: "no mirror and no Link header: one source", expected: []),
+        SourceRow(
+            name: "a mirror of the original URL's origin gets the credentials, another origin does not",
+            mirrors: ["http://origin.test/mirror/disk.iso", "http://other.test/disk.iso"],
+            expected: [(url, true), ("http://origin.test/mirror/disk.iso", true), ("http://other.test/disk.iso", false)]),
+        SourceRow(
+            name: "Link mirrors come last, best first, without credentials even from the same origin",
+            mirrors: ["http://other.test/disk.iso"],
+            link: "<http://b.test/disk.iso>; rel=duplicate; pri=2, <http://origin.test/linked.iso>; rel=duplicate; pri=1",
+            expected: [
+                (url, true), ("http://other.test/disk.iso", false), ("http://origin.test/linked.iso", false),
+                ("http://b.test/disk.iso", false),
+            ],
+            linked: 2),
+        SourceRow(
+            name: "Link mirrors are limited by maxLinkMirrors",
+            link: "<http://a.test/x>; rel=duplicate; pri=1, <http://b.test/x>; rel=duplicate; pri=2, <http://c.test/x>; rel=duplicate; pri=3",
+            maxLinkMirrors: 2,
+            expected: [(url, true), ("http://a.test/x", false), ("http://b.test/x", false)], linked: 2),
+        SourceRow(
+            name: "with maxLinkMirrors 0 the Link header adds nothing",
+            link: "<http://a.test/x>; rel=duplicate", maxLinkMirrors: 0, expected: []),
+        SourceRow(
+            name: "known URLs are not repeated: the first URL and the request's mirrors",
+            mirrors: ["http://other.test/disk.iso"],
+            link: "<\(url)>; rel=duplicate; pri=1, <http://other.test/disk.iso>; rel=duplicate; pri=2, <http://c.test/x>; rel=duplicate; pri=3",
+            expected: [(url, true), ("http://other.test/disk.iso", false), ("http://c.test/x", false)], linked: 1),
+    ]
+
+    @Test(arguments: sourceRows)
+    func aSegmentedRunsSources(_ row: SourceRow) throws {
+        var settings = Self.settings()
+        settings.headers = DKHTTPHeaders([("Authorization", "Bearer t"), ("X-Api-Key", "k"), ("Accept", "*/*")])
+        settings.credentialHeaderNames = ["x-api-key"]
+        settings.connections = 4
+        settings.mirrors = try row.mirrors.map { try HTTPURL($0) }
+        settings.maxLinkMirrors = row.maxLinkMirrors
+        var machine = try Self.machine(settings)
+        _ = machine.start()
+        let fields = Self.fields206(0, 0, 64 << 20) + (row.link.map { [("Link", $0)] } ?? [])
+        let probe = ResponseHead(version: .http1_1, status: 206, reason: "", headers: DKHTTPHeaders(fields))
+        #expect(machine.responseHead(probe, suggestedFileName: nil, wallClock: 0).next == .discard)
+        guard case .runSegments(let run) = machine.exchangeEnded(jitter: 1).next else {
+            Issue.record("no segmented run after the probe")
+            return
+        }
+        let seen = run.sources.map { ($0.url.absoluteString, $0.headers.first(name: "Authorization") != nil) }
+        #expect(seen.map(\.0) == row.expected.map(\.url))
+        #expect(seen.map(\.1) == row.expected.map(\.credentials))
+        for source in run.sources {
+            // The credential fields travel together; the other fields always.
+            #expect((source.headers.first(name: "X-Api-Key") != nil) == (source.headers.first(name: "Authorization") != nil))
+            #expect(source.headers.first(name: "Accept") == "*/*")
+        }
+        #expect(run.linkedMirrors == row.linked)
     }
 }

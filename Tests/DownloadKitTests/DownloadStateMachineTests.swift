@@ -121,11 +121,11 @@ struct DownloadStateMachineTests {
     /// URL is computed there, at the edge, not by the machine); a response that names no file falls back to it.
     @Test func aRuleNamedFileTakesTheSettingsName() throws {
         let md5 = DownloadRequest(url: Self.url, destination: .directory("/d", naming: .md5OfURL))
-        var settings = EngineMachine.Settings(md5, DownloadConfiguration())
+        var settings = EngineMachine.Settings(md5, DownloadConfiguration(), mirrors: [])
         #expect(settings.ruleFileName == EngineMachine.md5Hex(Self.url) + ".iso")
         let byID = DownloadRequest(url: Self.url, destination: .directory("/d", naming: .fileID("lesson-7")))
-        #expect(EngineMachine.Settings(byID, DownloadConfiguration()).ruleFileName == "lesson-7.iso")
-        #expect(EngineMachine.Settings(DownloadRequest(url: Self.url, destination: .file("/d/x")), DownloadConfiguration()).ruleFileName == nil)
+        #expect(EngineMachine.Settings(byID, DownloadConfiguration(), mirrors: []).ruleFileName == "lesson-7.iso")
+        #expect(EngineMachine.Settings(DownloadRequest(url: Self.url, destination: .file("/d/x")), DownloadConfiguration(), mirrors: []).ruleFileName == nil)
         for rule: FileNamingRule in [.md5OfURL, .fromResponse] {
             settings.destination = .directory("/d", naming: rule)
             settings.ruleFileName = "given.bin"
@@ -141,7 +141,7 @@ struct DownloadStateMachineTests {
     static func machine(_ configuration: DownloadConfiguration = DownloadConfiguration()) throws -> EngineMachine {
         EngineMachine(
             url: try HTTPURL(Self.url),
-            settings: .init(DownloadRequest(url: Self.url, destination: .file("/d")), configuration))
+            settings: .init(DownloadRequest(url: Self.url, destination: .file("/d")), configuration, mirrors: []))
     }
 
     /// How an answer to a head says to write the body; nil when it says not to.

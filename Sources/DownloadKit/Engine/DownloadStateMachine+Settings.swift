@@ -11,7 +11,8 @@ typealias EngineMachine = DownloadStateMachine<DownloadError>
 /// ``DownloadRequest`` and ``DownloadConfiguration`` for it, and computes what needs the client (the MD5 of a
 /// URL that names a file, through ``DKDigest``).
 extension DownloadStateMachine.Settings {
-    init(_ request: DownloadRequest, _ configuration: DownloadConfiguration) {
+    /// `mirrors`: the request's mirrors, parsed and checked (``DownloadError/validatedMirrors(of:)``).
+    init(_ request: DownloadRequest, _ configuration: DownloadConfiguration, mirrors: [HTTPURL]) {
         self.init(destination: request.destination)
         if case .directory(_, let rule) = request.destination, let url = try? HTTPURL(request.url) {
             let fileID: String? = if case .fileID(let id) = rule { id } else { nil }
@@ -22,7 +23,8 @@ extension DownloadStateMachine.Settings {
         headers = request.headers
         credentialHeaderNames = request.credentialHeaderNames
         connections = configuration.connections
-        sourceCount = 1 + request.mirrors.count
+        self.mirrors = mirrors
+        maxLinkMirrors = configuration.maxLinkMirrors
         pieceChecksums = request.pieceChecksums
         minimumSegmentSize = configuration.minimumSegmentSize
         maxRedirects = configuration.maxRedirects

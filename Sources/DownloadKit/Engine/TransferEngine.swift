@@ -74,7 +74,7 @@ final class TransferEngine {
         let url = try DownloadError.validatedURL(of: request)
         mirrors = try DownloadError.validatedMirrors(of: request)
         try request.pieceChecksums?.validate()
-        machine = EngineMachine(url: url, settings: EngineMachine.Settings(request, configuration))
+        machine = EngineMachine(url: url, settings: EngineMachine.Settings(request, configuration, mirrors: mirrors))
         rateLimiters = (configuration.rateLimit.map { [TokenBucket(bytesPerSecond: $0)] } ?? []) + configuration.sharedRateLimiters
     }
 
@@ -627,28 +627,14 @@ final class TransferEngine {
     }
 
 
-    /// The sources of a segmented run: where requests go now, then each mirror, whose requests carry the
-    /// request's credential headers only when it shares the first URL's origin. Empty without mirrors.
-    /// The first response's `Link: rel=duplicate` targets (RFC 6249, ``DownloadConfiguration/maxLinkMirrors``)
-    /// come last, never with credentials.
+    /// The sources of a segmented run as the machine decided them (``DownloadStateMachine/SegmentRun/sources``:
+    /// credentials only to the first URL's origin, the Link header's mirrors last); empty without mirrors.
     private func sources(of run: EngineMachine.SegmentRun) -> [DownloadSource] {
-        let linked = machine.acceptedHead.map { head in
-            RFC6249.mirrors(
-                in: head.headers, first: run.url, known: mirrors + [machine.originalURL], limit: configuration.maxLinkMirrors)
-        } ?? []
-        guard !mirrors.isEmpty || !linked.isEmpty else { return [] }
-        if !linked.isEmpty {
-            configuration.logger?.info(
-                "\(linked.count) mirror(s) from the Link header: \(linked.map(\.listingDescription).joined(separator: ", "))")
+        if run.linkedMirrors > 0 {
+            let linked = run.sources.suffix(run.linkedMirrors).map(\.url.listingDescription)
+            configuration.logger?.info("\(linked.count) mirror(s) from the Link header: \(linked.joined(separator: ", "))")
         }
-        let credentialFree = EngineMachine.withoutCredentials(
-            request.headers, credentialHeaderNames: request.credentialHeaderNames)
-        return [DownloadSource(url: run.url, headers: run.headers)]
-            + mirrors.map { mirror in
-                DownloadSource(
-                    url: mirror, headers: mirror.origin == machine.originalURL.origin ? request.headers : credentialFree)
-            }
-            + linked.map { DownloadSource(url: $0, headers: credentialFree) }
+        return run.sources.map { DownloadSource(url: $0.url, headers: $0.headers) }
     }
 
     // MARK: - Body, progress, checkpoints
