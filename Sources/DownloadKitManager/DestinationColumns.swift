@@ -113,7 +113,7 @@ import HTTPClient
 /// beside the task's (SQLite's `taskPieces`): the algorithm's name, the piece length, and every digest
 /// end to end in one blob. One encoding and one reading rule for every store.
 @_spi(DownloadKitInternal) public struct StoredPieceTable: Sendable, Hashable {
-    /// ``HTTPClient/DigestAlgorithm``'s raw value (`sha256`, `sha1`, …).
+    /// ``HTTPWire/DigestAlgorithm``'s raw value (`sha256`, `sha1`, …).
     @_spi(DownloadKitInternal) public var algorithm: String
     /// The piece length in bytes.
     @_spi(DownloadKitInternal) public var pieceLength: Int64

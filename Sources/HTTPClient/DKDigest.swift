@@ -1,30 +1,9 @@
 internal import COpenSSL
+import HTTPWire
 
-/// A message digest algorithm available through ``Digest``.
-public enum DigestAlgorithm: String, Sendable, Hashable, CaseIterable {
-    /// SHA-256 (FIPS 180-4), 32 bytes. Use this to verify downloads.
-    case sha256
-    /// SHA-384 (FIPS 180-4), 48 bytes.
-    case sha384
-    /// SHA-512 (FIPS 180-4), 64 bytes.
-    case sha512
-    /// SHA-1, 20 bytes. Broken for collision resistance; only for checking published SHA-1 sums.
-    case sha1
-    /// MD5, 16 bytes. Broken; only for checking published MD5 sums and naming files by URL hash.
-    case md5
-
-    /// The digest length in bytes.
-    public var byteCount: Int {
-        switch self {
-        case .sha256: return 32
-        case .sha384: return 48
-        case .sha512: return 64
-        case .sha1: return 20
-        case .md5: return 16
-        }
-    }
-
-    /// OpenSSL's `EVP_MD` for the algorithm (static objects; never freed).
+extension DigestAlgorithm {
+    /// OpenSSL's `EVP_MD` for the algorithm (static objects; never freed). The algorithm itself is a value of
+    /// HTTPWire (the decisions module's checksums name it too); only the hashing is here.
     fileprivate var messageDigest: OpaquePointer? {
         switch self {
         case .sha256: return EVP_sha256()

@@ -7,7 +7,7 @@ extension WireError.Code {
 /// A hash function a download can be checked with: the ones Metalink (RFC 5854 §4.2.7, the IANA "Hash
 /// Function Textual Names" registry), `Digest` (RFC 3230) and the integrity fields (RFC 9530) share.
 ///
-/// The raw value is the IANA textual name. HTTPClient's `DigestAlgorithm` (OpenSSL's digests) names the same
+/// The raw value is the IANA textual name. ``DigestAlgorithm`` (the digests DownloadKit computes) names the same
 /// functions by ``compactName``; this enum lives here because parsing needs no OpenSSL. Other algorithms
 /// (UNIXsum, CRC32c, ADLER32, ed2k, tiger, …) have no case: every parser in this package ignores a digest it
 /// cannot name, as RFC 3230 §4.3.2 and RFC 9530 §2 ask.
@@ -36,7 +36,7 @@ public enum HashAlgorithm: String, Sendable, Hashable, CaseIterable, Comparable 
     }
 
     /// The name without its dash (`sha256`): how Metalink 3 documents write it, and the raw value of
-    /// HTTPClient's `DigestAlgorithm` for the same function.
+    /// ``DigestAlgorithm`` for the same function.
     public var compactName: String { rawValue.replacing("-", with: "") }
 
     /// The length of a digest, in bytes.

@@ -20,7 +20,7 @@ struct DownloadStateMachineActionTests {
         var recordedTotal: Int64 = 5000
         var status = 200
         var fields: [(String, String)]
-        var expected: DownloadStateMachine.BodyWrite
+        var expected: EngineMachine.BodyWrite
         var testDescription: String { name }
     }
 
@@ -116,7 +116,7 @@ struct DownloadStateMachineActionTests {
     /// same public state and reason).
     @Test func eachPublishedTransitionMapsToTheLibrarys() {
         let reset = DownloadError(.transport, "connection reset", isTransient: true)
-        let rows: [(DownloadStateMachine.Transition, DownloadTransition)] = [
+        let rows: [(EngineMachine.Transition, DownloadTransition)] = [
             (.start, .start),
             (.resume(offset: 7), .resume(offset: 7)),
             (.restart(.lengthChanged), .restart(.lengthChanged)),
@@ -129,38 +129,6 @@ struct DownloadStateMachineActionTests {
         ]
         for (published, expected) in rows {
             #expect(DownloadTransition(published) == expected, "\(published)")
-        }
-    }
-
-    /// A segmented run starts from what the probe and the record taught: the whole length, the space not yet
-    /// written, the saved map and its prefix, where requests go and the validators each range carries.
-    @Test func aSegmentedRunCarriesWhatItStartsFrom() throws {
-        var configuration = DownloadConfiguration()
-        configuration.connections = 4
-        let total: Int64 = 64 << 20
-        let rows: [(saved: [ResumeSegment], prefix: Int64)] = [
-            ([], 0),
-            ([ResumeSegment(start: 0, end: 32 << 20, written: 8 << 20), ResumeSegment(start: 32 << 20, end: total, written: 1000)], 8 << 20),
-        ]
-        for row in rows {
-            var machine = try Tests.machine(configuration)
-            if !row.saved.isEmpty {
-                let record = Tests.record(bytes: row.prefix, total: total, segments: row.saved)
-                machine.adopt(MachineRecord(record))
-                _ = machine.partialData(fileLength: total, record: MachineRecord(record), sameBoot: true)
-            }
-            _ = machine.start()
-            let probe = ResponseHead(version: .http1_1, status: 206, reason: "", headers: DKHTTPHeaders(Tests.fields206(0, 0, total)))
-            #expect(machine.responseHead(probe, wallClock: 0).next == .discard)
-            guard case .runSegments(let run) = machine.exchangeEnded(jitter: 1).next else {
-                Issue.record("no segmented run after the probe (\(row.saved.count) saved segments)")
-                continue
-            }
-            let expected = DownloadStateMachine.SegmentRun(
-                total: total, reserve: SpaceReservation(offset: row.prefix, length: total - row.prefix, preallocates: true),
-                saved: row.saved, prefix: row.prefix, url: try HTTPURL(Tests.url), headers: DKHTTPHeaders(),
-                ifRange: Tests.strong, entityTag: try EntityTag(parsing: Tests.strong), lastModified: Tests.date)
-            #expect(run == expected, "\(row.saved.count) saved segments")
         }
     }
 }

@@ -97,6 +97,6 @@ struct DownloadStateMachineFailureTests {
         _ = machine.start()
         let cancelled = DownloadError(.cancelled, "stopped", isTransient: true)
         #expect(cancelled.isCancellation)
-        #expect(DownloadStateMachineTests.Seen(machine.failed(cancelled, stopRequested: false, jitter: 1)) == .fail(.cancelled))
+        #expect(machine.failed(cancelled, stopRequested: false, jitter: 1).next == .fail(cancelled))
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPWire
 import Testing
 
 @testable import DownloadKit
@@ -25,6 +26,25 @@ import Testing
     @Test(arguments: ["", ".", "..", "...", " . . ", "dir/", "\\", "\u{202E}\u{0}", "../.."])
     func namesWithNothingUsableLeftAreRejected(proposed: String) {
         #expect(FileNaming.sanitizedFileName(proposed) == nil)
+    }
+
+    /// The name a response suggests, as the engine hands it to the machine with the head: the
+    /// Content-Disposition file name, else the URL's last path segment, each sanitised (NFC included); nil
+    /// when neither gives a usable name.
+    @Test(arguments: [
+        ("http://h/files/disk.iso", [("Content-Disposition", "attachment; filename=\"report.pdf\"")], "report.pdf"),
+        ("http://h/files/disk.iso", [], "disk.iso"),
+        ("http://h/files/disk.iso", [("Content-Disposition", "attachment; filename=\"../../etc/passwd\"")], "passwd"),
+        ("http://h/files/disk.iso", [("Content-Disposition", "attachment; filename=\"..\"")], "disk.iso"),
+        ("http://h/files/disk.iso", [("Content-Disposition", "attachment; filename*=UTF-8''e%CC%81te%CC%81.txt")], "\u{E9}t\u{E9}.txt"),
+        ("http://h/files/e%CC%81.bin", [], "\u{E9}.bin"),
+        ("http://h/files/x.dkpart", [], "x_dkpart"),
+        ("http://h/", [], nil),
+        ("http://h/", [("Content-Disposition", "attachment")], nil),
+    ] as [(String, [(String, String)], String?)])
+    func aResponseSuggestsASanitisedName(url: String, fields: [(String, String)], expected: String?) throws {
+        let head = ResponseHead(version: .http1_1, status: 200, reason: "", headers: DKHTTPHeaders(fields))
+        #expect(FileNaming.suggestedFileName(for: head, at: try HTTPURL(url)) == expected)
     }
 
     @Test func longNamesAreCutToNameMaxBytesOnCharacterBoundariesKeepingTheExtension() throws {

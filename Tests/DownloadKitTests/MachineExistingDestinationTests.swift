@@ -9,7 +9,7 @@ import Testing
 /// the actions it answers — no file, no socket. What an existing destination means (``ExistingFilePolicy``:
 /// the facts the executor found × the policy → keep, ask first with these conditions, or download, then
 /// what the first request carries and what a `304` to it does), and what the executor does to the partial
-/// it found (``DownloadStateMachine/PartialPlan``: the bytes kept, a truncation, the prefix hashed for the
+/// it found (``EngineMachine/PartialPlan``: the bytes kept, a truncation, the prefix hashed for the
 /// request's checksum, the durable offset), for each shape of partial.
 @Suite struct MachineExistingDestinationTests {
     static let url = "http://origin.test/files/disk.iso"
@@ -20,12 +20,12 @@ import Testing
     static let mtimeDate = "Tue, 02 Jan 2024 00:00:00 GMT"
 
     /// A machine for `Self.url` into a file, with a SHA-256 checksum when `checksum` is set.
-    static func machine(connections: Int = 1, checksum: Bool = false) throws -> DownloadStateMachine {
+    static func machine(connections: Int = 1, checksum: Bool = false) throws -> EngineMachine {
         var configuration = DownloadConfiguration(retries: 5, retryBaseDelay: .zero)
         configuration.connections = connections
         var request = DownloadRequest(url: url, destination: .file("/downloads/disk.iso"))
         if checksum { request.checksum = Checksum(algorithm: .sha256, expectedHex: String(repeating: "0", count: 64)) }
-        return DownloadStateMachine(url: try HTTPURL(url), settings: .init(request, configuration))
+        return EngineMachine(url: try HTTPURL(url), settings: .init(request, configuration, mirrors: []))
     }
 
     // MARK: - The existing destination
@@ -36,7 +36,7 @@ import Testing
         case keep
         case askFirst(ifNoneMatch: String?, ifModifiedSince: String?)
 
-        init(_ action: DownloadStateMachine.DestinationAction) {
+        init(_ action: EngineMachine.DestinationAction) {
             switch action {
             case .download: self = .download
             case .keep: self = .keep
@@ -187,7 +187,7 @@ import Testing
         var record: MachineRecord?
         var sameBoot = true
         var checksum = true
-        var plan: DownloadStateMachine.PartialPlan
+        var plan: EngineMachine.PartialPlan
         var testDescription: String { name }
     }
 

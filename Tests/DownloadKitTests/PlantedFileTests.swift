@@ -194,11 +194,11 @@ struct PlantedFileTests {
         let dir = try SharedDirectory(.sticky)
         try OtherUser.run(["/usr/bin/touch", dir.file("planted.bin")])
         try Data("ours".utf8).write(to: URL(fileURLWithPath: dir.file("ours.bin")))
-        func answer(_ name: String) throws -> (ExistingFileRule.Found, DownloadStateMachine.DestinationAction) {
+        func answer(_ name: String) throws -> (ExistingFileRule.Found, EngineMachine.DestinationAction) {
             let url = "http://origin.test/k"
             let found = try #require(ExistingFileRule.Found.at(dir.file(name), partial: dir.file(name + ".dkpart")))
             let request = DownloadRequest(url: url, destination: .file(dir.file(name)))
-            var machine = DownloadStateMachine(url: try HTTPURL(url), settings: .init(request, DownloadConfiguration()))
+            var machine = EngineMachine(url: try HTTPURL(url), settings: .init(request, DownloadConfiguration(), mirrors: []))
             return (found, machine.existingDestination(found, policy: .keepIfNotModified))
         }
         let planted = try answer("planted.bin")

@@ -66,9 +66,9 @@ struct SecretErrorTextTests {
 
     @Test func anHTTPSToHTTPRefusalNamesTheTargetWithoutQueryValues() throws {
         let secure = "https://origin.test/disk.iso"
-        var machine = DownloadStateMachine(
+        var machine = EngineMachine(
             url: try HTTPURL(secure),
-            settings: .init(DownloadRequest(url: secure, destination: .file("/d")), DownloadConfiguration()))
+            settings: .init(DownloadRequest(url: secure, destination: .file("/d")), DownloadConfiguration(), mirrors: []))
         _ = machine.start()
         for location in ["http://u:PASS@origin.test/disk.iso?sig=SECRET", "gopher://u:PASS@origin.test/?sig=SECRET"] {
             let head = ResponseHead(version: .http1_1, status: 302, reason: "", headers: DKHTTPHeaders([("Location", location)]))

@@ -1,3 +1,4 @@
+import HTTPWire
 import Testing
 
 @testable import HTTPClient

@@ -19,7 +19,7 @@ final class TransferEngine {
     private let suppliedClient: DKHTTPClient?
 
     /// The decisions, and what is known about the resource and the partial data.
-    private var machine: DownloadStateMachine
+    private var machine: EngineMachine
 
     // Where the working files are.
     private var workingDirectory = ""
@@ -75,7 +75,7 @@ final class TransferEngine {
         let url = try DownloadError.validatedURL(of: request)
         mirrors = try DownloadError.validatedMirrors(of: request)
         try request.pieceChecksums?.validate()
-        machine = DownloadStateMachine(url: url, settings: DownloadStateMachine.Settings(request, configuration))
+        machine = EngineMachine(url: url, settings: EngineMachine.Settings(request, configuration, mirrors: mirrors))
         rateLimiters = (configuration.rateLimit.map { [TokenBucket(bytesPerSecond: $0)] } ?? []) + configuration.sharedRateLimiters
     }
 
@@ -333,12 +333,12 @@ final class TransferEngine {
     }
 
     /// An answer of the machine to an event whose next step is an action of the loop.
-    private typealias Decided = DownloadStateMachine.Decision<DownloadStateMachine.Action>
+    private typealias Decided = EngineMachine.Decision<EngineMachine.Action>
 
     /// Performs the machine's verdict on what was just observed: nil to go on, else the machine's answer to
     /// its failure (reported with ``DownloadStateMachine/failed(_:stopRequested:jitter:)``), which ends the
     /// step.
-    private func perform(_ verdict: DownloadStateMachine.Verdict) -> Decided? {
+    private func perform(_ verdict: EngineMachine.Verdict) -> Decided? {
         switch verdict {
         case .goOn: return nil
         case .fail(let failure): return failed(failure)
@@ -360,12 +360,12 @@ final class TransferEngine {
 
     /// Performs a verdict on the bytes of the exchange in flight: a failure is answered by the machine and
     /// ends the exchange (``ExchangeRefused``).
-    private func performInExchange(_ verdict: DownloadStateMachine.Verdict) throws(ExchangeRefused) {
+    private func performInExchange(_ verdict: EngineMachine.Verdict) throws(ExchangeRefused) {
         if let refused = perform(verdict) { throw ExchangeRefused(answer: refused) }
     }
 
     /// Performs the effects the machine decided, in order.
-    private func perform(_ effects: [DownloadStateMachine.Effect]) {
+    private func perform(_ effects: [EngineMachine.Effect]) {
         for effect in effects {
             switch effect {
             case .publish(let transition): control.setState(DownloadTransition(transition))
@@ -408,7 +408,9 @@ final class TransferEngine {
             _ = try client.execute(
                 httpRequest, cancellation: control.cancellation, buffer: buffer,
                 onHead: { head in
-                    let decision = self.machine.responseHead(head, wallClock: Int64(Date().timeIntervalSince1970))
+                    let decision = self.machine.responseHead(
+                        head, suggestedFileName: FileNaming.suggestedFileName(for: head, at: httpRequest.url),
+                        wallClock: Int64(Date().timeIntervalSince1970))
                     self.perform(decision.effects)
                     switch decision.next {
                     case .discard:
@@ -596,7 +598,7 @@ final class TransferEngine {
 
     /// Runs segment workers over `[0, total)` (``SegmentCoordinator``) until every segment is written or
     /// they stop, and hands their outcome to the machine.
-    private func runSegments(_ run: DownloadStateMachine.SegmentRun, client: DKHTTPClient) throws -> Decided {
+    private func runSegments(_ run: EngineMachine.SegmentRun, client: DKHTTPClient) throws -> Decided {
         guard let file else { throw DownloadError(.fileSystem, "the temp file is not open") }
         if let reservation = run.reserve { try reserve(reservation) }
         let total = run.total
@@ -638,28 +640,14 @@ final class TransferEngine {
     }
 
 
-    /// The sources of a segmented run: where requests go now, then each mirror, whose requests carry the
-    /// request's credential headers only when it shares the first URL's origin. Empty without mirrors.
-    /// The first response's `Link: rel=duplicate` targets (RFC 6249, ``DownloadConfiguration/maxLinkMirrors``)
-    /// come last, never with credentials.
-    private func sources(of run: DownloadStateMachine.SegmentRun) -> [DownloadSource] {
-        let linked = machine.acceptedHead.map { head in
-            RFC6249.mirrors(
-                in: head.headers, first: run.url, known: mirrors + [machine.originalURL], limit: configuration.maxLinkMirrors)
-        } ?? []
-        guard !mirrors.isEmpty || !linked.isEmpty else { return [] }
-        if !linked.isEmpty {
-            configuration.logger?.info(
-                "\(linked.count) mirror(s) from the Link header: \(linked.map(\.listingDescription).joined(separator: ", "))")
+    /// The sources of a segmented run as the machine decided them (``DownloadStateMachine/SegmentRun/sources``:
+    /// credentials only to the first URL's origin, the Link header's mirrors last); empty without mirrors.
+    private func sources(of run: EngineMachine.SegmentRun) -> [DownloadSource] {
+        if run.linkedMirrors > 0 {
+            let linked = run.sources.suffix(run.linkedMirrors).map(\.url.listingDescription)
+            configuration.logger?.info("\(linked.count) mirror(s) from the Link header: \(linked.joined(separator: ", "))")
         }
-        let credentialFree = DownloadStateMachine.withoutCredentials(
-            request.headers, credentialHeaderNames: request.credentialHeaderNames)
-        return [DownloadSource(url: run.url, headers: run.headers)]
-            + mirrors.map { mirror in
-                DownloadSource(
-                    url: mirror, headers: mirror.origin == machine.originalURL.origin ? request.headers : credentialFree)
-            }
-            + linked.map { DownloadSource(url: $0, headers: credentialFree) }
+        return run.sources.map { DownloadSource(url: $0.url, headers: $0.headers) }
     }
 
     // MARK: - Body, progress, checkpoints
@@ -849,7 +837,7 @@ final class TransferEngine {
         control.setState(.verify)
         let resource = machine.snapshot
         let offset = resource.offset
-        let pieces: PieceChecksums?, checksum: DownloadStateMachine.FinalChecksum?
+        let pieces: PieceChecksums?, checksum: EngineMachine.FinalChecksum?
         switch machine.verifying() {
         case .fail(let failure): return .refused(failed(failure))
         case .check(let wanted, let final): (pieces, checksum) = (wanted, final)
@@ -940,7 +928,7 @@ final class TransferEngine {
             let name = machine.snapshot.fileName
                 ?? FileNaming.fileName(
                     forURL: originalURL.absoluteString, pathExtension: originalURL.pathExtension, fileID: nil,
-                    md5Hex: DownloadStateMachine.md5Hex)
+                    md5Hex: EngineMachine.md5Hex)
             let path = FileSystem.join(directory, name)
             guard FileNaming.isContained(path, in: directory) else {
                 throw DownloadError(.fileSystem, "refusing to write \(name) outside \(directory)")

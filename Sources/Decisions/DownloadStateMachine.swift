@@ -1,12 +1,10 @@
-import DownloadKitDecisions
-import HTTPClient
 import HTTPWire
 
 /// Every decision of one download, as a value: events in, actions out (issue #12; the shape of
 /// AsyncHTTPClient's `HTTPRequestStateMachine`). It owns what is known about the resource and the
 /// partial data and the request loop's bookkeeping (redirects, URL refreshes, retries, restarts). It
 /// performs nothing: each event answers with a ``Decision`` — the ``Effect``s to perform first (the
-/// (state, reason) transitions to publish, a changed record) and the action — which ``TransferEngine``
+/// (state, reason) transitions to publish, a changed record) and the action — which `TransferEngine`
 /// executes (send a request, truncate, reserve space, write the resume info, wait, rename) before it
 /// reports back what happened. No socket, no file, no clock: `DownloadStateMachineTests` drives it as tables.
 ///
@@ -26,91 +24,120 @@ import HTTPWire
 /// ``MachineRequest``): the executor decides nothing from the machine's fields and reads ``snapshot`` only to
 /// perform (where the next streamed byte goes, progress, the record, the result).
 ///
-/// Errors: the machine reads a failure it is told of through ``MachineError`` (transient, cancelled) and
-/// makes its own from a ``MachineFailure`` value naming the cause, never from a message of its own; the
-/// library's one ``DownloadError/init(decided:)`` gives each its code and message. Its transitions
-/// (``MachineTransition``) and requests (``MachineRequest``) are the decisions module's values too. So the
-/// machine can move into that module once its settings' checksums and its sanitising of a suggested file name
-/// are module values as well — its record (``MachineRecord``) and the segment values already are
-/// (docs/ARCHITECTURE.md, "What is not done yet"); until then ``Failure`` is ``DownloadError``.
+/// File names: a directory download named from the response takes the name the response suggests, which
+/// arrives sanitised with the head (``responseHead(_:suggestedFileName:wallClock:)``). Sanitising needs
+/// Unicode NFC normalisation, which only Foundation offers on Linux (Swift 6.3's standard library has no
+/// public one), and the decisions module keeps Foundation out; so DownloadKit computes the suggestion from
+/// the head and the URL the request went to, in one function (`FileNaming.suggestedFileName(for:at:)`), as it
+/// computes the name a naming rule gives (``Settings/ruleFileName``). Whether a download takes a name, and
+/// from which answer (the accepted 200, or the probe's 206; once), is decided here.
+///
+/// Errors: the machine is generic over its `Failure`, the caller's error. It reads a failure it is told of
+/// through ``MachineError`` (transient, cancelled) and makes its own from a ``MachineFailure`` value naming
+/// the cause, never from a message of its own; DownloadKit's `DownloadError.init(decided:)` gives each its
+/// code and message, and DownloadKit drives `DownloadStateMachine<DownloadError>` (its `EngineMachine`). Its
+/// transitions (``MachineTransition``) and requests (``MachineRequest``) are this module's values too, as are
+/// its record (``MachineRecord``), its settings' checksums (``Checksum``, ``PieceChecksums``) and the digest
+/// header's rules (``RFC6249``): the module depends on HTTPWire alone, so the compiler keeps sockets, files
+/// and clocks out of the machine. Its settings are made from the request and the configuration in DownloadKit
+/// (Engine/DownloadStateMachine+Settings.swift).
 ///
 /// Segment workers are its sub-state: ``Action/runSegments(_:)`` hands the range `[0, total)` to
-/// ``SegmentCoordinator`` (whose own decisions are the pure ``SegmentBoardState``), and
+/// `SegmentCoordinator` (whose own decisions are the pure ``SegmentBoardState``), and
 /// ``segmentsEnded(_:)`` takes the outcome back. Answers to range requests are decided by the one
 /// ``RangeResponsePolicy``, failures by the one ``RetryPolicy``.
-struct DownloadStateMachine {
-    /// The error the machine is told of and answers with: it reads it through ``MachineError`` and makes
-    /// its own from a ``MachineFailure``, never from a message of its own.
-    typealias Failure = DownloadError
-    /// A transition the machine publishes (mapped to the library's ``DownloadTransition`` in one place).
-    typealias Transition = MachineTransition<Failure>
+package struct DownloadStateMachine<Failure: MachineError>: Sendable {
+    /// A transition the machine publishes (mapped to the library's `DownloadTransition` in one place).
+    package typealias Transition = MachineTransition<Failure>
 
-    /// The request and configuration facts the decisions depend on.
-    struct Settings: Sendable, Hashable {
-        var destination: DownloadDestination
-        var headers: DKHTTPHeaders
-        var credentialHeaderNames: [String]
-        var connections: Int
+    /// The request and configuration facts the decisions depend on. DownloadKit makes them from its request and
+    /// configuration (`Settings.init(_:_:)`, the one place that reads them for the machine); a value made here
+    /// asks for nothing but its destination: one connection, no redirect, no retry, no check.
+    package struct Settings: Sendable, Hashable {
+        package var destination: DownloadDestination
+        /// The request's header fields (credentials among them).
+        package var headers = DKHTTPHeaders()
+        /// Fields beyond `Authorization`, `Cookie` and `Proxy-Authorization` that carry credentials.
+        package var credentialHeaderNames: [String] = []
+        /// The connections a download may open at once: with more than one, the download is segmented.
+        package var connections = 1
+        /// The request's mirrors (docs/MIRRORS.md): with any, the download is segmented, and a segmented run's
+        /// requests go to them too (``SegmentRun/sources``).
+        package var mirrors: [HTTPURL] = []
+        /// The most `Link: rel=duplicate` targets of the accepted response (RFC 6249) a segmented run adds as
+        /// mirrors; 0: none.
+        package var maxLinkMirrors = 0
         /// The request's URL plus its mirrors: with more than one, the download is segmented.
-        var sourceCount: Int
+        package var sourceCount: Int { 1 + mirrors.count }
         /// The request's piece checksums: segmented too, so a bad piece can be fetched again alone.
-        var pieceChecksums: PieceChecksums?
-        var hasPieceChecksums: Bool { pieceChecksums != nil }
-        var minimumSegmentSize: Int64
-        var maxRedirects: Int
-        var allowsInsecureRedirects: Bool
-        var hasURLProvider: Bool
-        var maxURLRefreshes: Int
-        var retries: Int
-        var retryBaseDelay: Double
-        var maxRetryDelay: Double
+        package var pieceChecksums: PieceChecksums?
+        /// Whether the request has piece checksums.
+        package var hasPieceChecksums: Bool { pieceChecksums != nil }
+        /// The smallest segment worth a connection of its own (bytes).
+        package var minimumSegmentSize: Int64 = 0
+        /// The redirects followed from the original URL before the download fails.
+        package var maxRedirects = 0
+        /// Whether a redirect from https to http is followed.
+        package var allowsInsecureRedirects = false
+        /// Whether the caller gave a URL provider (asked after 401, 403, 404, 410), and how many times it may be asked.
+        package var hasURLProvider = false
+        package var maxURLRefreshes = 0
+        /// The retries of transient failures, and their backoff's base and bound (seconds).
+        package var retries = 0
+        package var retryBaseDelay: Double = 0
+        package var maxRetryDelay: Double = 0
         /// The checksum the caller requires of the whole file.
-        var checksum: Checksum?
+        package var checksum: Checksum?
         /// Whether a digest header of the response (RFC 6249) is verified when the caller gave no checksum.
-        var checksDigestHeader: Bool
+        package var checksDigestHeader = false
         /// The low-speed rule's limit (bytes/s, 0: off) and window (seconds).
-        var lowSpeedLimit: Int
-        var lowSpeedTime: Double
+        package var lowSpeedLimit = 0
+        package var lowSpeedTime: Double = 0
         /// Whether space for the remaining bytes may be reserved in the file, not only checked.
-        var preallocates: Bool
+        package var preallocates = false
         /// The single-connection bodies gathered and written past the page cache; nil when direct writes are off.
-        var smallBodies: SmallBodyRule?
+        package var smallBodies: SmallBodyRule?
         /// A directory destination's name when no response names the file: the caller's file id (``FileNamingRule/fileID(_:)``),
         /// else the MD5 of the original URL, with the URL path's extension. Made with the settings, where the
-        /// digest is computed (``FileNaming/fileName(forURL:pathExtension:fileID:md5Hex:)``); nil for a file
-        /// destination.
-        var ruleFileName: String?
+        /// digest is computed (DownloadKit's `FileNaming.fileName(forURL:pathExtension:fileID:md5Hex:)`); nil for a
+        /// file destination.
+        package var ruleFileName: String?
+
+        /// Settings for a download into `destination` that asks for nothing else (the defaults above).
+        package init(destination: DownloadDestination) {
+            self.destination = destination
+        }
     }
 
     /// What is known about the resource and the partial data.
-    struct Resource: Sendable, Hashable {
+    package struct Resource: Sendable, Hashable {
         /// Bytes of the resource present in the partial from byte 0 (single connection), or the
         /// contiguous prefix of the segment map.
-        var offset: Int64 = 0
+        package var offset: Int64 = 0
         /// Bytes that were present when this run started (resumed, not fetched).
-        var resumedFrom: Int64 = 0
-        var totalLength: Int64?
-        var entityTag: EntityTag?
+        package var resumedFrom: Int64 = 0
+        package var totalLength: Int64?
+        package var entityTag: EntityTag?
         /// The `ETag` field as the server sent it (recorded verbatim).
-        var entityTagText: String?
-        var lastModified: String?
-        var acceptsRanges: Bool?
+        package var entityTagText: String?
+        package var lastModified: String?
+        package var acceptsRanges: Bool?
         /// Whether the server can resume this resource (nil until a response said).
-        var isResumable: Bool?
+        package var isResumable: Bool?
         /// A name decided from a response (directory destinations only).
-        var fileName: String?
+        package var fileName: String?
         /// The segment map of a segmented download; empty on one connection.
-        var savedSegments: [ResumeSegment] = []
+        package var savedSegments: [ResumeSegment] = []
 
         /// The `If-Range` value: the strong ETag, else Last-Modified. RFC 9110 §13.1.5 forbids weak ETags there.
-        var ifRangeValue: String? {
+        package var ifRangeValue: String? {
             if let tag = entityTag, !tag.isWeak { return tag.headerValue }
             return lastModified
         }
     }
 
     /// What the executor does next.
-    enum Action: Sendable, Hashable {
+    package enum Action: Sendable, Hashable {
         /// Send `request`; when `restart` is set, first discard the partial data (truncate to 0, forget
         /// the journal and any background sync, start the checksum again).
         case send(MachineRequest, restart: RestartReason?)
@@ -134,7 +161,7 @@ struct DownloadStateMachine {
     }
 
     /// What to do with the body of a response whose head just arrived.
-    enum HeadAction: Sendable, Hashable {
+    package enum HeadAction: Sendable, Hashable {
         /// Do not write the body (drain it so the connection can be reused); report ``exchangeEnded()``.
         case discard
         /// Write the body as ``BodyWrite`` says: first discard the partial when its `restart` is set, then
@@ -147,42 +174,54 @@ struct DownloadStateMachine {
 
     /// How the body of an accepted response is written: everything the executor would otherwise have to
     /// read from the machine to decide, decided here.
-    struct BodyWrite: Sendable, Hashable {
+    package struct BodyWrite: Sendable, Hashable {
         /// Discard the partial data first (truncate to 0, forget the journal and any background sync, start
         /// the checksum again): the body is the resource from byte 0.
-        var restart: RestartReason?
+        package var restart: RestartReason?
         /// The file offset of the body's first byte.
-        var offset: Int64
+        package var offset: Int64
         /// The space to check (and reserve) before the first byte; nil when the length is unknown or
         /// nothing is left.
-        var reserve: SpaceReservation?
+        package var reserve: SpaceReservation?
         /// The response states a `Content-MD5`: hash the body as it is written and report the digest with
         /// ``bodyDigested(_:)``.
-        var hashesMD5: Bool
+        package var hashesMD5: Bool
         /// The body's length when it is small enough to gather whole (``Settings/smallBodies``) and write in
         /// one piece past the page cache; nil: splice or stream it.
-        var gather: Int64?
+        package var gather: Int64?
     }
 
     /// What a segmented run starts from (``Action/runSegments(_:)``): its length, the space to reserve, the
     /// saved map and the bytes present from byte 0, where requests go, and the validators each range
     /// request carries (`If-Range`) and each response must match.
-    struct SegmentRun: Sendable, Hashable {
-        var total: Int64
-        var reserve: SpaceReservation?
+    package struct SegmentRun: Sendable, Hashable {
+        /// The resource's length.
+        package var total: Int64
+        /// The space to check and reserve before the workers start.
+        package var reserve: SpaceReservation?
         /// The segment map saved by an earlier run (empty: none).
-        var saved: [ResumeSegment]
+        package var saved: [ResumeSegment]
         /// Bytes present from byte 0 (a single-connection prefix, or the saved map's contiguous prefix).
-        var prefix: Int64
-        var url: HTTPURL
-        var headers: DKHTTPHeaders
-        var ifRange: String?
-        var entityTag: EntityTag?
-        var lastModified: String?
+        package var prefix: Int64
+        /// Where the range requests go (the URL after redirects and refreshes).
+        package var url: HTTPURL
+        /// Their header fields: the request's, less credentials a redirect to another origin removed.
+        package var headers: DKHTTPHeaders
+        /// The `If-Range` each range request carries, and the validators each response must match.
+        package var ifRange: String?
+        package var entityTag: EntityTag?
+        package var lastModified: String?
+        /// The sources the workers' requests go to, in order (docs/MIRRORS.md): ``url`` with ``headers``, then
+        /// each of the request's mirrors, then the accepted response's `Link: rel=duplicate` targets; empty
+        /// when there is no mirror (one source, ``url``). Each carries its own fields: credentials only to a
+        /// mirror of the original URL's origin, never to a linked one.
+        package var sources: [MachineRequest]
+        /// How many of the last ``sources`` the Link header added (the executor logs them).
+        package var linkedMirrors: Int
     }
 
     /// What the executor performs before the action of a decision, in order.
-    enum Effect: Sendable, Hashable {
+    package enum Effect: Sendable, Hashable {
         /// Publish this (state, reason) transition.
         case publish(Transition)
         /// What the resume info records (URLs, validators, length, name) changed: the next checkpoint
@@ -192,7 +231,7 @@ struct DownloadStateMachine {
         case resumable(Bool)
 
         /// The transition this effect publishes, if it is one.
-        var transition: Transition? {
+        package var transition: Transition? {
             if case .publish(let transition) = self { transition } else { nil }
         }
     }
@@ -200,18 +239,24 @@ struct DownloadStateMachine {
     /// The answer to an event: the effects to perform first, in order, then what to do next. The
     /// transitions and the record's changes travel with the action they belong to, so the executor
     /// needs nothing else from the machine to act.
-    struct Decision<Next: Sendable & Hashable>: Sendable, Hashable {
-        var effects: [Effect]
-        var next: Next
+    package struct Decision<Next: Sendable & Hashable>: Sendable, Hashable {
+        package var effects: [Effect]
+        package var next: Next
+
+        /// An answer: `effects` to perform first, in order, then `next`.
+        package init(effects: [Effect], next: Next) {
+            self.effects = effects
+            self.next = next
+        }
 
         /// The transitions among ``effects``, in order.
-        var transitions: [Transition] {
+        package var transitions: [Transition] {
             effects.compactMap(\.transition)
         }
     }
 
     /// Where the loop is.
-    enum State: Sendable, Hashable {
+    package enum State: Sendable, Hashable {
         case idle
         /// A request is out; its head has not arrived.
         case awaitingHead(Exchange)
@@ -228,19 +273,19 @@ struct DownloadStateMachine {
     }
 
     /// One request and what was learned of its answer.
-    struct Exchange: Sendable, Hashable {
+    package struct Exchange: Sendable, Hashable {
         /// The first byte the request asked for.
-        var requestedOffset: Int64
+        package var requestedOffset: Int64
         /// A `bytes=0-0` probe for a segmented transfer.
-        var probing: Bool
+        package var probing: Bool
         /// The last byte the accepted 206 may carry (its Content-Range end); nil for a 200.
-        var rangeEnd: Int64?
+        package var rangeEnd: Int64?
         /// The request carried the conditions of ``existingDestination(_:policy:)``.
-        var conditional = false
+        package var conditional = false
     }
 
     /// What a decided head leads to once its exchange ends.
-    enum Next: Sendable, Hashable {
+    package enum Next: Sendable, Hashable {
         case redirect(HTTPURL)
         case refreshURL(status: Int)
         case restart(RestartReason)
@@ -252,22 +297,24 @@ struct DownloadStateMachine {
         case notModified
     }
 
-    let settings: Settings
-    private(set) var state: State = .idle
+    /// What the request and the configuration ask for.
+    package let settings: Settings
+    /// Where the loop is (read by tests and for diagnostics; the executor acts on answers only).
+    package private(set) var state: State = .idle
     private var resource = Resource()
 
     /// What is known of the resource and the partial, read-only, for *performing* effects: where the next
     /// body byte goes, the progress numbers, the record the executor writes and the result it returns.
     /// Nothing is decided from it: each decision the executor needs travels in an answer.
-    var snapshot: Resource { resource }
+    package var snapshot: Resource { resource }
     /// The task's identity: the URL first asked for (redirects and refreshes never change it).
-    private(set) var originalURL: HTTPURL
+    package private(set) var originalURL: HTTPURL
     /// Where requests go now (after redirects and refreshes).
-    private(set) var currentURL: HTTPURL
+    package private(set) var currentURL: HTTPURL
     /// The request's headers, less credentials a redirect to another origin removed.
-    private(set) var requestHeaders: DKHTTPHeaders
+    package private(set) var requestHeaders: DKHTTPHeaders
     /// The head of the response accepted last (its status and fields go into the result).
-    private(set) var acceptedHead: ResponseHead?
+    package private(set) var acceptedHead: ResponseHead?
 
     private var restartPending: RestartReason?
     private var singleConnectionOnly = false
@@ -287,7 +334,9 @@ struct DownloadStateMachine {
     /// changed from the start: the first checkpoint always writes it.
     private var outbox: [Effect] = [.recordChanged]
 
-    init(url: HTTPURL, settings: Settings) {
+    /// A machine for the download of `url` (its identity) with `settings`, before anything is known of the
+    /// resource or a partial.
+    package init(url: HTTPURL, settings: Settings) {
         self.settings = settings
         originalURL = url
         currentURL = url
@@ -325,7 +374,7 @@ struct DownloadStateMachine {
     // MARK: - Verdicts on the bytes
 
     /// The machine's answer to what the executor observed of the bytes.
-    enum Verdict: Sendable, Hashable {
+    package enum Verdict: Sendable, Hashable {
         /// The bytes are as they should be: go on.
         case goOn
         /// End the step with this failure (the executor reports it with ``failed(_:stopRequested:jitter:)``,
@@ -334,7 +383,7 @@ struct DownloadStateMachine {
     }
 
     /// The answer to ``verifying()``: what the executor checks before the rename.
-    enum Verification: Sendable, Hashable {
+    package enum Verification: Sendable, Hashable {
         /// The partial cannot be the resource (short, or the piece table does not describe its length).
         case fail(Failure)
         /// Make the partial durable, then report the digest of each of `pieces` (when given) with
@@ -345,7 +394,7 @@ struct DownloadStateMachine {
     /// `count` more body bytes arrived (received, not yet reported with ``bodyWritten(_:)``): they fail the
     /// exchange when they run past the end of the accepted 206's Content-Range (the bytes after it belong
     /// to no byte asked for here).
-    func bodyArriving(_ count: Int64) -> Verdict {
+    package func bodyArriving(_ count: Int64) -> Verdict {
         guard case .receivingBody(let exchange) = state, let end = exchange.rangeEnd, resource.offset + count > end + 1
         else { return .goOn }
         return .fail(Failure(decided: .bodyPastRange(lastByte: end)))
@@ -354,7 +403,7 @@ struct DownloadStateMachine {
     /// `count` body bytes arrived at `now` (seconds, any monotonic clock): they fail the transfer when it
     /// stayed below the low-speed limit over its window (``LowSpeedWindow``; transient: a retry may find a
     /// faster path). The window runs over the whole run, across exchanges.
-    mutating func received(_ count: Int, now: Double) -> Verdict {
+    package mutating func received(_ count: Int, now: Double) -> Verdict {
         guard let rate = lowSpeed.record(count, now: now) else { return .goOn }
         return .fail(
             Failure(decided: .tooSlow(bytesPerSecond: Int(rate), seconds: Int(lowSpeed.seconds), limit: lowSpeed.limit)))
@@ -369,14 +418,14 @@ struct DownloadStateMachine {
 
     /// The MD5 digest of the body just written: a failure when it is not the one the response stated —
     /// the body is not what the server says it sent.
-    func bodyDigested(_ computed: [UInt8]) -> Verdict {
+    package func bodyDigested(_ computed: [UInt8]) -> Verdict {
         guard let stated = statedContentMD5, stated != computed else { return .goOn }
         return .fail(Failure(decided: .contentMD5Mismatch(stated: stated)))
     }
 
     /// The whole-file checksum ``Action/finalize`` verifies.
-    enum FinalChecksum: Sendable, Hashable {
-        /// The caller's (``DownloadRequest/checksum``): the executor hashes the bytes as they are written.
+    package enum FinalChecksum: Sendable, Hashable {
+        /// The caller's (`DownloadRequest.checksum`): the executor hashes the bytes as they are written.
         case requested(Checksum)
         /// The one the accepted response's digest header states (RFC 6249): the executor hashes the file.
         case stated(Checksum)
@@ -384,7 +433,7 @@ struct DownloadStateMachine {
 
     /// The checksum to verify before the rename: the caller's, else — when the configuration checks digest
     /// headers — the one the accepted response states for the whole file; nil when there is none.
-    var finalChecksum: FinalChecksum? {
+    package var finalChecksum: FinalChecksum? {
         if let checksum = settings.checksum { return .requested(checksum) }
         guard settings.checksDigestHeader, let head = acceptedHead, let stated = RFC6249.checksum(in: head, total: resource.offset)
         else { return nil }
@@ -394,7 +443,7 @@ struct DownloadStateMachine {
     /// ``Action/finalize`` begins: the partial must hold the resource's length (else it is truncated,
     /// transient: a retry asks for the rest). Piece checksums of a download that ran on one connection
     /// had no piece checked as it arrived: they are all checked now.
-    func verifying() -> Verification {
+    package func verifying() -> Verification {
         if let total = resource.totalLength, resource.offset != total {
             return .fail(Failure(decided: .truncated(expected: total, received: resource.offset)))
         }
@@ -408,7 +457,7 @@ struct DownloadStateMachine {
 
     /// The digest of each piece of a download that ran on one connection, in order: the first bad one
     /// fails the download, naming the piece (nothing can be fetched again alone without ranges).
-    func piecesDigested(_ digests: [[UInt8]]) -> Verdict {
+    package func piecesDigested(_ digests: [[UInt8]]) -> Verdict {
         guard let table = settings.pieceChecksums else { return .goOn }
         let total = resource.offset
         var verifier = PieceVerifier(pieceLength: table.pieceLength, total: total, sourceCount: 1, runs: [0..<total])
@@ -426,7 +475,7 @@ struct DownloadStateMachine {
 
     /// The digest the executor computed of the whole file (lowercase hex): a failure naming both when it
     /// is not the ``finalChecksum``.
-    func fileDigested(_ computedHex: String) -> Verdict {
+    package func fileDigested(_ computedHex: String) -> Verdict {
         switch finalChecksum {
         case nil:
             return .goOn
@@ -451,7 +500,7 @@ struct DownloadStateMachine {
 
     /// Takes what a resume record says of the resource. A directory destination keeps the URL given now as
     /// its identity: its working files are named after it.
-    mutating func adopt(_ info: MachineRecord) {
+    package mutating func adopt(_ info: MachineRecord) {
         // The identity stays the recorded original URL (a different URL for the same file is a refreshed
         // one, seed 002). Requests start from the URL given now and follow redirects again: a recorded
         // redirect target (often a signed CDN URL) may have expired since. Records hold URLs without
@@ -472,7 +521,7 @@ struct DownloadStateMachine {
     }
 
     /// Requests go to `url` instead of the original (seed 002's refreshed URL for existing partial data).
-    mutating func replaceURL(_ url: HTTPURL) {
+    package mutating func replaceURL(_ url: HTTPURL) {
         currentURL = url
         visited = [url.absoluteString]
     }
@@ -490,7 +539,7 @@ struct DownloadStateMachine {
     /// - Bytes nothing can prove (no record, a corrupt or foreign one, a server that named no strong ETag
     ///   and no Last-Modified) are never resumed with a bare `Range`: that could splice two versions
     ///   (issue #13, defect 3; docs/ENGINE.md, "Resume rules"). The download starts over.
-    mutating func partialData(fileLength: Int64, record: MachineRecord?, sameBoot: Bool) -> PartialPlan {
+    package mutating func partialData(fileLength: Int64, record: MachineRecord?, sameBoot: Bool) -> PartialPlan {
         if let record, !record.segments.isEmpty {
             resource.savedSegments = record.segments.map { segment in
                 var segment = segment
@@ -524,7 +573,7 @@ struct DownloadStateMachine {
 
     /// What to do about a destination that is there before the run: the answer to
     /// ``existingDestination(_:policy:)``.
-    enum DestinationAction: Sendable, Hashable {
+    package enum DestinationAction: Sendable, Hashable {
         /// Download as if there were no file: prepare the partial (``partialData(fileLength:record:sameBoot:)``)
         /// and ``start()``.
         case download
@@ -540,7 +589,7 @@ struct DownloadStateMachine {
     /// (``ExistingFileRule/looks(_:)``): `found` is what is there — nil for nothing, a directory destination,
     /// or a policy that does not look. Reported once, before ``partialData(fileLength:record:sameBoot:)``;
     /// the verdict is ``ExistingFileRule``'s, the conditions are the file's (``ExistingFileRule/Found/conditions``).
-    mutating func existingDestination(
+    package mutating func existingDestination(
         _ found: ExistingFileRule.Found?, policy: ExistingFileRule.Policy
     ) -> DestinationAction {
         guard let found else { return .download }
@@ -558,33 +607,38 @@ struct DownloadStateMachine {
 
     /// What the executor does to the partial before the first request: the answer to
     /// ``partialData(fileLength:record:sameBoot:)``.
-    struct PartialPlan: Sendable, Hashable {
+    package struct PartialPlan: Sendable, Hashable {
         /// The bytes of the file kept: from byte 0 on one connection; the whole file with a segment map.
-        var keep: Int64
+        package var keep: Int64
         /// Truncate the file to ``keep`` first (it holds bytes nothing proves).
-        var truncates: Bool
+        package var truncates: Bool
         /// Hash the file's first `hashPrefix` bytes into the request's checksum before the first request;
         /// nil: hash nothing now (no checksum, or a segment map: segments finish out of order and the file is
         /// hashed whole at the end).
-        var hashPrefix: Int64?
+        package var hashPrefix: Int64?
         /// The bytes known synced, where the checkpoints start from: what the record says was checkpointed,
         /// at most ``keep``. Nil when nothing is known durable (no record) or a segment map says it.
-        var durableOffset: Int64?
+        package var durableOffset: Int64?
     }
 
     // MARK: - Events
 
     /// The download begins (or continues) its requests.
-    mutating func start() -> Decision<Action> {
+    /// The first request (or the first after ``partialData(fileLength:record:sameBoot:)``): the request for the
+    /// resource, a range for the rest of a partial, or a one-byte probe for a segmented download.
+    package mutating func start() -> Decision<Action> {
         announce(resource.offset > 0 ? .resume(offset: resource.offset) : .start)
         return decided(nextRequest())
     }
 
-    /// A response head arrived for the request last sent. `wallClock` (seconds since 1970) dates a
+    /// A response head arrived for the request last sent. `suggestedFileName` is the name the response
+    /// suggests, already sanitised (its `Content-Disposition` file name, else the last segment of the URL the
+    /// request went to; nil when neither gives one): a directory download named from the response takes it
+    /// (``resolveFileName(_:)`` decides whether and when). `wallClock` (seconds since 1970) dates a
     /// `Retry-After` given as an HTTP-date.
-    mutating func responseHead(_ head: ResponseHead, wallClock: Int64) -> Decision<HeadAction> {
+    package mutating func responseHead(_ head: ResponseHead, suggestedFileName: String?, wallClock: Int64) -> Decision<HeadAction> {
         // Decided first: the piece table is checked against the length this head taught.
-        let action = decideResponseHead(head, wallClock: wallClock)
+        let action = decideResponseHead(head, suggestedFileName: suggestedFileName, wallClock: wallClock)
         return decided(pieceTableChecked(action))
     }
 
@@ -603,7 +657,7 @@ struct DownloadStateMachine {
             .map { Failure(decided: $0) }
     }
 
-    private mutating func decideResponseHead(_ head: ResponseHead, wallClock: Int64) -> HeadAction {
+    private mutating func decideResponseHead(_ head: ResponseHead, suggestedFileName: String?, wallClock: Int64) -> HeadAction {
         guard case .awaitingHead(let exchange) = state else {
             return .abandon(Failure(decided: .internalError("a response head arrived with no request out")))
         }
@@ -615,16 +669,16 @@ struct DownloadStateMachine {
             // Redirects keep asking (the conditions are about the resource, wherever it is).
             if !(300...399).contains(head.status) { conditions = nil }
         }
-        if exchange.probing, let decided = probeAnswer(head, exchange) { return decided }
+        if exchange.probing, let decided = probeAnswer(head, exchange, suggestedFileName: suggestedFileName) { return decided }
         switch head.status {
         case 301, 302, 303, 307, 308:
             return redirectAnswer(head, exchange)
         case 206, 416:
-            return rangeAnswer(head, exchange)
+            return rangeAnswer(head, exchange, suggestedFileName: suggestedFileName)
         case 200 where exchange.requestedOffset > 0:
-            return rangeAnswer(head, exchange)
+            return rangeAnswer(head, exchange, suggestedFileName: suggestedFileName)
         case 200:
-            return acceptWholeBody(head, exchange, restart: nil)
+            return acceptWholeBody(head, exchange, restart: nil, suggestedFileName: suggestedFileName)
         default:
             let status = head.status
             if URLExpiry.statuses.contains(status), settings.hasURLProvider {
@@ -641,19 +695,19 @@ struct DownloadStateMachine {
     }
 
     /// The executor reserved space and recorded the validators of an accepted response: body bytes flow.
-    mutating func bodyStarts() -> [Effect] {
+    package mutating func bodyStarts() -> [Effect] {
         announce(.receive(resumedFrom: resource.offset))
         return takeEffects()
     }
 
     /// `count` more bytes of the body are in the partial at ``Resource/offset``.
     @inline(__always)
-    mutating func bodyWritten(_ count: Int) {
+    package mutating func bodyWritten(_ count: Int) {
         resource.offset += Int64(count)
     }
 
     /// The exchange ended without an error: its body (if any was wanted) is written.
-    mutating func exchangeEnded(jitter: Double) -> Decision<Action> {
+    package mutating func exchangeEnded(jitter: Double) -> Decision<Action> {
         decided(decideExchangeEnded(jitter: jitter))
     }
 
@@ -679,11 +733,13 @@ struct DownloadStateMachine {
                 return restart(reason, jitter: jitter)
             case .segmented(let total):
                 state = .segmented(total: total)
+                let sources = segmentSources
                 return .runSegments(
                     SegmentRun(
                         total: total, reserve: reservation, saved: resource.savedSegments, prefix: resource.offset,
                         url: currentURL, headers: requestHeaders, ifRange: resource.ifRangeValue,
-                        entityTag: resource.entityTag, lastModified: resource.lastModified))
+                        entityTag: resource.entityTag, lastModified: resource.lastModified, sources: sources.sources,
+                        linkedMirrors: sources.linked))
             case .complete:
                 state = .finishing
                 return .finalize
@@ -721,7 +777,7 @@ struct DownloadStateMachine {
 
     /// The current step failed with `failure` (thrown by the exchange, an effect, or decided here).
     /// `stopRequested`: the caller paused or cancelled; nothing is retried.
-    mutating func failed(_ failure: Failure, stopRequested: Bool, jitter: Double) -> Decision<Action> {
+    package mutating func failed(_ failure: Failure, stopRequested: Bool, jitter: Double) -> Decision<Action> {
         decided(decideFailure(failure, stopRequested: stopRequested, jitter: jitter))
     }
 
@@ -744,7 +800,7 @@ struct DownloadStateMachine {
     }
 
     /// A wait (``Action/retry(after:attempt:error:)`` or ``Action/backOff(seconds:)``) is over.
-    mutating func retryDelayElapsed() -> Decision<Action> {
+    package mutating func retryDelayElapsed() -> Decision<Action> {
         decided(decideRetryDelayElapsed())
     }
 
@@ -762,7 +818,7 @@ struct DownloadStateMachine {
     }
 
     /// The URL provider answered (nil: it has no fresh URL).
-    mutating func urlProvided(_ fresh: String?, jitter: Double) -> Decision<Action> {
+    package mutating func urlProvided(_ fresh: String?, jitter: Double) -> Decision<Action> {
         decided(decideURLProvided(fresh, jitter: jitter))
     }
 
@@ -786,23 +842,23 @@ struct DownloadStateMachine {
     }
 
     /// The segment workers started from this map (the saved one, with any single-connection prefix).
-    mutating func segmentsStarted(_ map: [ResumeSegment]) {
+    package mutating func segmentsStarted(_ map: [ResumeSegment]) {
         resource.savedSegments = map
     }
 
     /// The segment workers checkpointed this map (its bytes are synced).
-    mutating func segmentsCheckpointed(_ map: [ResumeSegment]) {
+    package mutating func segmentsCheckpointed(_ map: [ResumeSegment]) {
         resource.savedSegments = map
         resource.offset = SegmentPlan.contiguousPrefix(map)
     }
 
     /// The segment workers found `bytes` written beyond the saved map (the progress journal).
-    mutating func segmentsRecovered(_ bytes: Int64) {
+    package mutating func segmentsRecovered(_ bytes: Int64) {
         resource.resumedFrom += bytes
     }
 
     /// The segment workers stopped with `outcome`; `map` is their final segment map when complete.
-    mutating func segmentsEnded(_ outcome: SegmentRunOutcome, map: [ResumeSegment], jitter: Double) -> Decision<Action> {
+    package mutating func segmentsEnded(_ outcome: SegmentRunOutcome, map: [ResumeSegment], jitter: Double) -> Decision<Action> {
         decided(decideSegmentsEnded(outcome, map: map, jitter: jitter))
     }
 
@@ -846,7 +902,7 @@ struct DownloadStateMachine {
     /// The run stopped (`stop`): what to do with its working files (``StopPolicy``), from what is known of
     /// the partial. `holdsLock`: the executor has the partial open and locked; `hasWorkingFile`: the
     /// download has a partial path.
-    func stopped(_ stop: StopPolicy.Stop, holdsLock: Bool, hasWorkingFile: Bool) -> StopPolicy.Disposal {
+    package func stopped(_ stop: StopPolicy.Stop, holdsLock: Bool, hasWorkingFile: Bool) -> StopPolicy.Disposal {
         StopPolicy.disposal(
             for: stop, holdsLock: holdsLock,
             received: resource.offset > 0 || resource.savedSegments.contains { $0.written > 0 },
@@ -915,10 +971,28 @@ struct DownloadStateMachine {
 
     /// `headers` less the fields that carry credentials: they never go to another origin (a redirect's
     /// target, a mirror, docs/MIRRORS.md).
-    static func withoutCredentials(_ headers: DKHTTPHeaders, credentialHeaderNames: [String]) -> DKHTTPHeaders {
+    package static func withoutCredentials(_ headers: DKHTTPHeaders, credentialHeaderNames: [String]) -> DKHTTPHeaders {
         var headers = headers
         for name in ["Authorization", "Cookie", "Proxy-Authorization"] + credentialHeaderNames { headers.remove(name: name) }
         return headers
+    }
+
+    /// The sources of a segmented run (``SegmentRun/sources``): where requests go now, then each of the
+    /// request's mirrors — with the request's credential fields only when it shares the original URL's
+    /// origin — then the accepted response's `Link: rel=duplicate` targets (``RFC6249/mirrors(in:first:known:limit:)``,
+    /// at most ``Settings/maxLinkMirrors``, none already known), never with credentials. Empty without a mirror.
+    private var segmentSources: (sources: [MachineRequest], linked: Int) {
+        let linked = acceptedHead.map { head in
+            RFC6249.mirrors(
+                in: head.headers, first: currentURL, known: settings.mirrors + [originalURL], limit: settings.maxLinkMirrors)
+        } ?? []
+        guard !settings.mirrors.isEmpty || !linked.isEmpty else { return ([], 0) }
+        let credentialFree = Self.withoutCredentials(settings.headers, credentialHeaderNames: settings.credentialHeaderNames)
+        let mirrors = settings.mirrors.map { mirror in
+            MachineRequest(url: mirror, headers: mirror.origin == originalURL.origin ? settings.headers : credentialFree)
+        }
+        let first = MachineRequest(url: currentURL, headers: requestHeaders)
+        return ([first] + mirrors + linked.map { MachineRequest(url: $0, headers: credentialFree) }, linked.count)
     }
 
     /// After 401/403/404/410: ask the URL provider, within its bound.
@@ -961,7 +1035,7 @@ struct DownloadStateMachine {
     }
 
     /// The answer to a range request, decided by ``RangeResponsePolicy``.
-    private mutating func rangeAnswer(_ head: ResponseHead, _ exchange: Exchange) -> HeadAction {
+    private mutating func rangeAnswer(_ head: ResponseHead, _ exchange: Exchange, suggestedFileName: String?) -> HeadAction {
         let status = head.status
         let policy = RangeResponsePolicy(
             first: exchange.requestedOffset, knownEntityTag: resource.entityTag, knownLastModified: resource.lastModified,
@@ -980,7 +1054,7 @@ struct DownloadStateMachine {
             // Start over from zero in this same response (no wait: the body is already coming).
             guard restarts.next(base: 0, maximum: 0, jitter: 0) != nil else { return .abandon(restartsExhausted(reason)) }
             beginRestart(reason)
-            return acceptWholeBody(head, exchange, restart: reason)
+            return acceptWholeBody(head, exchange, restart: reason, suggestedFileName: suggestedFileName)
         case .complete(let total):
             resource.totalLength = total
             acceptedHead = head
@@ -997,7 +1071,9 @@ struct DownloadStateMachine {
     }
 
     /// A 200: the body is the whole resource, written from byte 0.
-    private mutating func acceptWholeBody(_ head: ResponseHead, _ exchange: Exchange, restart: RestartReason?) -> HeadAction {
+    private mutating func acceptWholeBody(
+        _ head: ResponseHead, _ exchange: Exchange, restart: RestartReason?, suggestedFileName: String?
+    ) -> HeadAction {
         // An invalid or conflicting Content-Length says nothing of the length (the parser refuses to frame such a body).
         resource.totalLength = try? head.contentLength()
         let ranges = head.headers.first(name: "Accept-Ranges").flatMap { try? AcceptRanges(parsing: $0) }
@@ -1006,7 +1082,7 @@ struct DownloadStateMachine {
         let resumable = resource.acceptsRanges == true || resource.entityTag != nil || resource.lastModified != nil
         learnResumable(resumable)
         if !resumable { announce(.notResumable) }
-        resolveFileName(head)
+        resolveFileName(suggestedFileName)
         var receiving = exchange
         receiving.rangeEnd = nil
         state = .receivingBody(receiving)
@@ -1031,7 +1107,7 @@ struct DownloadStateMachine {
 
     /// The answer to a `Range: bytes=0-0` probe; nil when the ordinary rules apply (redirects, errors,
     /// and a 200, which is written as the whole file on one connection).
-    private mutating func probeAnswer(_ head: ResponseHead, _ exchange: Exchange) -> HeadAction? {
+    private mutating func probeAnswer(_ head: ResponseHead, _ exchange: Exchange, suggestedFileName: String?) -> HeadAction? {
         switch head.status {
         case 206:
             let policy = RangeResponsePolicy(
@@ -1058,7 +1134,7 @@ struct DownloadStateMachine {
             resource.acceptsRanges = true
             learnResumable(true)
             recordValidators(head)
-            resolveFileName(head)
+            resolveFileName(suggestedFileName)
             if let reason = SegmentRules.oneConnectionReason(entityTag: resource.entityTag, lastModified: resource.lastModified) {
                 settleOnOneConnection(reason)
                 state = .draining(exchange, .oneConnection)
@@ -1085,7 +1161,8 @@ struct DownloadStateMachine {
             if !resource.savedSegments.isEmpty {
                 // The map is useless on one connection: the whole body is written from byte 0.
                 beginRestart(.rangeIgnored)
-                return acceptWholeBody(head, Exchange(requestedOffset: 0, probing: true), restart: .rangeIgnored)
+                return acceptWholeBody(
+                    head, Exchange(requestedOffset: 0, probing: true), restart: .rangeIgnored, suggestedFileName: suggestedFileName)
             }
             return nil
         case 416:
@@ -1107,21 +1184,17 @@ struct DownloadStateMachine {
         recordChanges()
     }
 
-    /// Names a directory download from the response (once): Content-Disposition, the URL's last
-    /// segment, else the MD5 of the URL — or the caller's file id or MD5 rule (those two are the settings'
+    /// Names a directory download from the response it accepts (once): the name the response suggests
+    /// (`suggestedFileName`, sanitised by the executor: Content-Disposition, else the URL's last segment),
+    /// else the MD5 of the URL — or the caller's file id or MD5 rule (those two are the settings'
     /// ``Settings/ruleFileName``, made where the digest is computed).
-    private mutating func resolveFileName(_ head: ResponseHead) {
+    private mutating func resolveFileName(_ suggestedFileName: String?) {
         guard case .directory(_, let rule) = settings.destination, resource.fileName == nil else { return }
         switch rule {
         case .fileID, .md5OfURL:
             resource.fileName = settings.ruleFileName
         case .fromResponse:
-            let suggested = head.headers.first(name: "Content-Disposition")
-                .flatMap { try? ContentDisposition(parsing: $0) }?.preferredFilename
-                .flatMap(FileNaming.sanitizedFileName)
-            resource.fileName = suggested
-                ?? currentURL.lastPathSegment.flatMap(FileNaming.sanitizedFileName)
-                ?? settings.ruleFileName
+            resource.fileName = suggestedFileName ?? settings.ruleFileName
         }
         recordChanges()
     }
