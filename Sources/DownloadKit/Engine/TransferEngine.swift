@@ -143,6 +143,7 @@ final class TransferEngine {
     /// Removes the partial, its record and its journal, then closes the partial. Unlinks while the lock
     /// is held (`file` open), so no second writer can lock the doomed file; only the writer holding it
     /// may call this.
+    @inline(never)
     private func removeWorkingFiles() {
         try? FileSystem.remove(tempPath, hooks: configuration.fileIO)
         try? FileSystem.removeIfOwned(infoPath, hooks: configuration.fileIO)
@@ -262,6 +263,7 @@ final class TransferEngine {
         }
     }
 
+    @inline(never)
     private func hashPrefix(into digest: DKDigest, count: Int64, from handle: FileHandleFD) throws {
         try handle.hash(0..<count, into: digest)
     }
@@ -272,55 +274,89 @@ final class TransferEngine {
     private func transfer(using client: DKHTTPClient) throws -> DownloadResult {
         let buffer = ReceiveBuffer(capacity: receiveBufferSize(client))
         var decision = machine.start()
+        // Each action is performed by a function of its own, never inlined here: this loop's frame stays on
+        // the stack under every exchange, and with the actions inlined it was 7 KiB — 7 MiB of touched stack
+        // at 1,024 transfers (docs/BENCHMARKS.md, "The manager at 1,024 transfers").
         while true {
             // A retry's checkpoint comes before its `retrying` state is published.
             if case .retry = decision.next { try? checkpoint(force: true) }
             perform(decision.effects)
             switch decision.next {
             case .send(let request, let restart):
-                decision = exchange(
-                    DKHTTPRequest(method: .GET, url: request.url, headers: request.headers), restart: restart, client: client,
-                    buffer: buffer)
+                decision = exchange(request, restart: restart, client: client, buffer: buffer)
             case .runSegments(let run):
-                decision = step { try self.runSegments(run, client: client) }
+                decision = segmentStep(run, client: client)
             case .askForURL(let context):
-                let fresh = configuration.urlProvider.flatMap { provider in
-                    ThreadBridge.wait(until: .distantFuture) { await provider(context) } ?? nil
-                }
-                decision = machine.urlProvided(fresh, jitter: Self.jitter())
-            case .retry(let delay, _, _):
-                if !interruptibleSleep(delay, wakes: control.wakeUps, shouldStop: { control.stopRequest != .none }) {
-                    throw DownloadError(.cancelled, "stopped")
-                }
-                decision = machine.retryDelayElapsed()
-            case .backOff(let seconds):
-                if !interruptibleSleep(seconds, wakes: control.wakeUps, shouldStop: { control.stopRequest != .none }) {
-                    throw DownloadError(.cancelled, "stopped")
-                }
-                decision = machine.retryDelayElapsed()
+                decision = askForURL(context)
+            case .retry(let seconds, _, _), .backOff(let seconds):
+                decision = try wait(seconds)
             case .finalize:
-                var result: DownloadResult?
-                decision = step {
-                    switch try self.finalize() {
-                    case .placed(let placed):
-                        result = placed
-                        return Decided(effects: [], next: .finalize)
-                    case .refused(let decided):
-                        return decided
-                    }
+                switch finalizeStep() {
+                case .placed(let result): return result
+                case .refused(let next): decision = next
                 }
-                if let result { return result }
             case .keepExisting:
-                guard let kept = keptResult() else {
-                    throw DownloadError(.internalError, "a 304 kept a file no conditional request asked about")
-                }
-                checkpointQueue.settleBlocking()
-                removeWorkingFiles()
-                return kept
+                return try keepExisting()
             case .fail(let failure):
                 throw failure
             }
         }
+    }
+
+    @inline(never)
+    private func segmentStep(_ run: EngineMachine.SegmentRun, client: DKHTTPClient) -> Decided {
+        step { try self.runSegments(run, client: client) }
+    }
+
+    @inline(never)
+    private func askForURL(_ context: URLRefreshContext) -> Decided {
+        let fresh = configuration.urlProvider.flatMap { provider in
+            ThreadBridge.wait(until: .distantFuture) { await provider(context) } ?? nil
+        }
+        return machine.urlProvided(fresh, jitter: Self.jitter())
+    }
+
+    /// A retry's or a back-off's wait; a stop ends it and the run.
+    @inline(never)
+    private func wait(_ seconds: Double) throws -> Decided {
+        if !interruptibleSleep(seconds, wakes: control.wakeUps, shouldStop: { self.control.stopRequest != .none }) {
+            throw DownloadError(.cancelled, "stopped")
+        }
+        return machine.retryDelayElapsed()
+    }
+
+    @inline(never)
+    private func finalizeStep() -> Finished {
+        var result: DownloadResult?
+        let decided = step {
+            switch try self.finalize() {
+            case .placed(let placed):
+                result = placed
+                return Decided(effects: [], next: .finalize)
+            case .refused(let decided):
+                return decided
+            }
+        }
+        if let result { return .placed(result) }
+        return .refused(decided)
+    }
+
+    @inline(never)
+    private func keepExisting() throws -> DownloadResult {
+        guard let kept = keptResult() else {
+            throw DownloadError(.internalError, "a 304 kept a file no conditional request asked about")
+        }
+        checkpointQueue.settleBlocking()
+        removeWorkingFiles()
+        return kept
+    }
+
+    /// Asks the machine a question (a verdict that changes nothing) in place. Called as `machine.verifying()`,
+    /// a method that does not mutate the machine got a copy of it, the whole 1 KB value with a retain of each
+    /// reference in it: the machine is a stored property of this class, and the call may reach this class
+    /// again, so the compiler cannot lend the stored value. Through `inout` it is lent, not copied.
+    private func ask<Answer>(_ question: (inout EngineMachine) -> Answer) -> Answer {
+        question(&machine)
     }
 
     /// Runs an effect that yields the next action; a failure goes to the machine, which retries or gives up.
@@ -364,7 +400,9 @@ final class TransferEngine {
         if let refused = perform(verdict) { throw ExchangeRefused(answer: refused) }
     }
 
-    /// Performs the effects the machine decided, in order.
+    /// Performs the effects the machine decided, in order. Not inlined into the loops that call it: its
+    /// transitions' mapping would add its temporaries to their frames, which stay on the stack under every exchange.
+    @inline(never)
     private func perform(_ effects: [EngineMachine.Effect]) {
         for effect in effects {
             switch effect {
@@ -376,10 +414,12 @@ final class TransferEngine {
     }
 
     /// Sends one request and streams its body as the machine decides; returns the machine's next action.
+    @inline(never)
     private func exchange(
-        _ httpRequest: DKHTTPRequest, restart: RestartReason?, client: DKHTTPClient, buffer: ReceiveBuffer
+        _ request: MachineRequest, restart: RestartReason?, client: DKHTTPClient, buffer: ReceiveBuffer
     ) -> Decided {
-        step {
+        let httpRequest = DKHTTPRequest(method: .GET, url: request.url, headers: request.headers)
+        return step {
             do {
                 return try send(httpRequest, restart: restart, client: client, buffer: buffer)
             } catch let refused as ExchangeRefused {
@@ -491,7 +531,10 @@ final class TransferEngine {
         if let gathered { try writeGathered(gathered) }
         if writing {
             publishProgress()
-            if let partDigest, let refused = perform(machine.bodyDigested(partDigest.finalize())) { return refused }
+            if let partDigest {
+                let computed = partDigest.finalize()
+                if let refused = perform(ask { $0.bodyDigested(computed) }) { return refused }
+            }
         }
         return machine.exchangeEnded(jitter: Self.jitter())
     }
@@ -509,6 +552,7 @@ final class TransferEngine {
     /// A gather for the `length` bytes of the body about to start at `offset` (the machine found it small
     /// enough, ``DownloadStateMachine/BodyWrite/gather``), when a buffer is free and the file system takes
     /// direct writes; else nil (the body is spliced, or streamed when a digest reads it).
+    @inline(never)
     private func smallBodyGather(_ file: FileHandleFD, length: Int64, at offset: Int64, partDigest: DKDigest?) -> GatheredBody? {
         guard let body = SmallBodyGather(remaining: length, at: offset) else { return nil }
         let writer = SegmentFileWriter(file, direct: true)
@@ -532,6 +576,7 @@ final class TransferEngine {
     ///
     /// `prefix` writes only the first pending bytes (the ones that arrived before the last read); the rest
     /// stay pending, counted from now. The digests read what reached the file, as with ``write(_:to:)``.
+    @inline(never)
     private func writeGathered(_ gathered: GatheredBody, prefix: Int? = nil) throws {
         let body = gathered.body
         let pending = body.pending
@@ -564,6 +609,7 @@ final class TransferEngine {
 
     /// The effects of a restart the machine decided: the partial data, its journal, a background sync
     /// in flight and the checksum so far are all of the old version.
+    @inline(never)
     private func discardPartialData() throws {
         guard let file else { return }
         SegmentJournal.remove(forTempFile: tempPath)  // its records describe the old version
@@ -576,6 +622,7 @@ final class TransferEngine {
 
 
     /// Checks free space (statvfs `f_bavail`) for the reservation's bytes and reserves them when it says so.
+    @inline(never)
     private func reserve(_ reservation: SpaceReservation) throws {
         guard let file else { return }
         let remaining = reservation.length
@@ -598,6 +645,7 @@ final class TransferEngine {
 
     /// Runs segment workers over `[0, total)` (``SegmentCoordinator``) until every segment is written or
     /// they stop, and hands their outcome to the machine.
+    @inline(never)
     private func runSegments(_ run: EngineMachine.SegmentRun, client: DKHTTPClient) throws -> Decided {
         guard let file else { throw DownloadError(.fileSystem, "the temp file is not open") }
         if let reservation = run.reserve { try reserve(reservation) }
@@ -712,6 +760,7 @@ final class TransferEngine {
     /// record goes on the partial itself (an extended attribute) until a checkpoint writes the
     /// `.dkresume` file: a file that finishes within one checkpoint interval never creates, renames and
     /// unlinks one (issue #18: that cost more than the transfer of a 64 KiB file).
+    @inline(never)
     private func recordValidatorsCheckpoint() throws {
         checkpointQueue.settleBlocking()
         applyBackgroundSync()
@@ -731,6 +780,7 @@ final class TransferEngine {
 
     /// Makes the written bytes durable, then records them in the resume info (atomically).
     /// Skipped when nothing changed since the last checkpoint.
+    @inline(never)
     private func checkpoint(force: Bool) throws {
         guard let file else { return }
         lastCheckpointTime = monotonicSeconds()
@@ -799,6 +849,7 @@ final class TransferEngine {
         _ = backgroundCheckpoint.takeSynced()
     }
 
+    @inline(never)
     func currentResumeInfo() -> ResumeInfo {
         let resource = machine.snapshot
         let savedSegments = resource.savedSegments
@@ -831,6 +882,7 @@ final class TransferEngine {
         case refused(Decided)
     }
 
+    @inline(never)
     private func finalize() throws -> Finished {
         guard let file else { throw DownloadError(.fileSystem, "the temp file is not open") }
         checkpointQueue.settleBlocking()
@@ -838,14 +890,15 @@ final class TransferEngine {
         let resource = machine.snapshot
         let offset = resource.offset
         let pieces: PieceChecksums?, checksum: EngineMachine.FinalChecksum?
-        switch machine.verifying() {
+        switch ask({ $0.verifying() }) {
         case .fail(let failure): return .refused(failed(failure))
         case .check(let wanted, let final): (pieces, checksum) = (wanted, final)
         }
         try file.syncData()
         durableOffset = offset
-        if let pieces, let refused = perform(machine.piecesDigested(try pieceDigests(pieces, total: offset, in: file))) {
-            return .refused(refused)
+        if let pieces {
+            let digests = try pieceDigests(pieces, total: offset, in: file)
+            if let refused = perform(ask { $0.piecesDigested(digests) }) { return .refused(refused) }
         }
         var checksumHex: String?
         switch checksum {
@@ -860,7 +913,7 @@ final class TransferEngine {
         case nil:
             break
         }
-        if let checksumHex, let refused = perform(machine.fileDigested(checksumHex)) { return .refused(refused) }
+        if let checksumHex, let refused = perform(ask { $0.fileDigested(checksumHex) }) { return .refused(refused) }
         // The partial was private (0600) while incomplete; the finished file gets the usual 0644.
         _ = fchmod(file.fd, 0o644)
         // Validators and the URL go on the inode before the rename, so the finished file carries them
