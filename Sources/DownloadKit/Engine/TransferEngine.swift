@@ -52,6 +52,11 @@ final class TransferEngine {
     /// (``examineDestination()``): a kept file's result is made of it.
     private var existing: (path: String, found: ExistingFileRule.Found)?
 
+    /// Whether a response may name the file (a directory destination), so its heads are read for a name.
+    private var namesFromResponses: Bool {
+        if case .directory = request.destination { true } else { false }
+    }
+
     /// The live segment map while segment workers run (docs/ENGINE.md, "Segments").
     private var activeBoard: SegmentBoard?
     /// The request's mirrors, parsed (docs/MIRRORS.md).
@@ -113,7 +118,7 @@ final class TransferEngine {
             case .pause: .pause
             case .none: .failure(failure.stopVerdict)
             }
-        switch machine.stopped(stop, holdsLock: file != nil, hasWorkingFile: !tempPath.isEmpty) {
+        switch ask({ $0.stopped(stop, holdsLock: file != nil, hasWorkingFile: !tempPath.isEmpty) }) {
         case .remove:
             removeWorkingFiles()
         case .keep:
@@ -133,7 +138,7 @@ final class TransferEngine {
         case .pause:
             control.setState(.pause)
             throw DownloadError(
-                .paused, "the download was paused at \(machine.snapshot.offset) bytes; resume data is available")
+                .paused, "the download was paused at \(ask({ $0.snapshot }).offset) bytes; resume data is available")
         case .none:
             control.setState(.fail(failure))
             throw failure
@@ -167,7 +172,7 @@ final class TransferEngine {
 
     /// The download's working files, named after the URL it was created with (before a record is adopted).
     private var workingFiles: WorkingFiles {
-        WorkingFiles(destination: request.destination, workingDirectory: request.workingDirectory, url: machine.originalURL)
+        WorkingFiles(destination: request.destination, workingDirectory: request.workingDirectory, url: ask({ $0.originalURL }))
     }
 
     /// The result of a run that keeps the destination as it was found (``examineDestination()``).
@@ -351,10 +356,12 @@ final class TransferEngine {
         return kept
     }
 
-    /// Asks the machine a question (a verdict that changes nothing) in place. Called as `machine.verifying()`,
-    /// a method that does not mutate the machine got a copy of it, the whole 1 KB value with a retain of each
-    /// reference in it: the machine is a stored property of this class, and the call may reach this class
-    /// again, so the compiler cannot lend the stored value. Through `inout` it is lent, not copied.
+    /// Reads the machine in place: every read of it that changes nothing (its snapshot, URLs, verdicts) goes
+    /// through here. Read as `machine.snapshot`, the machine — a value of the decisions module, generic over its
+    /// error, stored in this class — was copied whole to be read (1 KB, a retain and a release of each
+    /// reference in it): the compiler cannot see into the module's accessors, and a call that may reach this
+    /// class again cannot be lent the stored value. Through `inout` it is lent, not copied. On the body path
+    /// that was five copies per chunk received (a release build's disassembly, 2026-11-30).
     private func ask<Answer>(_ question: (inout EngineMachine) -> Answer) -> Answer {
         question(&machine)
     }
@@ -442,15 +449,17 @@ final class TransferEngine {
         /// Reports `count` more body bytes to the machine before they are taken. Gathered bytes are not
         /// credited yet: they count too.
         func checkBodyLimit(_ count: Int) throws {
-            try performInExchange(machine.bodyArriving(Int64(gathered?.body.count ?? 0) + Int64(count)))
+            try performInExchange(ask({ $0.bodyArriving(Int64(gathered?.body.count ?? 0) + Int64(count)) }))
         }
         do {
             _ = try client.execute(
                 httpRequest, cancellation: control.cancellation, buffer: buffer,
                 onHead: { head in
+                    // Only a directory destination takes a name from a response: a file destination's heads are
+                    // not parsed for one (the machine would not read it).
+                    let suggested = self.namesFromResponses ? FileNaming.suggestedFileName(for: head, at: httpRequest.url) : nil
                     let decision = self.machine.responseHead(
-                        head, suggestedFileName: FileNaming.suggestedFileName(for: head, at: httpRequest.url),
-                        wallClock: Int64(Date().timeIntervalSince1970))
+                        head, suggestedFileName: suggested, wallClock: Int64(Date().timeIntervalSince1970))
                     self.perform(decision.effects)
                     switch decision.next {
                     case .discard:
@@ -684,7 +693,7 @@ final class TransferEngine {
             self.digest = digest
         }
         return machine.segmentsEnded(
-            report.outcome, map: activeBoard?.snapshot() ?? machine.snapshot.savedSegments, jitter: Self.jitter())
+            report.outcome, map: activeBoard?.snapshot() ?? ask({ $0.snapshot }).savedSegments, jitter: Self.jitter())
     }
 
 
@@ -703,7 +712,7 @@ final class TransferEngine {
     private func write(_ bytes: UnsafeRawBufferPointer, to file: FileHandleFD) throws {
         var written = 0
         do {
-            try file.write(bytes, toAbsoluteOffset: machine.snapshot.offset, written: &written)
+            try file.write(bytes, toAbsoluteOffset: ask({ $0.snapshot }).offset, written: &written)
         } catch {
             // Keep whatever reached the file, make it durable, then stop resumably.
             machine.bodyWritten(written)
@@ -736,7 +745,7 @@ final class TransferEngine {
     }
 
     private func publishProgress(now: Double = monotonicSeconds()) {
-        publishProgress(received: machine.snapshot.offset, thisRun: bytesThisRun, connections: 1, now: now)
+        publishProgress(received: ask({ $0.snapshot }).offset, thisRun: bytesThisRun, connections: 1, now: now)
     }
 
     /// Publishes a snapshot: `received` bytes of the file present, `thisRun` of them fetched by this run.
@@ -745,7 +754,7 @@ final class TransferEngine {
         lastProgressTime = now
         let rate = speed.bytesPerSecond
         var remaining: Double?
-        let totalLength = machine.snapshot.totalLength
+        let totalLength = ask({ $0.snapshot }).totalLength
         if let total = totalLength, rate > 0 { remaining = Double(max(0, total - received)) / rate }
         control.publish(
             DownloadProgress(
@@ -789,7 +798,7 @@ final class TransferEngine {
             let snapshot = board.snapshot()
             try file.syncData()
             machine.segmentsCheckpointed(snapshot)
-            durableOffset = machine.snapshot.offset
+            durableOffset = ask({ $0.snapshot }).offset
             infoDirty = false
             recordFileMayExist = true
             try currentResumeInfo().write(to: infoPath, hooks: file.hooks)
@@ -797,7 +806,7 @@ final class TransferEngine {
         }
         applyBackgroundSync()
         if let failure = backgroundCheckpoint.takeFailure() { throw failure }
-        let offset = machine.snapshot.offset
+        let offset = ask({ $0.snapshot }).offset
         guard offset != durableOffset || infoDirty else { return }
         if !force {
             guard backgroundCheckpoint.begin() else { return }  // one in flight is enough
@@ -851,9 +860,9 @@ final class TransferEngine {
 
     @inline(never)
     func currentResumeInfo() -> ResumeInfo {
-        let resource = machine.snapshot
+        let resource = ask({ $0.snapshot })
         let savedSegments = resource.savedSegments
-        let originalURL = machine.originalURL, currentURL = machine.currentURL
+        let originalURL = ask({ $0.originalURL }), currentURL = ask({ $0.currentURL })
         var info = ResumeInfo(
             originalURL: originalURL.withoutUserinfo.absoluteString, currentURL: currentURL.withoutUserinfo.absoluteString,
             tempFilePath: absolutePath(tempPath),
@@ -887,7 +896,7 @@ final class TransferEngine {
         guard let file else { throw DownloadError(.fileSystem, "the temp file is not open") }
         checkpointQueue.settleBlocking()
         control.setState(.verify)
-        let resource = machine.snapshot
+        let resource = ask({ $0.snapshot })
         let offset = resource.offset
         let pieces: PieceChecksums?, checksum: EngineMachine.FinalChecksum?
         switch ask({ $0.verifying() }) {
@@ -924,7 +933,7 @@ final class TransferEngine {
         // allocate another (a block freed and allocated per small file).
         FinishedFileValidators.record(
             entityTag: resource.entityTagText, lastModified: resource.lastModified,
-            url: machine.originalURL.withoutUserinfo.absoluteString,
+            url: ask({ $0.originalURL }).withoutUserinfo.absoluteString,
             fd: file.fd)
         ResumeInfo.removeStored(fromPartial: file.fd)
         let destination = try placeFinalFile()
@@ -938,10 +947,10 @@ final class TransferEngine {
         control.setState(.complete)
         return .placed(DownloadResult(
             path: destination, bytes: offset, resumedFrom: resource.resumedFrom, bytesTransferred: bytesThisRun,
-            finalURL: machine.currentURL.absoluteString, checksumHex: checksumHex,
+            finalURL: ask({ $0.currentURL }).absoluteString, checksumHex: checksumHex,
             isResumable: control.isResumable ?? (resource.acceptsRanges == true), entityTag: resource.entityTagText,
-            lastModified: resource.lastModified, responseStatus: machine.acceptedHead?.status,
-            responseHeaders: machine.acceptedHead?.headers, sources: sourceUsage))
+            lastModified: resource.lastModified, responseStatus: ask({ $0.acceptedHead })?.status,
+            responseHeaders: ask({ $0.acceptedHead })?.headers, sources: sourceUsage))
     }
 
     /// The digest of each piece of `table` in the file's first `total` bytes, in order (a download with
@@ -977,8 +986,8 @@ final class TransferEngine {
         case .file(let path):
             return path
         case .directory(let directory, _):
-            let originalURL = machine.originalURL
-            let name = machine.snapshot.fileName
+            let originalURL = ask({ $0.originalURL })
+            let name = ask({ $0.snapshot }).fileName
                 ?? FileNaming.fileName(
                     forURL: originalURL.absoluteString, pathExtension: originalURL.pathExtension, fileID: nil,
                     md5Hex: EngineMachine.md5Hex)
