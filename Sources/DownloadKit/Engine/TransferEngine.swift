@@ -280,8 +280,8 @@ final class TransferEngine {
         let buffer = ReceiveBuffer(capacity: receiveBufferSize(client))
         var decision = machine.start()
         // Each action is performed by a function of its own, never inlined here: this loop's frame stays on
-        // the stack under every exchange, and with the actions inlined it was 7 KiB — 7 MiB of touched stack
-        // at 1,024 transfers (docs/BENCHMARKS.md, "The manager at 1,024 transfers").
+        // the stack under every exchange, on every transfer thread, and with the actions inlined it was 7 KiB
+        // where 3.6 KiB do (docs/BENCHMARKS.md, "Stacks at 1,024 transfers").
         while true {
             // A retry's checkpoint comes before its `retrying` state is published.
             if case .retry = decision.next { try? checkpoint(force: true) }
