@@ -148,7 +148,6 @@ final class TransferEngine {
     /// Removes the partial, its record and its journal, then closes the partial. Unlinks while the lock
     /// is held (`file` open), so no second writer can lock the doomed file; only the writer holding it
     /// may call this.
-    @inline(never)
     private func removeWorkingFiles() {
         try? FileSystem.remove(tempPath, hooks: configuration.fileIO)
         try? FileSystem.removeIfOwned(infoPath, hooks: configuration.fileIO)
@@ -268,7 +267,6 @@ final class TransferEngine {
         }
     }
 
-    @inline(never)
     private func hashPrefix(into digest: DKDigest, count: Int64, from handle: FileHandleFD) throws {
         try handle.hash(0..<count, into: digest)
     }
@@ -561,7 +559,6 @@ final class TransferEngine {
     /// A gather for the `length` bytes of the body about to start at `offset` (the machine found it small
     /// enough, ``DownloadStateMachine/BodyWrite/gather``), when a buffer is free and the file system takes
     /// direct writes; else nil (the body is spliced, or streamed when a digest reads it).
-    @inline(never)
     private func smallBodyGather(_ file: FileHandleFD, length: Int64, at offset: Int64, partDigest: DKDigest?) -> GatheredBody? {
         guard let body = SmallBodyGather(remaining: length, at: offset) else { return nil }
         let writer = SegmentFileWriter(file, direct: true)
@@ -585,7 +582,6 @@ final class TransferEngine {
     ///
     /// `prefix` writes only the first pending bytes (the ones that arrived before the last read); the rest
     /// stay pending, counted from now. The digests read what reached the file, as with ``write(_:to:)``.
-    @inline(never)
     private func writeGathered(_ gathered: GatheredBody, prefix: Int? = nil) throws {
         let body = gathered.body
         let pending = body.pending
@@ -618,7 +614,6 @@ final class TransferEngine {
 
     /// The effects of a restart the machine decided: the partial data, its journal, a background sync
     /// in flight and the checksum so far are all of the old version.
-    @inline(never)
     private func discardPartialData() throws {
         guard let file else { return }
         SegmentJournal.remove(forTempFile: tempPath)  // its records describe the old version
@@ -631,7 +626,6 @@ final class TransferEngine {
 
 
     /// Checks free space (statvfs `f_bavail`) for the reservation's bytes and reserves them when it says so.
-    @inline(never)
     private func reserve(_ reservation: SpaceReservation) throws {
         guard let file else { return }
         let remaining = reservation.length
@@ -654,7 +648,6 @@ final class TransferEngine {
 
     /// Runs segment workers over `[0, total)` (``SegmentCoordinator``) until every segment is written or
     /// they stop, and hands their outcome to the machine.
-    @inline(never)
     private func runSegments(_ run: EngineMachine.SegmentRun, client: DKHTTPClient) throws -> Decided {
         guard let file else { throw DownloadError(.fileSystem, "the temp file is not open") }
         if let reservation = run.reserve { try reserve(reservation) }
@@ -769,7 +762,6 @@ final class TransferEngine {
     /// record goes on the partial itself (an extended attribute) until a checkpoint writes the
     /// `.dkresume` file: a file that finishes within one checkpoint interval never creates, renames and
     /// unlinks one (issue #18: that cost more than the transfer of a 64 KiB file).
-    @inline(never)
     private func recordValidatorsCheckpoint() throws {
         checkpointQueue.settleBlocking()
         applyBackgroundSync()
@@ -789,7 +781,6 @@ final class TransferEngine {
 
     /// Makes the written bytes durable, then records them in the resume info (atomically).
     /// Skipped when nothing changed since the last checkpoint.
-    @inline(never)
     private func checkpoint(force: Bool) throws {
         guard let file else { return }
         lastCheckpointTime = monotonicSeconds()
@@ -858,7 +849,6 @@ final class TransferEngine {
         _ = backgroundCheckpoint.takeSynced()
     }
 
-    @inline(never)
     func currentResumeInfo() -> ResumeInfo {
         let resource = ask({ $0.snapshot })
         let savedSegments = resource.savedSegments
@@ -891,7 +881,6 @@ final class TransferEngine {
         case refused(Decided)
     }
 
-    @inline(never)
     private func finalize() throws -> Finished {
         guard let file else { throw DownloadError(.fileSystem, "the temp file is not open") }
         checkpointQueue.settleBlocking()
