@@ -82,8 +82,10 @@ package enum FinishedFileValidators {
 
     /// The file's validators: the attribute when it is there (a malformed one gives none), else the three
     /// attributes of earlier versions.
+    /// Opened without blocking: the caller's `lstat` saw a regular file, but what is at `path` by the time it
+    /// is opened may be a FIFO another user put there, whose open would wait for a writer forever.
     static func values(at path: String) -> Values? {
-        let fd = retryingInterrupts { open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) }.result
+        let fd = retryingInterrupts { open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK) }.result
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         switch value(of: attribute, fd: fd, lineBreaks: true) {

@@ -105,4 +105,25 @@ import TestOrigin
         #expect(FinishedFileValidators.read(at: done.path).entityTag == Resource.derivedETag(seed: 17, size: size))
         #expect(FinishedFileValidators.recordedURL(at: done.path) == origin.url("/v.bin"))
     }
+
+    /// The caller's `lstat` saw a regular file, but by the time the validators are read another user may
+    /// have put a FIFO there: reading finds none at once instead of waiting for a writer.
+    @Test func aFIFOInPlaceOfTheFileIsNotWaitedOn() throws {
+        let dir = try ScratchDirectory()
+        let path = dir.file("fifo")
+        try #require(mkfifo(path, 0o600) == 0)
+        let read = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            _ = FinishedFileValidators.values(at: path)
+            read.signal()
+        }
+        let waited = read.wait(timeout: .now() + 5) == .timedOut
+        if waited {
+            // Unblock the reader's open so the thread ends: a writer arrives.
+            let writer = open(path, O_WRONLY | O_NONBLOCK)
+            if writer >= 0 { close(writer) }
+            read.wait()
+        }
+        #expect(!waited, "reading the validators waited on a FIFO")
+    }
 }
