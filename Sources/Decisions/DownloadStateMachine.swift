@@ -301,12 +301,16 @@ package struct DownloadStateMachine<Failure: MachineError>: Sendable {
     package let settings: Settings
     /// Where the loop is (read by tests and for diagnostics; the executor acts on answers only).
     package private(set) var state: State = .idle
-    private var resource = Resource()
-
     /// What is known of the resource and the partial, read-only, for *performing* effects: where the next
     /// body byte goes, the progress numbers, the record the executor writes and the result it returns.
     /// Nothing is decided from it: each decision the executor needs travels in an answer.
-    package var snapshot: Resource { resource }
+    ///
+    /// A stored property on purpose, and every question the executor asks is a `mutating` event: the
+    /// executor, in another module, reads a stored property of the machine in place, but a computed
+    /// property or a non-mutating method called there, unspecialised, got a copy of the whole machine
+    /// (about 1 KB) on the caller's stack — one in every frame of the body path, where a transfer
+    /// thread's stack is deepest (docs/BENCHMARKS.md, "Stacks at 1,024 transfers").
+    package private(set) var resource = Resource()
     /// The task's identity: the URL first asked for (redirects and refreshes never change it).
     package private(set) var originalURL: HTTPURL
     /// Where requests go now (after redirects and refreshes).
@@ -394,7 +398,7 @@ package struct DownloadStateMachine<Failure: MachineError>: Sendable {
     /// `count` more body bytes arrived (received, not yet reported with ``bodyWritten(_:)``): they fail the
     /// exchange when they run past the end of the accepted 206's Content-Range (the bytes after it belong
     /// to no byte asked for here).
-    package func bodyArriving(_ count: Int64) -> Verdict {
+    package mutating func bodyArriving(_ count: Int64) -> Verdict {
         guard case .receivingBody(let exchange) = state, let end = exchange.rangeEnd, resource.offset + count > end + 1
         else { return .goOn }
         return .fail(Failure(decided: .bodyPastRange(lastByte: end)))
@@ -418,7 +422,7 @@ package struct DownloadStateMachine<Failure: MachineError>: Sendable {
 
     /// The MD5 digest of the body just written: a failure when it is not the one the response stated —
     /// the body is not what the server says it sent.
-    package func bodyDigested(_ computed: [UInt8]) -> Verdict {
+    package mutating func bodyDigested(_ computed: [UInt8]) -> Verdict {
         guard let stated = statedContentMD5, stated != computed else { return .goOn }
         return .fail(Failure(decided: .contentMD5Mismatch(stated: stated)))
     }
@@ -443,7 +447,7 @@ package struct DownloadStateMachine<Failure: MachineError>: Sendable {
     /// ``Action/finalize`` begins: the partial must hold the resource's length (else it is truncated,
     /// transient: a retry asks for the rest). Piece checksums of a download that ran on one connection
     /// had no piece checked as it arrived: they are all checked now.
-    package func verifying() -> Verification {
+    package mutating func verifying() -> Verification {
         if let total = resource.totalLength, resource.offset != total {
             return .fail(Failure(decided: .truncated(expected: total, received: resource.offset)))
         }
@@ -457,7 +461,7 @@ package struct DownloadStateMachine<Failure: MachineError>: Sendable {
 
     /// The digest of each piece of a download that ran on one connection, in order: the first bad one
     /// fails the download, naming the piece (nothing can be fetched again alone without ranges).
-    package func piecesDigested(_ digests: [[UInt8]]) -> Verdict {
+    package mutating func piecesDigested(_ digests: [[UInt8]]) -> Verdict {
         guard let table = settings.pieceChecksums else { return .goOn }
         let total = resource.offset
         var verifier = PieceVerifier(pieceLength: table.pieceLength, total: total, sourceCount: 1, runs: [0..<total])
@@ -475,7 +479,7 @@ package struct DownloadStateMachine<Failure: MachineError>: Sendable {
 
     /// The digest the executor computed of the whole file (lowercase hex): a failure naming both when it
     /// is not the ``finalChecksum``.
-    package func fileDigested(_ computedHex: String) -> Verdict {
+    package mutating func fileDigested(_ computedHex: String) -> Verdict {
         switch finalChecksum {
         case nil:
             return .goOn
@@ -902,7 +906,7 @@ package struct DownloadStateMachine<Failure: MachineError>: Sendable {
     /// The run stopped (`stop`): what to do with its working files (``StopPolicy``), from what is known of
     /// the partial. `holdsLock`: the executor has the partial open and locked; `hasWorkingFile`: the
     /// download has a partial path.
-    package func stopped(_ stop: StopPolicy.Stop, holdsLock: Bool, hasWorkingFile: Bool) -> StopPolicy.Disposal {
+    package mutating func stopped(_ stop: StopPolicy.Stop, holdsLock: Bool, hasWorkingFile: Bool) -> StopPolicy.Disposal {
         StopPolicy.disposal(
             for: stop, holdsLock: holdsLock,
             received: resource.offset > 0 || resource.savedSegments.contains { $0.written > 0 },

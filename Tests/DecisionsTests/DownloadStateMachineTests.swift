@@ -678,11 +678,11 @@ struct DownloadStateMachineTests {
             let redirect = ResponseHead(
                 version: .http1_1, status: 302, reason: "", headers: DKHTTPHeaders([("Location", "http://origin.test/named")]))
             #expect(machine.responseHead(redirect, suggestedFileName: "redirect.html", wallClock: 0).next == .discard)
-            #expect(machine.snapshot.fileName == nil)
+            #expect(machine.resource.fileName == nil)
             _ = machine.exchangeEnded(jitter: 1)
             let ok = ResponseHead(version: .http1_1, status: 200, reason: "", headers: DKHTTPHeaders([("Content-Length", "10")]))
             #expect(Seen(machine.responseHead(ok, suggestedFileName: row.suggested, wallClock: 0)) == .write(restart: nil))
-            #expect(machine.snapshot.fileName == row.expected, "\(row)")
+            #expect(machine.resource.fileName == row.expected, "\(row)")
         }
     }
 
@@ -752,12 +752,12 @@ struct DownloadStateMachineTests {
     /// The stop rule asked with what the machine knows of the partial: a resumed partial is kept on a
     /// failure, removed on a wrong checksum.
     @Test func theStopDisposalComesFromWhatThePartialHolds() throws {
-        let machine = try Self.resumedAt1000()
+        var machine = try Self.resumedAt1000()
         #expect(machine.stopped(.failure(.other), holdsLock: true, hasWorkingFile: true) == .keep)
         #expect(machine.stopped(.failure(.fileWrong), holdsLock: true, hasWorkingFile: true) == .remove)
         #expect(machine.stopped(.failure(.pieceWrong), holdsLock: true, hasWorkingFile: true) == .remove)
         #expect(machine.stopped(.cancel, holdsLock: false, hasWorkingFile: true) == .leave)
-        let fresh = try Self.machine()
+        var fresh = try Self.machine()
         #expect(fresh.stopped(.failure(.other), holdsLock: true, hasWorkingFile: true) == .remove)
     }
 
@@ -882,7 +882,7 @@ struct DownloadStateMachineTests {
             return machine
         }
 
-        let stated = try answered(Self.settings())
+        var stated = try answered(Self.settings())
         #expect(stated.finalChecksum == .stated(Checksum(algorithm: .sha256, expectedHex: sha256Empty)))
         #expect(stated.fileDigested(sha256Empty) == .goOn)
         #expect(Self.code(stated.fileDigested(other)) == .checksumMismatch)
@@ -892,13 +892,13 @@ struct DownloadStateMachineTests {
 
         var unchecked = Self.settings()
         unchecked.checksDigestHeader = false
-        let off = try answered(unchecked)
+        var off = try answered(unchecked)
         #expect(off.finalChecksum == nil)
         #expect(off.fileDigested(other) == .goOn)
 
         var requesting = Self.settings()
         requesting.checksum = Checksum(algorithm: .sha256, expectedHex: other)
-        let requested = try answered(requesting)
+        var requested = try answered(requesting)
         #expect(requested.finalChecksum == .requested(Checksum(algorithm: .sha256, expectedHex: other)))
         #expect(requested.fileDigested(other) == .goOn)
         #expect(

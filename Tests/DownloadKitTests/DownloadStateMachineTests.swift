@@ -64,7 +64,7 @@ struct DownloadStateMachineTests {
             _ = machine.start()
             let head = ResponseHead(version: .http1_1, status: 200, reason: "", headers: DKHTTPHeaders([("Content-Length", "10")]))
             _ = machine.responseHead(head, wallClock: 0)
-            #expect(machine.snapshot.fileName == "given.bin")
+            #expect(machine.resource.fileName == "given.bin")
         }
     }
 

@@ -138,7 +138,7 @@ final class TransferEngine {
         case .pause:
             control.setState(.pause)
             throw DownloadError(
-                .paused, "the download was paused at \(ask({ $0.snapshot }).offset) bytes; resume data is available")
+                .paused, "the download was paused at \(ask({ $0.resource }).offset) bytes; resume data is available")
         case .none:
             control.setState(.fail(failure))
             throw failure
@@ -354,12 +354,14 @@ final class TransferEngine {
         return kept
     }
 
-    /// Reads the machine in place: every read of it that changes nothing (its snapshot, URLs, verdicts) goes
-    /// through here. Read as `machine.snapshot`, the machine — a value of the decisions module, generic over its
-    /// error, stored in this class — was copied whole to be read (1 KB, a retain and a release of each
-    /// reference in it): the compiler cannot see into the module's accessors, and a call that may reach this
-    /// class again cannot be lent the stored value. Through `inout` it is lent, not copied. On the body path
-    /// that was five copies per chunk received (a release build's disassembly, 2026-11-30).
+    /// Reads the machine in place: every question to it goes through here. Read as `machine.x`, the
+    /// machine — a value of the decisions module, generic over its error, stored in this class — was copied
+    /// whole to be read (1 KB, a retain and a release of each reference in it): a call that may reach this
+    /// class again cannot be lent the stored value. Through `inout` it is lent, not copied — as long as what
+    /// is called is a stored property or a `mutating` member: a computed property or a non-mutating method
+    /// of the machine, unspecialised across the module boundary, still got a copy of the whole value on the
+    /// caller's stack (the frames' layout, `clang -Rpass-analysis=stack-frame-layout` on the module's IR,
+    /// 2026-11-30), which is why the machine's questions are `mutating` and its `resource` is stored.
     private func ask<Answer>(_ question: (inout EngineMachine) -> Answer) -> Answer {
         question(&machine)
     }
@@ -402,7 +404,16 @@ final class TransferEngine {
     /// Performs a verdict on the bytes of the exchange in flight: a failure is answered by the machine and
     /// ends the exchange (``ExchangeRefused``).
     private func performInExchange(_ verdict: EngineMachine.Verdict) throws(ExchangeRefused) {
-        if let refused = perform(verdict) { throw ExchangeRefused(answer: refused) }
+        guard case .fail(let failure) = verdict else { return }
+        try refuse(failure)
+    }
+
+    /// The refusal of bytes in an exchange: the machine's answer to the failure ends the exchange. Not
+    /// inlined: its answer and the error carrying it would sit in the frames of the body callbacks, at the
+    /// bottom of a transfer thread's stack, on every chunk.
+    @inline(never)
+    private func refuse(_ failure: DownloadError) throws(ExchangeRefused) -> Never {
+        throw ExchangeRefused(answer: failed(failure))
     }
 
     /// Performs the effects the machine decided, in order. Not inlined into the loops that call it: its
@@ -582,6 +593,7 @@ final class TransferEngine {
     ///
     /// `prefix` writes only the first pending bytes (the ones that arrived before the last read); the rest
     /// stay pending, counted from now. The digests read what reached the file, as with ``write(_:to:)``.
+    @inline(never)  // under the body callbacks; not inlined into the streamed body's path, which never takes it
     private func writeGathered(_ gathered: GatheredBody, prefix: Int? = nil) throws {
         let body = gathered.body
         let pending = body.pending
@@ -686,7 +698,7 @@ final class TransferEngine {
             self.digest = digest
         }
         return machine.segmentsEnded(
-            report.outcome, map: activeBoard?.snapshot() ?? ask({ $0.snapshot }).savedSegments, jitter: Self.jitter())
+            report.outcome, map: activeBoard?.snapshot() ?? ask({ $0.resource }).savedSegments, jitter: Self.jitter())
     }
 
 
@@ -705,7 +717,7 @@ final class TransferEngine {
     private func write(_ bytes: UnsafeRawBufferPointer, to file: FileHandleFD) throws {
         var written = 0
         do {
-            try file.write(bytes, toAbsoluteOffset: ask({ $0.snapshot }).offset, written: &written)
+            try file.write(bytes, toAbsoluteOffset: ask({ $0.resource.offset }), written: &written)
         } catch {
             // Keep whatever reached the file, make it durable, then stop resumably.
             machine.bodyWritten(written)
@@ -738,16 +750,19 @@ final class TransferEngine {
     }
 
     private func publishProgress(now: Double = monotonicSeconds()) {
-        publishProgress(received: ask({ $0.snapshot }).offset, thisRun: bytesThisRun, connections: 1, now: now)
+        publishProgress(received: ask({ $0.resource.offset }), thisRun: bytesThisRun, connections: 1, now: now)
     }
 
     /// Publishes a snapshot: `received` bytes of the file present, `thisRun` of them fetched by this run.
+    /// Not inlined: it runs under every body chunk's write, the deepest point of a transfer thread's
+    /// stack, and inlined its event's temporaries grew the frames of every caller.
+    @inline(never)
     private func publishProgress(received: Int64, thisRun: Int64, connections: Int, now: Double) {
         speed.record(totalBytes: thisRun, at: now)
         lastProgressTime = now
         let rate = speed.bytesPerSecond
         var remaining: Double?
-        let totalLength = ask({ $0.snapshot }).totalLength
+        let totalLength = ask({ $0.resource.totalLength })
         if let total = totalLength, rate > 0 { remaining = Double(max(0, total - received)) / rate }
         control.publish(
             DownloadProgress(
@@ -781,6 +796,7 @@ final class TransferEngine {
 
     /// Makes the written bytes durable, then records them in the resume info (atomically).
     /// Skipped when nothing changed since the last checkpoint.
+    @inline(never)  // once a checkpoint interval, under a body chunk's write: its record stays out of that frame
     private func checkpoint(force: Bool) throws {
         guard let file else { return }
         lastCheckpointTime = monotonicSeconds()
@@ -789,7 +805,7 @@ final class TransferEngine {
             let snapshot = board.snapshot()
             try file.syncData()
             machine.segmentsCheckpointed(snapshot)
-            durableOffset = ask({ $0.snapshot }).offset
+            durableOffset = ask({ $0.resource }).offset
             infoDirty = false
             recordFileMayExist = true
             try currentResumeInfo().write(to: infoPath, hooks: file.hooks)
@@ -797,7 +813,7 @@ final class TransferEngine {
         }
         applyBackgroundSync()
         if let failure = backgroundCheckpoint.takeFailure() { throw failure }
-        let offset = ask({ $0.snapshot }).offset
+        let offset = ask({ $0.resource }).offset
         guard offset != durableOffset || infoDirty else { return }
         if !force {
             guard backgroundCheckpoint.begin() else { return }  // one in flight is enough
@@ -850,7 +866,7 @@ final class TransferEngine {
     }
 
     func currentResumeInfo() -> ResumeInfo {
-        let resource = ask({ $0.snapshot })
+        let resource = ask({ $0.resource })
         let savedSegments = resource.savedSegments
         let originalURL = ask({ $0.originalURL }), currentURL = ask({ $0.currentURL })
         var info = ResumeInfo(
@@ -885,7 +901,7 @@ final class TransferEngine {
         guard let file else { throw DownloadError(.fileSystem, "the temp file is not open") }
         checkpointQueue.settleBlocking()
         control.setState(.verify)
-        let resource = ask({ $0.snapshot })
+        let resource = ask({ $0.resource })
         let offset = resource.offset
         let pieces: PieceChecksums?, checksum: EngineMachine.FinalChecksum?
         switch ask({ $0.verifying() }) {
@@ -976,7 +992,7 @@ final class TransferEngine {
             return path
         case .directory(let directory, _):
             let originalURL = ask({ $0.originalURL })
-            let name = ask({ $0.snapshot }).fileName
+            let name = ask({ $0.resource }).fileName
                 ?? FileNaming.fileName(
                     forURL: originalURL.absoluteString, pathExtension: originalURL.pathExtension, fileID: nil,
                     md5Hex: EngineMachine.md5Hex)
