@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import DownloadKitDecisions
@@ -14,34 +15,50 @@ import Testing
 /// finds the #22 corruption.
 @Suite struct SegmentScheduleTests {
 
-    @Test func theBoardNeverLosesNorDoubleCreditsAByteOverTensOfThousandsOfSchedules() throws {
-        var random = SplitMix(seed: 0x5EED_0022)
-        var steps = 0
-        for schedule in 0..<20_000 {
-            let parameters = ScheduleParameters(&random)
-            var world = World<HandleBoard>(parameters)
-            if let failure = world.explore(&random) {
-                Issue.record("schedule \(schedule) \(parameters): \(failure)\n\(world.trace.suffix(12).joined(separator: "\n"))")
-                return
+    @Test func theBoardNeverLosesNorDoubleCreditsAByteOverTensOfThousandsOfSchedules() async throws {
+        let (failure, steps) = await onOwnThread { () -> (String?, Int) in
+            var random = SplitMix(seed: 0x5EED_0022)
+            var steps = 0
+            for schedule in 0..<20_000 {
+                let parameters = ScheduleParameters(&random)
+                var world = World<HandleBoard>(parameters)
+                if let failure = world.explore(&random) {
+                    return ("schedule \(schedule) \(parameters): \(failure)\n\(world.trace.suffix(12).joined(separator: "\n"))", steps)
+                }
+                steps += world.steps
             }
-            steps += world.steps
+            return (nil, steps)
+        }
+        if let failure {
+            Issue.record("\(failure)")
+            return
         }
         #expect(steps > 1_000_000, "the exploration ran \(steps) steps")
     }
 
-    @Test func theOldPositionBasedBoardFailsTheSameExploration() throws {
-        var random = SplitMix(seed: 0x5EED_0022)
-        var found: String?
-        for _ in 0..<20_000 {
-            let parameters = ScheduleParameters(&random)
-            var world = World<LegacyPositionBoard>(parameters)
-            if let failure = world.explore(&random) {
-                found = failure
-                break
+    @Test func theOldPositionBasedBoardFailsTheSameExploration() async throws {
+        let found = await onOwnThread { () -> String? in
+            var random = SplitMix(seed: 0x5EED_0022)
+            for _ in 0..<20_000 {
+                let parameters = ScheduleParameters(&random)
+                var world = World<LegacyPositionBoard>(parameters)
+                if let failure = world.explore(&random) { return failure }
             }
+            return nil
         }
         let failure = try #require(found, "the exploration must catch the position-lookup corruption of issue #22")
         #expect(failure.contains("credited") || failure.contains("overwritten") || failure.contains("coverage"))
+    }
+}
+
+/// Runs CPU-bound test work on a thread of its own and returns its result. Swift Testing runs tests on the
+/// cooperative pool, as wide as the machine (two threads on CI's two cores): two tests that compute for tens
+/// of seconds in a debug build held both of its threads, and every test waiting for an event on the pool —
+/// a thread bridge's answer within 5 s, a manager's flush within 10 s — failed after 80 s of nothing
+/// (2026-11-30, two whole-suite runs in a row).
+func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { continuation in
+        Thread { continuation.resume(returning: body()) }.start()
     }
 }
 
