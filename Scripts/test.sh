@@ -106,12 +106,12 @@ cat "$kills_log"
 echo "test.sh: $SECONDS s in all so far (fuzz beside chaos and soak)" >&2
 [ "$fuzz_status" = 0 ] || { echo "test.sh: the fuzz step failed" >&2; exit 1; }
 [ "$kills_status" = 0 ] || { echo "test.sh: the chaos or soak step failed (above)" >&2; exit 1; }
-# The stress step uses the debug build as it is; the sanitizer builds that follow rebuild this repository's
+# The stress step uses the debug build of step 1 as it is (--skip-build); the sanitizer builds that follow rebuild this repository's
 # modules in the same scratch directory (.build), instrumented, and Fleet/'s build reuses the ASan one
 # (Scripts/sanitizer-flags.sh). So this order: debug, TSan, ASan, Fleet/ under ASan.
 # Besides the segment suites, the three tests that once failed only on a loaded core (each waits for its
 # event now, not an instant): cancelling an awaited download, a daemon killed mid-transfer, aria2p's pause.
-timed bash Scripts/stress-segments.sh 3 --filter 'SegmentedTests|SegmentDefectTests|SegmentKillTests|cancellingTheAwaitingTask|daemonKilledMidTransfer|addPauseUnpauseUntilComplete'
+timed bash Scripts/stress-segments.sh 3 --skip-build --filter 'SegmentedTests|SegmentDefectTests|SegmentKillTests|cancellingTheAwaitingTask|daemonKilledMidTransfer|addPauseUnpauseUntilComplete'
 timed bash Scripts/sanitizers.sh tsan
 timed bash Scripts/sanitizers.sh asan
 timed bash Scripts/test-fleet.sh
