@@ -166,8 +166,13 @@ private final class Shared<Value>: @unchecked Sendable {
     var value: Value { update { $0 } }
 }
 
+// Serialized: its tests are synchronous and block on the network (an nginx started per test, requests, a
+// 2 s sleep for a keepalive timeout). Two at once held both threads of the cooperative pool on CI's two
+// cores, and every test waiting for an event on the pool waited with them (a gdb backtrace of a stalled
+// whole-suite run, 2026-11-30). One at a time, the other thread stays free.
 @Suite(
     "nginx conformance",
+    .serialized,
     .enabled(if: peerRequired(NginxServer.locate() != nil), "nginx not installed: run Scripts/install-deps.sh"),
     .enabled(if: peerRequired(ProcessRunner.findExecutable("openssl") != nil), "openssl CLI not installed: run Scripts/install-deps.sh"),
     .timeLimit(.minutes(2))
