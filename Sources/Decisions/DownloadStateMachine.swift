@@ -21,7 +21,7 @@ import HTTPWire
 /// `jitter` in `0...1`, the executor's draw for the backoff (``RetryPolicy/backoffDelay(attempt:base:maximum:jitter:)``).
 ///
 /// An action carries what the executor needs to perform it (``BodyWrite``, ``SegmentRun``,
-/// ``MachineRequest``): the executor decides nothing from the machine's fields and reads ``snapshot`` only to
+/// ``MachineRequest``): the executor decides nothing from the machine's fields and reads ``resource`` only to
 /// perform (where the next streamed byte goes, progress, the record, the result).
 ///
 /// File names: a directory download named from the response takes the name the response suggests, which
