@@ -754,8 +754,9 @@ final class TransferEngine {
     }
 
     /// Publishes a snapshot: `received` bytes of the file present, `thisRun` of them fetched by this run.
-    /// Not inlined: it runs under every body chunk's write, the deepest point of a transfer thread's
-    /// stack, and inlined its event's temporaries grew the frames of every caller.
+    /// Not inlined, so that its event's temporaries are not in the frame of `didWrite`, under every body
+    /// chunk's write (the deepest point of a transfer thread's stack); not measured alone — the depth fell
+    /// with the removal of the machine's copies (docs/BENCHMARKS.md, "Stacks at 1,024 transfers").
     @inline(never)
     private func publishProgress(received: Int64, thisRun: Int64, connections: Int, now: Double) {
         speed.record(totalBytes: thisRun, at: now)
