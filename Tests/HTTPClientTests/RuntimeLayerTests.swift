@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import HTTPWire
 import Testing
+import TestOrigin
 
 @testable import HTTPClient
 
@@ -91,21 +92,13 @@ struct RuntimeLayerTests {
         // of the cooperative pool's two threads while the answer needed the other, and a whole suite run, the
         // other held by a synchronous test, gave up at a 5 s deadline after 80 s (2026-11-30). The answer is
         // waited for (60 s is a cap, not an expectation); only the give-up uses a short deadline.
-        #expect(await onOwnThread { ThreadBridge.wait(until: .after(seconds: 60)) { 42 } } == 42)
-        #expect(await onOwnThread {
+        #expect(try await offloaded { ThreadBridge.wait(until: .after(seconds: 60)) { 42 } } == 42)
+        #expect(try await offloaded {
             ThreadBridge.wait(until: .after(seconds: 0.1)) { () async throws -> Int in
                 try await Task.sleep(for: .seconds(3600))
                 return 1
             }
         } == nil)
-    }
-
-    /// Runs a blocking call on a thread of its own and hands its result back to the test's task.
-    private func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-        await withCheckedContinuation { continuation in
-            let thread = Thread { continuation.resume(returning: body()) }
-            thread.start()
-        }
     }
 
     /// `retryingEINTR` throws the call's name and its errno, typed.
