@@ -137,7 +137,12 @@ let package = Package(
             ]
         ),
         // A fault-injecting HTTP/1.1 origin on loopback plus nginx and PostgreSQL launchers (tests, benchmarks).
-        .target(name: "TestOrigin", dependencies: ["DownloadKitRuntime", "HTTPWire", .product(name: "Logging", package: "swift-log")]),
+        .target(
+            name: "TestOrigin",
+            dependencies: ["CTestPattern", "DownloadKitRuntime", "HTTPWire", .product(name: "Logging", package: "swift-log")]
+        ),
+        // The test resources' byte pattern, filled and checked in C: fast in debug builds too (its header says why).
+        .target(name: "CTestPattern"),
         // Background sessions (docs/DAEMON.md): the wire protocol and client (Foundation and the runtime layer
         // only), the daemon.
         .target(name: "DownloadKitSession", dependencies: ["CDownloadKitSystem", "DownloadKitRuntime"]),

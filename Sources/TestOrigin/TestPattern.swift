@@ -1,20 +1,20 @@
+import CTestPattern
+
 /// A deterministic, position-dependent byte pattern used as the body of test resources.
 ///
 /// The byte at absolute offset `o` is byte `o % 8` (little-endian) of `mix(seed, o / 8)`, where `mix` is
 /// the SplitMix64 finaliser. Every 8-byte word therefore depends on both its position and the seed, so a
 /// byte written at the wrong offset, a duplicated or dropped span, or a body from another version of the
 /// resource (another seed) is detected by comparing against the pattern. Generating it costs a handful of
-/// integer operations per 8 bytes (several GB/s), which lets the origin serve multi-GiB resources
-/// without holding them in memory.
+/// integer operations per 8 bytes, which lets the origin serve multi-GiB resources without holding them in
+/// memory. Filling and checking are C (CTestPattern), fast in the tests' debug builds too, where the checks
+/// run on the cooperative pool beside every other test.
 public enum TestPattern {
-    /// The 64-bit word covering absolute byte offsets `8 * wordIndex ..< 8 * wordIndex + 8`.
+    /// The 64-bit word covering absolute byte offsets `8 * wordIndex ..< 8 * wordIndex + 8` (SplitMix64's
+    /// finaliser of the index and the seed; its one definition is `dk_test_pattern_word` in CTestPattern).
     @inline(__always)
     public static func word(at wordIndex: UInt64, seed: UInt64) -> UInt64 {
-        // SplitMix64 (Steele, Lea, Flood 2014): a bijective mix with full avalanche.
-        var z = wordIndex &* 0x9E37_79B9_7F4A_7C15 &+ (seed ^ 0xD1B5_4A32_D192_ED03)
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
+        dk_test_pattern_word(wordIndex, seed)
     }
 
     /// The pattern byte at one absolute offset.
@@ -33,33 +33,7 @@ public enum TestPattern {
     public static func fill(_ buffer: UnsafeMutableRawBufferPointer, offset: Int64, seed: UInt64) {
         precondition(offset >= 0, "TestPattern offsets are non-negative")
         guard let base = buffer.baseAddress, buffer.count > 0 else { return }
-        var position = 0
-        let count = buffer.count
-        var absolute = UInt64(offset)
-        // Leading partial word, byte by byte.
-        while position < count && absolute & 7 != 0 {
-            let w = word(at: absolute >> 3, seed: seed)
-            base.storeBytes(of: UInt8(truncatingIfNeeded: w >> ((absolute & 7) * 8)), toByteOffset: position, as: UInt8.self)
-            position += 1
-            absolute += 1
-        }
-        // Whole words. `storeBytes` allows unaligned destinations (SE-0349).
-        var wordIndex = absolute >> 3
-        while count - position >= 8 {
-            base.storeBytes(of: word(at: wordIndex, seed: seed).littleEndian, toByteOffset: position, as: UInt64.self)
-            position += 8
-            wordIndex += 1
-        }
-        // Trailing partial word.
-        if position < count {
-            let w = word(at: wordIndex, seed: seed)
-            var shift: UInt64 = 0
-            while position < count {
-                base.storeBytes(of: UInt8(truncatingIfNeeded: w >> shift), toByteOffset: position, as: UInt8.self)
-                position += 1
-                shift += 8
-            }
-        }
+        dk_test_pattern_fill(base, buffer.count, UInt64(offset), seed)
     }
 
     /// The pattern bytes for absolute offsets `offset ..< offset + count`.
@@ -79,23 +53,10 @@ public enum TestPattern {
     ///   - seed: The pattern's seed.
     /// - Returns: An index into `bytes` (not an absolute offset), or `nil` when every byte matches.
     public static func firstMismatch(in bytes: UnsafeRawBufferPointer, offset: Int64, seed: UInt64) -> Int? {
-        let chunk = 64 * 1024
-        var expected = [UInt8](repeating: 0, count: Swift.min(chunk, bytes.count))
-        var start = 0
-        while start < bytes.count {
-            let length = Swift.min(chunk, bytes.count - start)
-            let mismatch: Int? = expected.withUnsafeMutableBytes { scratch in
-                let window = UnsafeMutableRawBufferPointer(rebasing: scratch[0..<length])
-                fill(window, offset: offset + Int64(start), seed: seed)
-                for index in 0..<length where window[index] != bytes[start + index] {
-                    return start + index
-                }
-                return nil
-            }
-            if let mismatch { return mismatch }
-            start += length
-        }
-        return nil
+        precondition(offset >= 0, "TestPattern offsets are non-negative")
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return nil }
+        let index = dk_test_pattern_first_mismatch(base, bytes.count, UInt64(offset), seed)
+        return index < 0 ? nil : Int(index)
     }
 
     /// Whether `bytes` equal the pattern bytes starting at absolute `offset`.
