@@ -19,12 +19,19 @@ struct CLITests {
     /// Runs the CLI to completion (bounded by `timeout`) off the cooperative pool.
     func run(_ arguments: [String], in dir: ScratchDirectory, timeout: Double = 60) async throws -> Run {
         let executable = try #require(Self.executable, "downloadkit executable not found next to the tests; run swift build --build-tests")
-        let result = try await offloaded { try Self.runBlocking(executable, arguments, in: dir, timeout: timeout) }
+        let result = try await Self.runOffPool(executable, arguments, in: dir, timeout: timeout)
         if result.exitCode == -1 { Issue.record("downloadkit \(arguments) did not finish within \(timeout) s") }
         return result
     }
 
-    /// Runs the CLI to completion (bounded by `timeout`), capturing stdout and stderr together.
+    /// `runBlocking` on a thread of its own: the child's whole run would otherwise hold one of the cooperative
+    /// pool's two threads (docs/TESTING.md).
+    static func runOffPool(_ executable: String, _ arguments: [String], in dir: ScratchDirectory, timeout: Double) async throws -> Run {
+        try await offloaded { try runBlocking(executable, arguments, in: dir, timeout: timeout) }
+    }
+
+    /// Runs the CLI to completion (bounded by `timeout`), capturing stdout and stderr together. Blocks the
+    /// calling thread: from a test, call `runOffPool` (or `run`).
     static func runBlocking(_ executable: String, _ arguments: [String], in dir: ScratchDirectory, timeout: Double) throws -> Run {
         let log = dir.path + "/../" + UUID().uuidString + ".log"
         defer { try? FileManager.default.removeItem(atPath: log) }

@@ -72,7 +72,7 @@ struct MetalinkCLITests {
             Self.metalink4(name: "m.bin", size: size, sha256: sha, urls: servers.map { $0.httpURL("/limited/m.bin") }),
             to: dir, "m.meta4")
         defer { try? FileManager.default.removeItem(atPath: document) }
-        let run = try CLITests.runBlocking(
+        let run = try await CLITests.runOffPool(
             executable, ["get", "--metalink", document, "-d", dir.path, "--connections", "4", "--progress", "none"],
             in: dir, timeout: 90)
         #expect(run.exitCode == 0, "\(run.output)")
@@ -88,7 +88,7 @@ struct MetalinkCLITests {
     }
 
     /// Metalink 3 (`preference`, `<verification>`), a name with a directory, under `-d DIR`.
-    @Test func metalink3IsDownloadedIntoItsNamedSubdirectory() throws {
+    @Test func metalink3IsDownloadedIntoItsNamedSubdirectory() async throws {
         let size = 300_000
         let (root, sha) = try Self.root("m3.bin", size: size)
         let server = try NginxServer(configuration: NginxConfiguration(documentRoot: root.path))
@@ -112,14 +112,14 @@ struct MetalinkCLITests {
             </metalink>
             """, to: dir, "m.metalink")
         defer { try? FileManager.default.removeItem(atPath: document) }
-        let run = try CLITests.runBlocking(
+        let run = try await CLITests.runOffPool(
             executable, ["get", "--metalink", document, "-d", dir.path, "--progress", "none"], in: dir, timeout: 60)
         #expect(run.exitCode == 0, "\(run.output)")
         #expect(try ApacheDigestTests.sha256(dir.file("sub/m3.bin")) == sha)
     }
 
     /// A wrong SHA-256 in the document: the checksum status (7), and no file at the destination.
-    @Test func aWrongHashFailsWithTheChecksumError() throws {
+    @Test func aWrongHashFailsWithTheChecksumError() async throws {
         let size = 200_000
         let (root, sha) = try Self.root("w.bin", size: size)
         let server = try NginxServer(configuration: NginxConfiguration(documentRoot: root.path))
@@ -130,7 +130,7 @@ struct MetalinkCLITests {
         let document = try Self.write(
             Self.metalink4(name: "w.bin", size: size, sha256: wrong, urls: [server.httpURL("/w.bin")]), to: dir, "w.meta4")
         defer { try? FileManager.default.removeItem(atPath: document) }
-        let run = try CLITests.runBlocking(
+        let run = try await CLITests.runOffPool(
             executable, ["get", "--metalink", document, "-o", dir.file("w.bin"), "--progress", "none"], in: dir,
             timeout: 60)
         #expect(run.exitCode == 7, "\(run.output)")
@@ -139,7 +139,7 @@ struct MetalinkCLITests {
     }
 
     /// No hash, and a `<size>` the server's file does not have: the checksum status (7), naming both lengths.
-    @Test func aSizeOnlyMetalinkOfAnotherLengthFails() throws {
+    @Test func aSizeOnlyMetalinkOfAnotherLengthFails() async throws {
         let (root, _) = try Self.root("s.bin", size: 100_000)
         let server = try NginxServer(configuration: NginxConfiguration(documentRoot: root.path))
         defer { server.stop() }
@@ -152,7 +152,7 @@ struct MetalinkCLITests {
             </metalink>
             """, to: dir, "s.meta4")
         defer { try? FileManager.default.removeItem(atPath: document) }
-        let run = try CLITests.runBlocking(
+        let run = try await CLITests.runOffPool(
             executable, ["get", "--metalink", document, "-d", dir.path, "--progress", "none"], in: dir, timeout: 60)
         #expect(run.exitCode == 7, "\(run.output)")
         #expect(run.output.contains("had 100000 bytes, the Metalink's size is 100001: removed"), "\(run.output)")

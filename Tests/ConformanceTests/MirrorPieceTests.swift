@@ -279,7 +279,7 @@ struct MirrorPieceCLITests {
         let before = origins.map { MirrorPieceTests.ranges($0, "/k.bin").count }
         let firstRun = origins.map { MirrorPieceTests.ranges($0, "/k.bin") }.flatMap { $0 }.reduce(Int64(0)) { $0 + Int64($1.count) }
 
-        let rerun = try CLITests.runBlocking(executable, arguments, in: dir, timeout: 90)
+        let rerun = try await CLITests.runOffPool(executable, arguments, in: dir, timeout: 90)
         #expect(rerun.exitCode == 0, "\(rerun.output)")
         #expect(fileMatchesPattern(dir.file("k.bin"), size: MirrorPieceTests.size, seed: MirrorPieceTests.seed))
         #expect(dir.contents == ["k.bin"])

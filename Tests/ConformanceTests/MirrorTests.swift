@@ -269,7 +269,7 @@ struct MirrorCLITests {
         let killed = try await Self.kill(child, once: { (dir.size("k.bin.dkjournal") ?? 0) >= 32 * 8 }, thenAfter: 400_000)
         #expect(killed, "the first run was killed mid-transfer")
         #expect(FileManager.default.fileExists(atPath: dir.file("k.bin.dkpart")))
-        let rerun = try CLITests.runBlocking(executable, arguments, in: dir, timeout: 90)
+        let rerun = try await CLITests.runOffPool(executable, arguments, in: dir, timeout: 90)
         #expect(rerun.exitCode == 0, "\(rerun.output)")
         #expect(fileMatchesPattern(dir.file("k.bin"), size: Int64(size), seed: seed))
         #expect(dir.contents == ["k.bin"])

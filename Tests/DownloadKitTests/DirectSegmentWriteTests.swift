@@ -65,7 +65,8 @@ struct DirectSegmentWriteTests {
         }
         let read = try #require(FileManager.default.contents(atPath: path))
         #expect(read.count == size)
-        #expect(read.elementsEqual(pattern), "the file differs from what was written")
+        // The pattern's own check (C): `elementsEqual` over 13 MiB of `Data` took seconds of a pool thread in debug.
+        #expect(read.withUnsafeBytes { TestPattern.firstMismatch(in: $0, offset: 0, seed: 83) } == nil, "the file differs from what was written")
         return writer.directBytes
     }
 
