@@ -190,17 +190,23 @@ let package = Package(
         .testTarget(name: "HTTPWireTests", dependencies: ["HTTPWire"]),
         // setns(2) for tests that watch a network namespace of their own (Swift's Glibc leaves it out).
         .target(name: "CTestSystem", path: "Tests/CTestSystem"),
-        .testTarget(name: "DecisionsTests", dependencies: ["DownloadKitDecisions", "HTTPWire"]),
-        .testTarget(name: "MetalinkTests", dependencies: ["DownloadKitMetalink", "HTTPWire"]),
+        // The tests' own threads beside the cooperative pool, and the `.offPool` trait that puts a suite on
+        // them (docs/TESTING.md). Swift Testing and the runtime layer only: no sockets, no processes.
+        .target(name: "TestThreads", dependencies: ["CDownloadKitSystem", "DownloadKitRuntime"], path: "Tests/TestThreads"),
+        .testTarget(name: "DecisionsTests", dependencies: ["DownloadKitDecisions", "HTTPWire", "TestThreads"]),
+        .testTarget(name: "MetalinkTests", dependencies: ["DownloadKitMetalink", "HTTPWire", "TestThreads"]),
         .testTarget(
             name: "HTTPClientTests",
-            dependencies: ["DownloadKitRuntime", "HTTPClient", "HTTPWire", "TestOrigin", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "DownloadKitRuntime", "HTTPClient", "HTTPWire", "TestOrigin", "TestThreads",
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .testTarget(
             name: "DownloadKitTests",
             dependencies: [
                 "CTestSystem", "DownloadKit", "DownloadKitDecisions", "DownloadKitManager", "HTTPClient", "HTTPWire",
-                "TestOrigin",
+                "TestOrigin", "TestThreads",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
@@ -210,7 +216,7 @@ let package = Package(
             resources: [.copy("Fixtures")]
         ),
         .testTarget(name: "RPCTests", dependencies: ["DownloadKitRPC", "DownloadKit", "DownloadKitManager", "TestOrigin"]),
-        .testTarget(name: "ConformanceTests", dependencies: ["DownloadKit", "HTTPClient", "HTTPWire", "TestOrigin"]),
+        .testTarget(name: "ConformanceTests", dependencies: ["DownloadKit", "HTTPClient", "HTTPWire", "TestOrigin", "TestThreads"]),
         .testTarget(
             name: "DaemonTests",
             dependencies: ["DownloadKitSession", "DownloadKitDaemon", "DownloadKit", "DownloadKitManager", "TestOrigin"]),

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestThreads
 
 @testable import DownloadKitDecisions
 
@@ -48,17 +49,6 @@ import Testing
         }
         let failure = try #require(found, "the exploration must catch the position-lookup corruption of issue #22")
         #expect(failure.contains("credited") || failure.contains("overwritten") || failure.contains("coverage"))
-    }
-}
-
-/// Runs CPU-bound test work on a thread of its own and returns its result. Swift Testing runs tests on the
-/// cooperative pool, as wide as the machine (two threads on CI's two cores): two tests that compute for tens
-/// of seconds in a debug build held both of its threads, and every test waiting for an event on the pool —
-/// a thread bridge's answer within 5 s, a manager's flush within 10 s — failed after 80 s of nothing
-/// (2026-11-30, two whole-suite runs in a row).
-func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-    await withCheckedContinuation { continuation in
-        Thread { continuation.resume(returning: body()) }.start()
     }
 }
 

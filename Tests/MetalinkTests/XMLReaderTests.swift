@@ -1,6 +1,7 @@
 import Foundation
 import HTTPWire
 import Testing
+import TestThreads
 
 @testable import DownloadKitMetalink
 
@@ -169,12 +170,5 @@ import Testing
             (error as? MetalinkError)?.code == .sizeLimitExceeded && "\(error)".contains("maxBytes")
         }
         #expect(MetalinkLimits.default.maxBytes == 32 << 20)
-    }
-}
-
-/// Runs CPU-bound test work on a thread of its own, off the cooperative pool (DecisionsTests' copy says why).
-func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-    await withCheckedContinuation { continuation in
-        Thread { continuation.resume(returning: body()) }.start()
     }
 }
