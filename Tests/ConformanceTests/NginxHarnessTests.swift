@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TestOrigin
+import TestThreads
 
 /// A temporary directory removed when the value goes away.
 final class TemporaryDirectory {
@@ -21,7 +22,8 @@ final class TemporaryDirectory {
 @Suite(
     "nginx harness",
     .enabled(if: peerRequired(NginxServer.locate() != nil), "nginx not installed: run Scripts/install-deps.sh"),
-    .timeLimit(.minutes(1))
+    .timeLimit(.minutes(1)),
+    .offPool
 )
 struct NginxHarnessTests {
     static let fileSize = 1 << 20

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TestOrigin
+import TestThreads
 
 /// Power cuts (issue #20, after ALICE and CrashMonkey): a clean `downloadkit get` runs under the faultfs
 /// shim with FAULTFS_LOG set, which records every open, write (offset, length, data), ftruncate,
@@ -73,7 +74,7 @@ struct PowerCutTests {
     /// The recording follows a file opened again through `/proc/self/fd/N`, as the engine opens its `O_DIRECT`
     /// descriptor (``DirectFile``): the shim once left such a descriptor untracked, the replay lacked its
     /// writes, and a CI run under load reported the engine as completing wrong files.
-    @Test func theRecordingFollowsAFileOpenedAgainThroughProc() throws {
+    @Test(.offPool) func theRecordingFollowsAFileOpenedAgainThroughProc() throws {
         let directory = try ScratchDirectory()
         let log = directory.path + ".log"
         defer {
@@ -98,7 +99,7 @@ struct PowerCutTests {
     }
 
     /// The reruns run as after a reboot: the shim serves them a boot id of their own.
-    @Test func aRerunAfterACutReadsANewBootID() throws {
+    @Test(.offPool) func aRerunAfterACutReadsANewBootID() throws {
         let library = try FaultFS.library.get()
         let python = try #require(ProcessRunner.findExecutable("python3"), "python3 (Scripts/install-deps.sh) is not on PATH")
         let directory = try ScratchDirectory()

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestThreads
 
 @testable import DownloadKit
 
@@ -41,7 +42,7 @@ enum HandmadeArchive {
     }
 }
 
-@Suite struct AppleResumeDataTests {
+@Suite(.offPool) struct AppleResumeDataTests {
     @Test func version2XMLFromSeed002DecodesEveryField() throws {
         let apple = try AppleResumeData.decode(ResumeFixtures.data("apple-v2.xml"))
         #expect(apple.infoVersion == 2)
@@ -267,7 +268,7 @@ enum HandmadeArchive {
 /// Regression for a fuzzer finding (Fuzz/regressions/resumeinfo/nsset-bridging-segv.plist): Apple resume
 /// data whose archived request is a binary plist holding a set made swift-corelibs-foundation's
 /// PropertyListSerialization crash. It must be a typed error or a plain decode, never a crash.
-@Suite struct HostileBinaryPlistTests {
+@Suite(.offPool) struct HostileBinaryPlistTests {
     @Test func aSetInsideANestedBinaryPlistIsRefusedWithoutCrashing() throws {
         let url = try #require(Bundle.module.url(forResource: "hostile-nsset-in-request-archive", withExtension: "plist", subdirectory: "Fixtures"))
         let data = try Data(contentsOf: url)

@@ -4,6 +4,7 @@ import CDownloadKitSystem
 import Glibc
 import Testing
 import TestOrigin
+import TestThreads
 
 /// Segment writes past the page cache (`DownloadConfiguration.directWrites`, issue #18): how a
 /// write is cut into page-cache and direct parts, that pieces written in any order leave exactly the
@@ -70,7 +71,7 @@ struct DirectSegmentWriteTests {
         return writer.directBytes
     }
 
-    @Test func piecesWrittenInAnyOrderLeaveExactlyTheirBytesWithOrWithoutDirectWrites() throws {
+    @Test(.offPool) func piecesWrittenInAnyOrderLeaveExactlyTheirBytesWithOrWithoutDirectWrites() throws {
         let dir = try ScratchDirectory()
         let size = (13 << 20) + 1_234
         let direct = try writeInPieces(into: dir.file("direct"), size: size, direct: true)
@@ -83,7 +84,7 @@ struct DirectSegmentWriteTests {
         #expect(try writeInPieces(into: dir.file("buffered"), size: size, direct: false) == 0)
     }
 
-    @Test func aRefusedDirectWriteWritesNothingAndSaysSo() throws {
+    @Test(.offPool) func aRefusedDirectWriteWritesNothingAndSaysSo() throws {
         let dir = try ScratchDirectory()
         try #require(DirectFile.fileSystems.contains(fileSystemType(dir.path)), "the scratch directory is on ext4 or XFS on this project's machines")
         let handle = try FileHandleFD.openForUpdate(dir.file("refused"))
@@ -102,7 +103,7 @@ struct DirectSegmentWriteTests {
         #expect(try handle.size() == 4_096 + Int64(block.count))
     }
 
-    @Test func aFileSystemOutsideTheListKeepsThePageCache() throws {
+    @Test(.offPool) func aFileSystemOutsideTheListKeepsThePageCache() throws {
         // tmpfs: a direct write there is only another copy.
         let path = "/dev/shm/dk-direct-\(UUID().uuidString)"
         defer { unlink(path) }

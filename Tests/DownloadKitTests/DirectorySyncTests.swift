@@ -1,12 +1,13 @@
 import Foundation
 import Synchronization
 import Testing
+import TestThreads
 
 @testable import DownloadKit
 
 /// Group commit of directory syncs: every caller returns after a successful sync that began after it
 /// called, or with the error of its own sync — and callers that arrive during a sync share the next one.
-@Suite("Directory sync: group commit")
+@Suite("Directory sync: group commit", .offPool)
 struct DirectorySyncTests {
     @Test func ticketsThatArriveDuringASyncShareTheNextOne() {
         var state = GroupCommit()

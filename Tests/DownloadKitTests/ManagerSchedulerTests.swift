@@ -2,8 +2,9 @@ import DownloadKit
 import DownloadKitManager
 import Foundation
 import Testing
+import TestThreads
 
-@Suite("Manager scheduler")
+@Suite("Manager scheduler", .offPool)
 struct ManagerSchedulerTests {
     private func starts(_ actions: [Scheduler.Action]) -> [String] {
         actions.compactMap { if case .start(let id) = $0 { return id } else { return nil } }

@@ -1,10 +1,11 @@
 @_spi(DownloadKitInternal) @testable import DownloadKit
 import HTTPClient
 import Testing
+import TestThreads
 
 /// Piece checksums as a table (docs/MIRRORS.md, "Piece checksums"): credits and checks in, decisions out,
 /// no socket, no file. Pieces of 100 bytes over 350 bytes: 0–99, 100–199, 200–299, 300–349.
-@Suite struct PieceVerifierTests {
+@Suite(.offPool) struct PieceVerifierTests {
     enum Step: Sendable {
         /// Bytes credited from a source; the pieces this completes.
         case credit(Range<Int64>, from: Int, completes: [Int])

@@ -1,10 +1,11 @@
 import Foundation
 import Testing
 import TestOrigin
+import TestThreads
 
 @testable import DownloadKit
 
-@Suite struct ResumeInfoTests {
+@Suite(.offPool) struct ResumeInfoTests {
     static func fullInfo() -> ResumeInfo {
         ResumeInfo(
             originalURL: "https://example.com/downloads/big.iso",
@@ -274,7 +275,7 @@ import TestOrigin
 
 /// The field checks every record passes on the way in and out: an ASCII fast path in front of the
 /// Unicode property lookups must decide exactly as they do.
-@Suite struct ResumeInfoFieldCheckTests {
+@Suite(.offPool) struct ResumeInfoFieldCheckTests {
     static func urlPasses(_ url: String) -> Bool { (try? ResumeInfo.checkHTTPURL(url, key: .downloadURL)) != nil }
     static func textPasses(_ text: String) -> Bool { (try? ResumeInfo.checkText(text, key: .entityTag)) != nil }
 
@@ -300,7 +301,7 @@ import TestOrigin
     }
 }
 
-@Suite struct ResumeInfoStaleTemporaryFileTests {
+@Suite(.offPool) struct ResumeInfoStaleTemporaryFileTests {
     @Test func temporaryFilesOfDeadWritersAreRemovedAndLiveOnesKept() throws {
         let dir = try ScratchDirectory()
         let path = dir.file("x.dkresume")

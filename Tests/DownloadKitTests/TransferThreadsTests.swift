@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+import TestThreads
 
 @testable import DownloadKit
 
@@ -74,7 +75,7 @@ struct TransferThreadsTests {
         #expect(seen.map(\.comm) == ["dk-short", "dk-segment-1234"])
     }
 
-    @Test func parkedThreadsExitAfterTheirIdleTime() throws {
+    @Test(.offPool) func parkedThreadsExitAfterTheirIdleTime() throws {
         // The idle time must outlast any delay of the poll below, or the threads park and exit between two
         // looks and the test never sees them parked. The poll blocks its own thread (usleep) rather than
         // awaiting Task.sleep: under TSan on 2 CPUs the cooperative pool, busy with the other suites, once

@@ -1,9 +1,11 @@
 import HTTPWire
 import Testing
+import TestThreads
 
 @_spi(DownloadKitInternal) @testable import DownloadKit
 
 /// The one working-file location rule (issue #12): engine, manager and CLI all ask ``WorkingFiles``.
+@Suite(.offPool)
 struct WorkingFilesTests {
     @Test func aFileDestinationWorksBesideIt() throws {
         let working = WorkingFiles(destination: .file("/d/x.iso"), workingDirectory: nil, url: try HTTPURL("http://h/x.iso"))

@@ -3,6 +3,7 @@ import Glibc
 import HTTPWire
 import TestOrigin
 import Testing
+import TestThreads
 
 @testable import HTTPClient
 
@@ -17,7 +18,7 @@ private func authFetch(_ client: DKHTTPClient, _ url: String, headers: DKHTTPHea
     return (summary.head, body)
 }
 
-@Suite struct DigestAuthenticationTests {
+@Suite(.offPool) struct DigestAuthenticationTests {
     /// RFC 7616 §3.9.1: the same request answered with MD5 and with SHA-256.
     @Test(arguments: [
         ("MD5", "8ca523f5e9506fed4657c9700eebdbec", DigestAlgorithm.md5),
@@ -109,7 +110,7 @@ private func authFetch(_ client: DKHTTPClient, _ url: String, headers: DKHTTPHea
     }
 }
 
-@Suite struct CredentialScopeTests {
+@Suite(.offPool) struct CredentialScopeTests {
     func client(boundTo url: String) throws -> DKHTTPClient {
         let authenticator = Authenticator()
         authenticator.addCredential(Credential(user: "u", password: "p"), for: try HTTPURL(url))
@@ -187,7 +188,7 @@ private func authFetch(_ client: DKHTTPClient, _ url: String, headers: DKHTTPHea
     }
 }
 
-@Suite struct CookieJarClientTests {
+@Suite(.offPool) struct CookieJarClientTests {
     @Test func cookiesFlowThroughTheClientAndStayOnTheirHost() throws {
         let origin = try FaultOrigin()
         defer { origin.shutdown() }
@@ -229,7 +230,7 @@ private func authFetch(_ client: DKHTTPClient, _ url: String, headers: DKHTTPHea
 
 /// Client certificates are loaded (and refused) when the context is built; pins are checked after
 /// the handshake.
-@Suite(.serialized) struct ClientIdentityTests {
+@Suite(.serialized, .offPool) struct ClientIdentityTests {
     let certificates: TestCertificates
     let clients: ClientCertificates
 

@@ -2,10 +2,11 @@ import Foundation
 import Logging
 import Testing
 import TestOrigin
+import TestThreads
 
 @testable import HTTPClient
 
-@Suite("HTTPClient logs its connection decisions")
+@Suite("HTTPClient logs its connection decisions", .offPool)
 struct ClientLoggingTests {
     @Test func aNewConnectionThenItsReuseAreLoggedAtDebugWithTheOrigin() throws {
         let origin = try FaultOrigin()

@@ -2,12 +2,13 @@ import Foundation
 import HTTPWire
 import Testing
 import TestOrigin
+import TestThreads
 
 @testable import HTTPClient
 
 /// The connection pool behind `DKHTTPClient`: the per-origin bound, hand-over of freed connections to
 /// waiting requests, idle eviction and `closeIdleConnections`.
-@Suite("HTTPClient connection pool", .timeLimit(.minutes(1)))
+@Suite("HTTPClient connection pool", .timeLimit(.minutes(1)), .offPool)
 struct ConnectionPoolTests {
     @Test func boundPerOriginHoldsUnderConcurrency() throws {
         let origin = try FaultOrigin()

@@ -1,9 +1,10 @@
 import HTTPWire
 import Testing
+import TestThreads
 
 @testable import HTTPClient
 
-@Suite struct DigestTests {
+@Suite(.offPool) struct DigestTests {
     /// FIPS 180-2 / RFC 1321 test vectors.
     static let vectors: [(DigestAlgorithm, String, String)] = [
         (.sha256, "", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"),

@@ -2,6 +2,7 @@ import Foundation
 import HTTPWire
 import Testing
 import TestOrigin
+import TestThreads
 
 @testable import HTTPClient
 
@@ -96,7 +97,7 @@ private func scriptedOK(_ body: String, extra: String = "") -> String {
 
 /// `DKHTTPClient.execute` against a fault-injecting origin: framing, reuse decisions, retries, timeouts
 /// and cancellation (RFC 9112 §6 message body length, §9 connection management).
-@Suite("HTTPClient exchange", .timeLimit(.minutes(1)))
+@Suite("HTTPClient exchange", .timeLimit(.minutes(1)), .offPool)
 struct ExchangeTests {
     struct BodyCase: Sendable, CustomTestStringConvertible {
         var chunked: Bool
@@ -381,7 +382,7 @@ struct ExchangeTests {
 
 /// Bounds on a response that never gets to its body (issue #13, defect 4): a head trickled byte by byte
 /// inside the idle timeout, and interim responses without end.
-@Suite("Response heads have an end")
+@Suite("Response heads have an end", .offPool)
 struct ResponseHeadBoundsTests {
     @Test func aHeadTrickledInsideTheIdleTimeoutHitsTheHeadDeadline() throws {
         let origin = try FaultOrigin()

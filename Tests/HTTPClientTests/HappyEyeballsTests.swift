@@ -1,12 +1,13 @@
 import Glibc
 import HTTPWire
 import Testing
+import TestThreads
 
 @testable import HTTPClient
 
 /// The pure Happy Eyeballs v2 decisions (RFC 8305) driven by a virtual clock, and the executor over
 /// real loopback sockets.
-@Suite struct HappyEyeballsTests {
+@Suite(.offPool) struct HappyEyeballsTests {
     static let ms: UInt64 = 1_000_000
 
     @Test func interleavesFamiliesIPv6FirstOrThePreferredFamilyFirst() {

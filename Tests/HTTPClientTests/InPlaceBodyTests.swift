@@ -3,11 +3,12 @@ import HTTPClient
 import HTTPWire
 import Testing
 import TestOrigin
+import TestThreads
 
 /// `.receiveInPlace`: a `Content-Length` body is read straight into the receiver's windows, never through
 /// the receive buffer (the engine's small-body gather, issue #18); other framings fall back to the body
 /// callback.
-@Suite struct InPlaceBodyTests {
+@Suite(.offPool) struct InPlaceBodyTests {
     /// Holds a body of up to `capacity` bytes; each window is at most `step` bytes.
     final class Receiver: BodyReceiver {
         let storage: UnsafeMutableRawBufferPointer

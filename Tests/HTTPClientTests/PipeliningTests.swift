@@ -2,6 +2,7 @@ import Foundation
 import HTTPWire
 import Testing
 import TestOrigin
+import TestThreads
 
 @testable import HTTPClient
 
@@ -9,7 +10,7 @@ import TestOrigin
 /// (HTTP/1.1 pipelining, RFC 9112 §9.3.2), and what happens when a server closes instead of answering it
 /// or never answers it. The origin's script answers ranges of a pattern file; after half of each body it
 /// waits for the next request to arrive, which only a client that sends ahead can satisfy.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(1)), .offPool)
 struct PipeliningTests {
     static let total: Int64 = 1 << 20
     static let seed: UInt64 = 0x919E
@@ -61,8 +62,10 @@ struct PipeliningTests {
                     connection.reset()
                     return
                 }
-                try connection.writePattern(offset: range.lowerBound + half, count: Int64(range.count) - half, seed: seed)
+                // Recorded before the last bytes go out: once they have, the client may finish the series and
+                // read `seen` before this thread would get to it.
                 seen.withLock { $0.append(Seen(range: range, connection: connection.id, nextArrivedEarly: early)) }
+                try connection.writePattern(offset: range.lowerBound + half, count: Int64(range.count) - half, seed: seed)
                 switch ending {
                 case .keepAlive:
                     connection.keepsAlive = true

@@ -1,10 +1,11 @@
 import HTTPWire
 import Testing
+import TestThreads
 
 @testable import HTTPClient
 
 /// Proxy variables read as curl reads them, and the per-URL choice.
-@Suite struct ProxyConfigurationTests {
+@Suite(.offPool) struct ProxyConfigurationTests {
     let httpURL = try! HTTPURL("http://files.example.com/a")
     let httpsURL = try! HTTPURL("https://files.example.com/a")
 

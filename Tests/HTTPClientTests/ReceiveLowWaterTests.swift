@@ -2,12 +2,13 @@ import Foundation
 import Glibc
 import Testing
 import TestOrigin
+import TestThreads
 
 @testable import HTTPClient
 
 /// The receive low-water rule (`SO_RCVLOWAT` while a fast body owes plenty) as a value, then on real
 /// sockets: a batch is waited for, but bytes a slow sender already sent are never held back.
-@Suite struct ReceiveLowWaterTests {
+@Suite(.offPool) struct ReceiveLowWaterTests {
     static let mark = ReceiveLowWater.fastMark
     static let patience = ReceiveLowWater.patienceNanoseconds
 

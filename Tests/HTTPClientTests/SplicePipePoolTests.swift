@@ -2,9 +2,10 @@ import CDownloadKitSystem
 import Glibc
 @testable import HTTPClient
 import Testing
+import TestThreads
 
 /// Issue #18: splice pipes are reused across transfers, and only empty ones are.
-@Suite("Splice pipe pool")
+@Suite("Splice pipe pool", .offPool)
 struct SplicePipePoolTests {
     private func makePipe(_ size: Int = 1 << 16) -> SplicePipePool.Pipe {
         var fds: [Int32] = [-1, -1]

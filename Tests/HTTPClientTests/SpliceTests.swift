@@ -4,10 +4,11 @@ import HTTPClient
 import HTTPWire
 import Testing
 import TestOrigin
+import TestThreads
 
 /// `.spliceToFile`: Content-Length bodies on plain connections go socket → pipe → file without
 /// passing through user space; other framings fall back to the body callback.
-@Suite struct SpliceTests {
+@Suite(.offPool) struct SpliceTests {
     /// Runs one exchange that writes the body into `path` starting at `start`, the way the engine does.
     func fetch(_ url: String, into path: String, start: Int64 = 0) throws -> (streamed: Int, spliced: Int, summary: ExchangeSummary) {
         let fd = open(path, O_RDWR | O_CREAT, 0o644)

@@ -3,11 +3,12 @@ import Glibc
 import HTTPWire
 import TestOrigin
 import Testing
+import TestThreads
 
 @testable import HTTPClient
 
 /// TLS session resumption (issue #47, item 7), seen by the server: nginx logs `$ssl_session_reused`.
-@Suite(.serialized) struct TLSResumptionTests {
+@Suite(.serialized, .offPool) struct TLSResumptionTests {
     let certificates: TestCertificates
     let root: String
     let nginx: NginxServer

@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import TestOrigin
 import Testing
+import TestThreads
 
 @testable import HTTPClient
 
@@ -58,7 +59,7 @@ final class OpenSSLServer {
     deinit { stop() }
 }
 
-@Suite(.serialized) struct TLSTests {
+@Suite(.serialized, .offPool) struct TLSTests {
     let certificates: TestCertificates
 
     init() throws {

@@ -2,12 +2,13 @@ import Foundation
 import Glibc
 import TestOrigin
 import Testing
+import TestThreads
 
 @testable import HTTPClient
 
 /// The system bundle named by `SSL_CERT_FILE` is parsed only when a handshake needs a root from it
 /// (issue #47): `--cacert` with a chain that ends at that CA never pays for the bundle.
-@Suite(.serialized) struct TLSTrustBundleTests {
+@Suite(.serialized, .offPool) struct TLSTrustBundleTests {
     let certificates: TestCertificates
     let directory: String
 

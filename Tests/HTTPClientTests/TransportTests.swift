@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import Testing
+import TestThreads
 
 @testable import HTTPClient
 
@@ -109,7 +110,7 @@ func transportError(_ body: () throws -> Void) -> TransportError? {
     }
 }
 
-@Suite struct DeadlineTests {
+@Suite(.offPool) struct DeadlineTests {
     @Test func pastDeadlineHasPassedAndZeroRemaining() {
         let deadline = Deadline.after(seconds: -1)
         #expect(deadline.hasPassed)
@@ -130,7 +131,7 @@ func transportError(_ body: () throws -> Void) -> TransportError? {
     }
 }
 
-@Suite struct TransportErrorTests {
+@Suite(.offPool) struct TransportErrorTests {
     @Test func resetsTimeoutsAndRefusalsAreTransientButCertificateFailuresAreNot() {
         #expect(TransportError(.connectionReset, detail: "x").isTransient)
         #expect(TransportError(.readTimeout, detail: "x").isTransient)
@@ -150,7 +151,7 @@ func transportError(_ body: () throws -> Void) -> TransportError? {
     }
 }
 
-@Suite struct TransportTests {
+@Suite(.offPool) struct TransportTests {
     @Test func connectsToLoopbackAndRoundTripsBytes() throws {
         let listener = try #require(LoopbackListener())
         let connection = try Connection.connect(

@@ -1,9 +1,10 @@
 import HTTPWire
 import Testing
+import TestThreads
 
 @testable import DownloadKitMetalink
 
-@Suite struct MetalinkTests {
+@Suite(.offPool) struct MetalinkTests {
     typealias S = MetalinkSamples
 
     static func digest(_ algorithm: HashAlgorithm, _ hex: String) -> HashDigest {
@@ -208,7 +209,7 @@ import Testing
     }
 }
 
-@Suite struct MetalinkSizeTests {
+@Suite(.offPool) struct MetalinkSizeTests {
     /// The limits' stated reason holds: a 100 GiB file in 1 MiB pieces (102,400 SHA-256 piece hashes, ~7.5 MB of
     /// document) is inside every default limit.
     @Test func aHundredGiBFileInMiBPiecesFitsTheDefaults() throws {
