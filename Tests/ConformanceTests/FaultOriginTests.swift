@@ -2,7 +2,6 @@ import Foundation
 import Glibc
 import Testing
 import TestOrigin
-import TestThreads
 
 // MARK: - A tiny raw HTTP/1.1 client over a blocking POSIX socket (test-only, independent of DKHTTPClient)
 
@@ -199,7 +198,7 @@ func isPattern(_ bytes: [UInt8], offset: Int64, count: Int, seed: UInt64) -> Boo
     bytes.count == count && TestPattern.matches(bytes, offset: offset, seed: seed)
 }
 
-@Suite("FaultOrigin", .timeLimit(.minutes(1)), .offPool)
+@Suite("FaultOrigin", .timeLimit(.minutes(1)))
 struct FaultOriginTests {
     static let size: Int64 = 100_000
     static let seed: UInt64 = 7

@@ -4,7 +4,6 @@ import HTTPClient
 import HTTPWire
 import Testing
 import TestOrigin
-import TestThreads
 
 // Conformance against a real server: nginx over HTTP and HTTPS (TLS sites with a valid, expired,
 // wrong-host, self-signed and unknown-CA certificate), checked through DKHTTPClient and the engine, with
@@ -186,7 +185,7 @@ struct NginxConformanceTests {
 
     /// Full GET, byte ranges (RFC 9110 §14.1.2: a-b, a-, -n, clamped last-pos), HEAD, validators and
     /// If-Range (§13.1.5), all over one kept-alive connection.
-    @Test(.offPool, arguments: Scheme.allCases)
+    @Test(arguments: Scheme.allCases)
     fileprivate func rangesHeadAndIfRange(_ scheme: Scheme) throws {
         let fixture = try NginxFixture()
         let client = try fixture.makeClient()
@@ -246,7 +245,7 @@ struct NginxConformanceTests {
     }
 
     /// `/limited/` paces each connection (`limit_rate`); ranges work there too.
-    @Test(.offPool, arguments: Scheme.allCases)
+    @Test(arguments: Scheme.allCases)
     fileprivate func rangedRequestAgainstARateLimitedLocation(_ scheme: Scheme) throws {
         let fixture = try NginxFixture(limitRate: 4 << 20)
         let client = try fixture.makeClient()
@@ -268,7 +267,7 @@ struct NginxConformanceTests {
     /// with `Connection: close`): a request sent ahead on a connection nginx then closes was never served,
     /// and is sent again on the next one. nginx serves every range exactly once, in order, and the bytes
     /// are the file's.
-    @Test(.offPool, arguments: Scheme.allCases)
+    @Test(arguments: Scheme.allCases)
     fileprivate func aPipelinedSeriesSurvivesNginxsKeepaliveRequestLimit(_ scheme: Scheme) throws {
         let fixture = try NginxFixture(limitRate: 2 << 20, extraServerDirectives: "        keepalive_requests 3;")
         let client = try fixture.makeClient()
@@ -316,7 +315,7 @@ struct NginxConformanceTests {
 
     // MARK: Keep-alive and the pool, witnessed by the access log
 
-    @Test(.offPool, arguments: Scheme.allCases)
+    @Test(arguments: Scheme.allCases)
     fileprivate func sequentialRequestsReuseOneConnection(_ scheme: Scheme) throws {
         let fixture = try NginxFixture()
         let client = try fixture.makeClient()
@@ -342,7 +341,7 @@ struct NginxConformanceTests {
         }
     }
 
-    @Test(.offPool, arguments: Scheme.allCases)
+    @Test(arguments: Scheme.allCases)
     fileprivate func concurrentRequestsNeverExceedTheBoundPerOrigin(_ scheme: Scheme) throws {
         // 256 KiB at 2 MiB/s per connection: ~125 ms per request, so five threads contend for two slots.
         let fixture = try NginxFixture(limitRate: 2 << 20)
@@ -402,7 +401,7 @@ struct NginxConformanceTests {
 
     /// nginx closes an idle kept-alive connection after `keepalive_timeout` (over TLS without
     /// close_notify, since it counts as timed out); the next request goes out on a new connection.
-    @Test(.offPool, arguments: Scheme.allCases)
+    @Test(arguments: Scheme.allCases)
     fileprivate func connectionClosedByKeepaliveTimeoutIsReplaced(_ scheme: Scheme) throws {
         let fixture = try NginxFixture(extraServerDirectives: "        keepalive_timeout 1s;")
         let client = try fixture.makeClient()
@@ -420,7 +419,7 @@ struct NginxConformanceTests {
 
     /// nginx drops the second request on a kept-alive connection without answering (`return 444`):
     /// the GET is retried once on a fresh connection (RFC 9112 §9.3.1), over HTTP and over TLS.
-    @Test(.offPool, arguments: Scheme.allCases)
+    @Test(arguments: Scheme.allCases)
     fileprivate func requestDroppedOnAReusedConnectionIsRetriedOnce(_ scheme: Scheme) throws {
         let fixture = try NginxFixture(
             extraServerDirectives: """

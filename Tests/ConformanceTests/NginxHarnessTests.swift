@@ -1,7 +1,6 @@
 import Foundation
 import Testing
 import TestOrigin
-import TestThreads
 
 /// A temporary directory removed when the value goes away.
 final class TemporaryDirectory {
@@ -22,8 +21,7 @@ final class TemporaryDirectory {
 @Suite(
     "nginx harness",
     .enabled(if: peerRequired(NginxServer.locate() != nil), "nginx not installed: run Scripts/install-deps.sh"),
-    .timeLimit(.minutes(1)),
-    .offPool
+    .timeLimit(.minutes(1))
 )
 struct NginxHarnessTests {
     static let fileSize = 1 << 20

@@ -1,7 +1,6 @@
 import Foundation
 import Testing
 import TestOrigin
-import TestThreads
 
 /// Power cuts (issue #20, after ALICE and CrashMonkey): a clean `downloadkit get` runs under the faultfs
 /// shim with FAULTFS_LOG set, which records every open, write (offset, length, data), ftruncate,
@@ -74,7 +73,7 @@ struct PowerCutTests {
     /// The recording follows a file opened again through `/proc/self/fd/N`, as the engine opens its `O_DIRECT`
     /// descriptor (``DirectFile``): the shim once left such a descriptor untracked, the replay lacked its
     /// writes, and a CI run under load reported the engine as completing wrong files.
-    @Test(.offPool) func theRecordingFollowsAFileOpenedAgainThroughProc() throws {
+    @Test func theRecordingFollowsAFileOpenedAgainThroughProc() throws {
         let directory = try ScratchDirectory()
         let log = directory.path + ".log"
         defer {
@@ -99,7 +98,7 @@ struct PowerCutTests {
     }
 
     /// The reruns run as after a reboot: the shim serves them a boot id of their own.
-    @Test(.offPool) func aRerunAfterACutReadsANewBootID() throws {
+    @Test func aRerunAfterACutReadsANewBootID() throws {
         let library = try FaultFS.library.get()
         let python = try #require(ProcessRunner.findExecutable("python3"), "python3 (Scripts/install-deps.sh) is not on PATH")
         let directory = try ScratchDirectory()

@@ -4,7 +4,6 @@ import CDownloadKitSystem
 import Glibc
 import Testing
 import TestOrigin
-import TestThreads
 
 /// Segment writes past the page cache (`DownloadConfiguration.directWrites`, issue #18): how a
 /// write is cut into page-cache and direct parts, that pieces written in any order leave exactly the
@@ -71,7 +70,7 @@ struct DirectSegmentWriteTests {
         return writer.directBytes
     }
 
-    @Test(.offPool) func piecesWrittenInAnyOrderLeaveExactlyTheirBytesWithOrWithoutDirectWrites() throws {
+    @Test func piecesWrittenInAnyOrderLeaveExactlyTheirBytesWithOrWithoutDirectWrites() throws {
         let dir = try ScratchDirectory()
         let size = (13 << 20) + 1_234
         let direct = try writeInPieces(into: dir.file("direct"), size: size, direct: true)
@@ -84,7 +83,7 @@ struct DirectSegmentWriteTests {
         #expect(try writeInPieces(into: dir.file("buffered"), size: size, direct: false) == 0)
     }
 
-    @Test(.offPool) func aRefusedDirectWriteWritesNothingAndSaysSo() throws {
+    @Test func aRefusedDirectWriteWritesNothingAndSaysSo() throws {
         let dir = try ScratchDirectory()
         try #require(DirectFile.fileSystems.contains(fileSystemType(dir.path)), "the scratch directory is on ext4 or XFS on this project's machines")
         let handle = try FileHandleFD.openForUpdate(dir.file("refused"))
@@ -103,7 +102,7 @@ struct DirectSegmentWriteTests {
         #expect(try handle.size() == 4_096 + Int64(block.count))
     }
 
-    @Test(.offPool) func aFileSystemOutsideTheListKeepsThePageCache() throws {
+    @Test func aFileSystemOutsideTheListKeepsThePageCache() throws {
         // tmpfs: a direct write there is only another copy.
         let path = "/dev/shm/dk-direct-\(UUID().uuidString)"
         defer { unlink(path) }

@@ -4,7 +4,6 @@ import HTTPClient
 import HTTPWire
 import Testing
 import TestOrigin
-import TestThreads
 
 @testable import DownloadKit
 import DownloadKitManager
@@ -88,7 +87,7 @@ struct PlantedFileTests {
 
     /// 3: a link planted by nobody at the cookie jar's temporary name `<jar>.tmp-<pid>`: the jar is written
     /// through a fresh name instead; the root file behind the link keeps its bytes and mode.
-    @Test(.offPool, arguments: SharedDirectory.Kind.allCases)
+    @Test(arguments: SharedDirectory.Kind.allCases)
     func aCookieJarTemporaryLinkPlantedByAnotherUserIsLeftAlone(_ kind: SharedDirectory.Kind) throws {
         let dir = try SharedDirectory(kind)
         let private_ = try ScratchDirectory()
@@ -131,7 +130,7 @@ struct PlantedFileTests {
 
     /// The record's own temporary name: a file nobody planted at `<record>.tmp-<pid>` is neither written
     /// nor renamed into place (a record of nobody's would then be refused, and nobody would read ours).
-    @Test(.offPool) func aRecordTemporaryNamePlantedByAnotherUserIsLeftAlone() throws {
+    @Test func aRecordTemporaryNamePlantedByAnotherUserIsLeftAlone() throws {
         let dir = try SharedDirectory(.sticky)
         try OtherUser.run(["/usr/bin/touch", dir.file("x.dkresume.tmp-\(getpid())")])
         let info = ResumeInfo(originalURL: "http://example.com/x", tempFilePath: dir.file("x.dkpart"))
@@ -147,7 +146,7 @@ struct PlantedFileTests {
     }
 
     /// A record is trusted only as ssh trusts a key: ours, not writable by others, one link, not a link.
-    @Test(.offPool) func aRecordWritableByOthersLinkedOrALinkIsNotRead() throws {
+    @Test func aRecordWritableByOthersLinkedOrALinkIsNotRead() throws {
         let dir = try ScratchDirectory()
         let info = ResumeInfo(originalURL: "http://example.com/x", tempFilePath: dir.file("x.dkpart"))
         try info.write(to: dir.file("mine.dkresume"))
@@ -191,7 +190,7 @@ struct PlantedFileTests {
     /// A destination planted by nobody is never reported as an unchanged download of ours
     /// (`.keepIfNotModified`): the executor finds it is not ours, and the machine downloads it again without
     /// asking; the same file of ours is asked about, and kept as it was found.
-    @Test(.offPool) func aDestinationPlantedByAnotherUserIsNotKeptAsUnchanged() throws {
+    @Test func aDestinationPlantedByAnotherUserIsNotKeptAsUnchanged() throws {
         let dir = try SharedDirectory(.sticky)
         try OtherUser.run(["/usr/bin/touch", dir.file("planted.bin")])
         try Data("ours".utf8).write(to: URL(fileURLWithPath: dir.file("ours.bin")))

@@ -1,13 +1,12 @@
 import Foundation
 import Testing
 import TestOrigin
-import TestThreads
 
 @_spi(DownloadKitInternal) @testable import DownloadKit
 
 /// The segment coordinator sleeps until its workers or the caller give it something to do: a stalled
 /// transfer does not wake it on a timer, and a stop ends its sleep at once.
-@Suite(.timeLimit(.minutes(1)), .offPool)
+@Suite(.timeLimit(.minutes(1)))
 struct SegmentCoordinatorWakeTests {
     /// A coordinator for `path` on `origin` with two workers, and its counter of wake-ups.
     func coordinator(_ origin: FaultOrigin, _ path: String, size: Int64, dir: ScratchDirectory, control: DownloadControl) throws

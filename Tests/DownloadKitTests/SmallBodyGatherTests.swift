@@ -4,7 +4,6 @@ import CDownloadKitSystem
 import Glibc
 import Testing
 import TestOrigin
-import TestThreads
 
 /// Small single-connection bodies gathered and written past the page cache (`SmallBodyGather`,
 /// `DownloadConfiguration.directWrites`, issue #18): the buffer's block mapping, the pool's bound, and
@@ -19,7 +18,7 @@ struct SmallBodyGatherTests {
         return bytes
     }
 
-    @Test(.offPool) func onlyBodiesFromSixtyFourKiBToTheCapacityAreGathered() throws {
+    @Test func onlyBodiesFromSixtyFourKiBToTheCapacityAreGathered() throws {
         #expect(SmallBodyGather(remaining: (64 << 10) - 1, at: 0) == nil)
         #expect(SmallBodyGather(remaining: Int64(SmallBodyGather.capacity) + 1, at: 0) == nil)
         // The offset's place in its block counts against the capacity.
@@ -28,7 +27,7 @@ struct SmallBodyGatherTests {
         #expect(SmallBodyGather(remaining: 64 << 10, at: 0) != nil)
     }
 
-    @Test(.offPool) func pendingBytesKeepTheirOrderAndAlignedOffsetsSitAtAlignedAddresses() throws {
+    @Test func pendingBytesKeepTheirOrderAndAlignedOffsetsSitAtAlignedAddresses() throws {
         let start = 5_000
         let body = try #require(SmallBodyGather(remaining: 200_000, at: Int64(start)))
         let expected = pattern(200_000, from: start)
@@ -58,7 +57,7 @@ struct SmallBodyGatherTests {
     /// Bytes received in place (``SmallBodyGather/freeSpace(limit:)``, ``SmallBodyGather/received(_:now:)``)
     /// land where ``SmallBodyGather/append(_:now:)`` would have put them, and keep their place when the
     /// ones before them are written.
-    @Test(.offPool) func bytesReceivedInPlaceFollowThePendingOnesAndKeepTheirOrder() throws {
+    @Test func bytesReceivedInPlaceFollowThePendingOnesAndKeepTheirOrder() throws {
         let start = 5_000
         let body = try #require(SmallBodyGather(remaining: 200_000, at: Int64(start)))
         let expected = pattern(200_000, from: start)
@@ -85,7 +84,7 @@ struct SmallBodyGatherTests {
         #expect(Array(body.pending) == Array(expected[3_700...]))
     }
 
-    @Test(.offPool) func thePoolHandsOutAtMostItsLimitAndReusesWhatComesBack() throws {
+    @Test func thePoolHandsOutAtMostItsLimitAndReusesWhatComesBack() throws {
         let pool = AlignedBufferPool(limit: 2)
         let first = try #require(pool.take())
         let second = try #require(pool.take())

@@ -2,13 +2,12 @@ import Foundation
 import HTTPWire
 import Testing
 import TestOrigin
-import TestThreads
 
 @testable import HTTPClient
 
 /// The connection pool behind `DKHTTPClient`: the per-origin bound, hand-over of freed connections to
 /// waiting requests, idle eviction and `closeIdleConnections`.
-@Suite("HTTPClient connection pool", .timeLimit(.minutes(1)), .offPool)
+@Suite("HTTPClient connection pool", .timeLimit(.minutes(1)))
 struct ConnectionPoolTests {
     @Test func boundPerOriginHoldsUnderConcurrency() throws {
         let origin = try FaultOrigin()

@@ -97,7 +97,7 @@ private func scriptedOK(_ body: String, extra: String = "") -> String {
 
 /// `DKHTTPClient.execute` against a fault-injecting origin: framing, reuse decisions, retries, timeouts
 /// and cancellation (RFC 9112 §6 message body length, §9 connection management).
-@Suite("HTTPClient exchange", .timeLimit(.minutes(1)), .offPool)
+@Suite("HTTPClient exchange", .timeLimit(.minutes(1)))
 struct ExchangeTests {
     struct BodyCase: Sendable, CustomTestStringConvertible {
         var chunked: Bool

@@ -2,7 +2,6 @@ import Foundation
 import HTTPWire
 import Testing
 import TestOrigin
-import TestThreads
 
 @testable import HTTPClient
 
@@ -10,7 +9,7 @@ import TestThreads
 /// (HTTP/1.1 pipelining, RFC 9112 §9.3.2), and what happens when a server closes instead of answering it
 /// or never answers it. The origin's script answers ranges of a pattern file; after half of each body it
 /// waits for the next request to arrive, which only a client that sends ahead can satisfy.
-@Suite(.timeLimit(.minutes(1)), .offPool)
+@Suite(.timeLimit(.minutes(1)))
 struct PipeliningTests {
     static let total: Int64 = 1 << 20
     static let seed: UInt64 = 0x919E

@@ -14,13 +14,16 @@ struct RawAnswer {
 }
 
 func rawRequest(port: Int, method: String = "POST", headers: [String], body: String? = nil) async throws -> RawAnswer {
-    var arguments = ["-s", "-i", "--max-time", "5", "-X", method]
+    // A 101 answer has no body and the connection stays open: curl stops at --max-time with what it read, so
+    // an upgrade gets a short one. Anything else is answered and closed; its bound only ends a hang — five
+    // seconds was not enough for the in-process server while the whole suite ran on a loaded machine.
+    let upgrades = headers.contains { $0.lowercased().hasPrefix("upgrade: websocket") }
+    var arguments = ["-s", "-i", "--max-time", upgrades ? "10" : "60", "-X", method]
     for header in headers { arguments += ["-H", header] }
     if let body { arguments += ["--data-binary", body] }
     arguments.append("http://127.0.0.1:\(port)/jsonrpc")
     let curlArguments = arguments
     let result = try await offloaded { try ProcessRunner.run("/usr/bin/curl", curlArguments) }
-    // A 101 answer has no body and the connection stays open: curl stops at --max-time with what it read.
     let text = result.output
     let split = text.range(of: "\r\n\r\n")
     let head = split.map { String(text[..<$0.lowerBound]) } ?? text

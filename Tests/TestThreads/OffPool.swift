@@ -68,6 +68,9 @@ public final class OffPoolThreads: TaskExecutor, Sendable {
 /// Runs each test case of the suite (or test) it is attached to on ``OffPoolThreads`` instead of the cooperative
 /// pool. For suites whose tests block or compute synchronously; an async test in such a suite works too, its
 /// structured child tasks running on the same threads.
+///
+/// Not for a suite with a time limit: Swift Testing starts a test's clock before this trait's scope, so the
+/// wait for a free thread here counts against the limit (docs/TESTING.md).
 public struct OffPool: SuiteTrait, TestTrait, TestScoping {
     public var isRecursive: Bool { true }
 
