@@ -87,6 +87,11 @@ final class TransferEngine {
     // MARK: - Running
 
     /// Runs to the end: returns the result or throws the final error (paused and cancelled included).
+    ///
+    /// Everything `run` calls before and after the transfer (``examineDestination()``, ``prepare()``,
+    /// ``stop(with:)``) is kept out of line, and so is ``transfer(using:)``: this frame stays on the stack
+    /// under every exchange, and with them inlined it held all their temporaries — 8 KiB (docs/BENCHMARKS.md,
+    /// "Stacks at 1,024 transfers").
     func run() throws(DownloadError) -> DownloadResult {
         // A kept destination ends the run before anything else: no client, no request, no working file.
         if let kept = examineDestination() { return kept }
@@ -107,6 +112,7 @@ final class TransferEngine {
     }
 
     /// Ends a run that did not complete: keeps partial data (checkpointed) unless cancelled.
+    @inline(never)  // out of `run`'s frame (``run()``)
     private func stop(with failure: DownloadError) throws(DownloadError) -> Never {
         // A background checkpoint must not write the plist after the files are removed or moved.
         checkpointQueue.settleBlocking()
@@ -158,6 +164,7 @@ final class TransferEngine {
     /// Tells the machine what is at a file destination (``ExistingFileRule/Found``, looked at only when the
     /// policy asks, ``ExistingFileRule/looks(_:)``) and performs its answer: the kept file's result, or nil
     /// to download — a conditional first request's conditions travel on the machine's requests.
+    @inline(never)  // out of `run`'s frame (``run()``)
     private func examineDestination() -> DownloadResult? {
         let policy = request.existingFile.rule
         if ExistingFileRule.looks(policy), case .file(let path) = request.destination {
@@ -181,6 +188,7 @@ final class TransferEngine {
 
     // MARK: - Preparing the partial data
 
+    @inline(never)  // out of `run`'s frame (``run()``)
     private func prepare() throws {
         var resumeInfo: ResumeInfo?
         if let data = request.resumeData {
@@ -274,6 +282,7 @@ final class TransferEngine {
 
     // MARK: - Executing the machine's actions
 
+    @inline(never)  // out of `run`'s frame (``run()``)
     private func transfer(using client: DKHTTPClient) throws -> DownloadResult {
         let buffer = ReceiveBuffer(capacity: receiveBufferSize(client))
         var decision = machine.start()
@@ -323,7 +332,7 @@ final class TransferEngine {
     @inline(never)
     private func wait(_ seconds: Double) throws -> Decided {
         if !interruptibleSleep(seconds, wakes: control.wakeUps, shouldStop: { self.control.stopRequest != .none }) {
-            throw DownloadError(.cancelled, "stopped")
+            try endedByStopRequest()
         }
         return machine.retryDelayElapsed()
     }
@@ -448,7 +457,7 @@ final class TransferEngine {
     private func send(
         _ httpRequest: DKHTTPRequest, restart: RestartReason?, client: DKHTTPClient, buffer: ReceiveBuffer
     ) throws -> Decided {
-        if control.stopRequest != .none { throw DownloadError(.cancelled, "stopped") }
+        if control.stopRequest != .none { try endedByStopRequest() }
         guard let file else { throw DownloadError(.fileSystem, "the temp file is not open") }
         if restart != nil { try discardPartialData() }
         var writing = false
@@ -743,10 +752,25 @@ final class TransferEngine {
         let now = monotonicSeconds()
         if now - lastProgressTime >= configuration.progressInterval.asSeconds { publishProgress(now: now) }
         if now - lastCheckpointTime >= configuration.checkpointInterval.asSeconds { try checkpoint(force: false) }
-        try performInExchange(machine.received(count, now: now))
+        try received(count, now: now)
         if !TokenBucket.wait(rateLimiters, afterConsuming: count, wakes: control.wakeUps, shouldStop: { control.stopRequest != .none }) {
-            throw DownloadError(.cancelled, "stopped")
+            try endedByStopRequest()
         }
+    }
+
+    /// The machine's verdict on `count` more bytes (the low-speed rule, a body past its range). Not inlined
+    /// into ``didWrite(_:)``: the verdict, which can hold a whole error, would sit in that frame, an
+    /// ancestor of every progress event's delivery — the deepest point of a transfer thread's stack.
+    @inline(never)
+    private func received(_ count: Int, now: Double) throws(ExchangeRefused) {
+        try performInExchange(machine.received(count, now: now))
+    }
+
+    /// A stop request ended a wait (a retry's delay, a rate limit's). Not inlined, for the same reason as
+    /// ``received(_:now:)``.
+    @inline(never)
+    private func endedByStopRequest() throws -> Never {
+        throw DownloadError(.cancelled, "stopped")
     }
 
     private func publishProgress(now: Double = monotonicSeconds()) {
