@@ -3,21 +3,22 @@
 #
 # Which tests hold the cooperative pool: runs COMMAND (a `swift test ...`), and at each of the given SECONDS
 # after its start stops the test process for a moment with gdb and prints, for every thread of Swift's
-# cooperative pool (dispatch's worker threads) that is not idle, the test frames it is in. Swift Testing runs every test of a process on that pool — as many threads as CPUs, two on this
-# project's machines — so a test that blocks or computes there holds every async test behind it, and their
-# time limits count that wait (docs/TESTING.md). Example:
+# cooperative pool (dispatch's worker threads) that is not idle, the test frames it is in. Swift Testing runs
+# every test of a process on that pool — as many threads as CPUs, two on this project's machines — so a test
+# that blocks or computes there holds every async test behind it, and their time limits count that wait
+# (docs/TESTING.md). Example:
 #
 #   bash Scripts/pool-holders.sh 15 30 45 -- swift test --skip-build --traits Manager,Tools --filter '^DownloadKitTests\.'
 #
-# The stops themselves delay the tests by a second or so each: a test that measures a rate may fail in such
-# a run; that failure says nothing. COMMAND's output goes to LOG (default a temporary file, named at the end).
+# The stops themselves delay the tests by a second or two each: a test that measures a rate or waits a few
+# seconds for a reply may fail in such a run; that failure says nothing. COMMAND's output goes to LOG (default a temporary file, named at the end).
 set -uo pipefail
 log=$(mktemp /tmp/pool-holders-XXXXXX.log)
 if [ "${1:-}" = --log ]; then log=$2; shift 2; fi
 times=()
 while [ $# -gt 0 ] && [ "$1" != -- ]; do times+=("$1"); shift; done
 [ "${1:-}" = -- ] && shift
-[ $# -gt 0 ] && [ ${#times[@]} -gt 0 ] || { sed -n '2,15p' "$0"; exit 2; }
+[ $# -gt 0 ] && [ ${#times[@]} -gt 0 ] || { sed -n '2,14p' "$0"; exit 2; }
 command -v gdb >/dev/null || { echo "pool-holders: gdb is needed (apt-get install gdb)"; exit 2; }
 
 "$@" >"$log" 2>&1 &
