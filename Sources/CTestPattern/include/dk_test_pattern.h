@@ -8,8 +8,8 @@
 /// is byte `o % 8` (little-endian) of `dk_test_pattern_word(o / 8, seed)`.
 ///
 /// In C because the tests fill and check hundreds of MiB of it in debug builds, where the Swift loops ran at
-/// 270 MB/s (fill) and 44 MB/s (check) against 670 and 1,060 MB/s here at -O0; the checks ran on the
-/// cooperative pool's two threads and held every async test behind them (docs/TESTING.md, "The pool").
+/// 270 MB/s (fill) and 44 MB/s (check) against 740 and 1,540 MB/s here at -O0 (64 MiB each); the checks ran on
+/// the cooperative pool's two threads and held every async test behind them (docs/TESTING.md, "The pool").
 
 /// The 64-bit word covering absolute byte offsets `8 * index ..< 8 * index + 8`: SplitMix64's finaliser
 /// (Steele, Lea, Flood 2014) of the index and the seed.
