@@ -71,13 +71,11 @@ private func cli(_ arguments: [String], in dir: ScratchDirectory, environment: [
 {
     let executable = try #require(CLITests.executable, "downloadkit executable not found; run swift build --build-tests")
     if environment.isEmpty {
-        return try await offloaded { try CLITests.runBlocking(executable, arguments, in: dir, timeout: 60) }
+        return try await CLITests.runOffPool(executable, arguments, in: dir, timeout: 60)
     }
     // Environment variables go through env(1), so the runner stays the shared one.
     let assignments = environment.map { "\($0.key)=\($0.value)" }
-    return try await offloaded {
-        try CLITests.runBlocking("/usr/bin/env", assignments + [executable] + arguments, in: dir, timeout: 60)
-    }
+    return try await CLITests.runOffPool("/usr/bin/env", assignments + [executable] + arguments, in: dir, timeout: 60)
 }
 
 @Suite(.serialized, .timeLimit(.minutes(3)))

@@ -238,11 +238,9 @@ struct MirrorPieceCLITests {
         let dir = try ScratchDirectory()
         let document = try MetalinkCLITests.write(Self.metalink(urls: origins.map { $0.url("/k.bin") }), to: dir, "k.meta4")
         defer { try? FileManager.default.removeItem(atPath: document) }
-        let run = try await offloaded {
-            try CLITests.runBlocking(
-                executable, ["get", "--metalink", document, "-o", dir.file("k.bin"), "--connections", "3", "--progress", "none"],
-                in: dir, timeout: 90)
-        }
+        let run = try await CLITests.runOffPool(
+            executable, ["get", "--metalink", document, "-o", dir.file("k.bin"), "--connections", "3", "--progress", "none"],
+            in: dir, timeout: 90)
         #expect(run.exitCode == 0, "\(run.output)")
         #expect(fileMatchesPattern(dir.file("k.bin"), size: MirrorPieceTests.size, seed: MirrorPieceTests.seed))
         let lines = run.output.split(separator: "\n").filter { $0.hasPrefix("source ") || $0.contains(" source ") }

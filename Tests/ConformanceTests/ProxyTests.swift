@@ -100,9 +100,7 @@ struct ProxyTests {
         // Proxy variables of the test's own environment must not leak into these runs.
         let unset = ["http_proxy", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"]
             .flatMap { ["-u", $0] }
-        return try await offloaded {
-            try CLITests.runBlocking(env, unset + assignments + [executable] + arguments, in: dir, timeout: 120)
-        }
+        return try await CLITests.runOffPool(env, unset + assignments + [executable] + arguments, in: dir, timeout: 120)
     }
 
     /// Starts the CLI at 256 KB/s (`--limit-rate`, so the 6 MiB file needs 24 s) and kills it with

@@ -23,7 +23,7 @@ struct QueueCLITests {
         let executable = try #require(CLITests.executable, "downloadkit executable not found next to the tests; run swift build --build-tests")
         let all = ["queue", "--state", queue.state.path] + arguments
         let downloads = queue.downloads
-        let result = try await offloaded { try CLITests.runBlocking(executable, all, in: downloads, timeout: timeout) }
+        let result = try await CLITests.runOffPool(executable, all, in: downloads, timeout: timeout)
         if result.exitCode == -1 { Issue.record("downloadkit \(all) did not finish within \(timeout) s") }
         return result
     }

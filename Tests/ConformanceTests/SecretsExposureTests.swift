@@ -9,9 +9,7 @@ private func secretsCLI(_ arguments: [String], in dir: ScratchDirectory, environ
 {
     let executable = try #require(CLITests.executable, "downloadkit executable not found; run swift build --build-tests")
     let assignments = environment.map { "\($0.key)=\($0.value)" }
-    return try await offloaded {
-        try CLITests.runBlocking("/usr/bin/env", assignments + [executable] + arguments, in: dir, timeout: 60)
-    }
+    return try await CLITests.runOffPool("/usr/bin/env", assignments + [executable] + arguments, in: dir, timeout: 60)
 }
 
 /// What user nobody reads in `/proc/PID/cmdline` of the client, taken by the origin's thread the moment
