@@ -26,6 +26,31 @@ package final class EventFanout<Event: Sendable>: Sendable {
             queue.remove(at: index)
         }
 
+        /// Takes `event` (nil: only the end) by the rule above; returns the continuation to resume with it
+        /// when the subscriber was waiting (its queue is then empty, so the event is handed over directly).
+        mutating func receive(
+            _ event: Event?, terminal: Bool, droppable: Bool, capacity: Int,
+            isDroppable: (Event) -> Bool, canReplace: (_ queued: Event, _ new: Event) -> Bool
+        ) -> CheckedContinuation<Event?, Never>? {
+            if terminal { ended = true }
+            if let waiter {
+                self.waiter = nil
+                return waiter
+            }
+            guard let event else { return nil }
+            // Below capacity everything is kept; at capacity a droppable event first tries to supersede
+            // the one waiting at the tail, else the oldest droppable one goes.
+            if droppable, queue.count - head >= capacity, let last = queue.last, isDroppable(last),
+                canReplace(last, event)
+            {
+                queue[queue.count - 1] = event
+            } else {
+                queue.append(event)
+                if queue.count - head > capacity { dropOldest(where: isDroppable) }
+            }
+            return nil
+        }
+
         mutating func popFirst() -> Event? {
             guard head < queue.count else { return nil }
             let event = queue[head]
@@ -118,45 +143,39 @@ package final class EventFanout<Event: Sendable>: Sendable {
         let capacity = self.capacity
         let isDroppable = self.isDroppable
         let canReplace = self.canReplace
-        let woken: [(CheckedContinuation<Event?, Never>, Event?)] = state.withLock { state in
+        // Every woken subscriber receives the same `event`, so the list holds only continuations. The
+        // per-subscriber rule is a method of `Subscriber`: a local function here stayed generic over
+        // `Event` when `deliver` was specialised, and its value-witness and metadata calls made this the
+        // deepest chain of a transfer thread (docs/BENCHMARKS.md, "Stacks at 1,024 transfers").
+        let woken: [CheckedContinuation<Event?, Never>] = state.withLock { state in
             guard !state.finished else { return [] }
             if terminal {
                 state.finished = true
                 state.terminal = event
             }
-            var woken: [(CheckedContinuation<Event?, Never>, Event?)] = []
-            func enqueue(_ subscriber: inout Subscriber) {
-                if terminal { subscriber.ended = true }
-                if let waiter = subscriber.waiter {
-                    // Waiting means the queue is empty: hand the event over directly.
-                    subscriber.waiter = nil
-                    woken.append((waiter, event))
-                } else if let event {
-                    // Below capacity everything is kept; at capacity a droppable event first tries to
-                    // supersede the one waiting at the tail, else the oldest droppable one goes.
-                    if droppable, subscriber.queue.count - subscriber.head >= capacity,
-                        let last = subscriber.queue.last, isDroppable(last), canReplace(last, event)
-                    {
-                        subscriber.queue[subscriber.queue.count - 1] = event
-                    } else {
-                        subscriber.queue.append(event)
-                        if subscriber.queue.count - subscriber.head > capacity {
-                            subscriber.dropOldest(where: isDroppable)
-                        }
-                    }
-                }
+            var woken: [CheckedContinuation<Event?, Never>] = []
+            if state.backlog != nil,
+                let waiter = state.backlog!.receive(
+                    event, terminal: terminal, droppable: droppable, capacity: capacity,
+                    isDroppable: isDroppable, canReplace: canReplace)
+            {
+                woken.append(waiter)
             }
-            if state.backlog != nil { enqueue(&state.backlog!) }
             // By index, in place: iterating `keys` keeps a reference to the dictionary's storage, so the
             // first write through `[id]!` copied the dictionary (every event, every subscriber's entry).
             var index = state.subscribers.startIndex
             while index != state.subscribers.endIndex {
-                enqueue(&state.subscribers.values[index])
+                if let waiter = state.subscribers.values[index].receive(
+                    event, terminal: terminal, droppable: droppable, capacity: capacity,
+                    isDroppable: isDroppable, canReplace: canReplace)
+                {
+                    woken.append(waiter)
+                }
                 state.subscribers.formIndex(after: &index)
             }
             return woken
         }
-        for (waiter, event) in woken { waiter.resume(returning: event) }
+        for waiter in woken { waiter.resume(returning: event) }
     }
 
     /// The subscriber's next event, or nil once its sequence has ended.
