@@ -309,14 +309,18 @@ public enum DownloadStateReason: Sendable, Hashable {
 
 /// An event from a running download.
 public enum DownloadEvent: Sendable, Hashable {
+    // The cases other than `progress` are boxed (`indirect`): an event is then a progress value or one
+    // reference, copied without the runtime's value witnesses and metadata lookups. A progress event is
+    // copied into every subscriber's queue from under a body chunk's write, the deepest point of a
+    // transfer thread's stack.
     /// The state changed, with its reason.
-    case stateChanged(DownloadState, DownloadStateReason)
+    indirect case stateChanged(DownloadState, DownloadStateReason)
     /// A progress snapshot (rate-limited to ``DownloadConfiguration/progressInterval``).
     case progress(DownloadProgress)
     /// The download finished; the file is at `DownloadResult.path`.
-    case finished(DownloadResult)
+    indirect case finished(DownloadResult)
     /// The download failed (or was paused/cancelled: see the error's code).
-    case failed(DownloadError)
+    indirect case failed(DownloadError)
 }
 
 /// The outcome of a finished download.
