@@ -94,7 +94,8 @@ public struct ResponseParser: Sendable {
     public static let maxEmptyLinesBeforeStatusLine = 4
 
     /// Where the parser is in the message; each case lists where it may go next.
-    private enum State: Sendable {
+    @usableFromInline
+    enum State: Sendable {
         /// Reading a head (interim or final). → itself (after a 1xx), a body state, `.failed`.
         case head
         /// The final head was reported and no body follows. → `.complete`.
@@ -114,7 +115,7 @@ public struct ResponseParser: Sendable {
     /// The limits this parser enforces.
     public let limits: ParserLimits
     private var requestMethod: DKHTTPMethod
-    private var state: State = .head
+    @usableFromInline private(set) var state: State = .head
     private var chunked = ChunkedDecoder()
 
     /// Head bytes received so far when a head spans several calls.
@@ -134,8 +135,8 @@ public struct ResponseParser: Sendable {
     /// Interim (1xx) heads skipped in the current message.
     private var interimResponses = 0
 
-    private var allowsPersistence = false
-    private var faultyFraming = false
+    @usableFromInline private(set) var allowsPersistence = false
+    @usableFromInline private(set) var faultyFraming = false
 
     /// How the body of the current response is delimited; set when ``ParseEvent/head(_:)`` is reported.
     public private(set) var framing: BodyFraming?
@@ -155,6 +156,11 @@ public struct ResponseParser: Sendable {
 
     /// Whether every byte of the message has been consumed: ``ParseEvent/end`` has been reported, or
     /// the next call reports it without needing input. A close-delimited body completes only in ``finish()``.
+    ///
+    /// This and the other questions below are `@inlinable`: called from another module, a member of this
+    /// 248-byte struct got a copy of the parser on the caller's stack for each call site (ten in the
+    /// client's exchange, 2.5 KB of every transfer thread's deepest frame chain).
+    @inlinable
     public var isComplete: Bool {
         switch state {
         case .complete, .noBody, .fixedBody(remaining: 0): return true
@@ -166,6 +172,7 @@ public struct ResponseParser: Sendable {
     /// the message is complete and delimited (not close-delimited), the server did not say
     /// `Connection: close` (HTTP/1.1) or did say `Connection: keep-alive` (HTTP/1.0), and the framing
     /// was not faulty (`Transfer-Encoding` together with `Content-Length`, or in HTTP/1.0).
+    @inlinable
     public var isReusable: Bool {
         isComplete && headAllowsReuse
     }
@@ -175,6 +182,7 @@ public struct ResponseParser: Sendable {
     /// reported, so a client knows before the body whether a request sent ahead would be answered or
     /// closed on (a server that announced `Connection: close` may reset a connection that still holds
     /// unread requests, losing the rest of this response).
+    @inlinable
     public var headAllowsReuse: Bool {
         guard let framing, allowsPersistence, !faultyFraming else { return false }
         return framing != .untilClose
@@ -182,6 +190,7 @@ public struct ResponseParser: Sendable {
 
     /// Body bytes still expected in a `Content-Length` body, or nil when no such body is in progress.
     /// A caller may move up to this many bytes past the parser (``consumeBodyOutOfBand(_:)``).
+    @inlinable
     public var remainingFixedBodyBytes: Int64? {
         if case .fixedBody(let remaining) = state { return remaining }
         return nil
