@@ -137,17 +137,23 @@ package struct DownloadStateMachine<Failure: MachineError>: Sendable {
     }
 
     /// What the executor does next.
+    ///
+    /// The cases with large payloads (a request, a segment run, an error) are boxed (`indirect`): the
+    /// executor's loop keeps several actions in its frame, which stays on the stack under every exchange
+    /// of every transfer thread; boxed, an action is a word or two instead of hundreds of bytes, for one
+    /// allocation per step (docs/BENCHMARKS.md, "Stacks at 1,024 transfers"). The same holds for the
+    /// failures of the other answers below, which are built only when something fails.
     package enum Action: Sendable, Hashable {
         /// Send `request`; when `restart` is set, first discard the partial data (truncate to 0, forget
         /// the journal and any background sync, start the checksum again).
-        case send(MachineRequest, restart: RestartReason?)
+        indirect case send(MachineRequest, restart: RestartReason?)
         /// Reserve the run's space, then run segment workers over `[0, total)` and report with
         /// ``segmentsEnded(_:map:jitter:)``.
-        case runSegments(SegmentRun)
+        indirect case runSegments(SegmentRun)
         /// Ask the URL provider for a fresh URL and report with ``urlProvided(_:)``.
-        case askForURL(URLRefreshContext)
+        indirect case askForURL(URLRefreshContext)
         /// Checkpoint, wait `after` seconds (interruptible), then report ``retryDelayElapsed()``.
-        case retry(after: Double, attempt: Int, error: Failure)
+        indirect case retry(after: Double, attempt: Int, error: Failure)
         /// Wait `seconds` before starting the resource over (a segmented transfer saw it change), then
         /// report ``retryDelayElapsed()``.
         case backOff(seconds: Double)
@@ -157,7 +163,7 @@ package struct DownloadStateMachine<Failure: MachineError>: Sendable {
         /// ``existingDestination(_:policy:)``): remove the working files and keep it.
         case keepExisting
         /// Give up with this error (the executor keeps the partial data as its stop rules say).
-        case fail(Failure)
+        indirect case fail(Failure)
     }
 
     /// What to do with the body of a response whose head just arrived.
@@ -169,7 +175,7 @@ package struct DownloadStateMachine<Failure: MachineError>: Sendable {
         /// stream. Report ``exchangeEnded()`` after the last byte.
         case write(BodyWrite)
         /// Abort the exchange with this error and report it with ``failed(_:stopRequested:)``.
-        case abandon(Failure)
+        indirect case abandon(Failure)
     }
 
     /// How the body of an accepted response is written: everything the executor would otherwise have to
@@ -337,6 +343,11 @@ package struct DownloadStateMachine<Failure: MachineError>: Sendable {
     /// The effects decided since the last answer; the next answer hands them out. The record counts as
     /// changed from the start: the first checkpoint always writes it.
     private var outbox: [Effect] = [.recordChanged]
+    /// Whether `outbox` holds ``Effect/recordChanged`` (at most once an answer). Kept beside it rather than
+    /// searched for: `contains` over the effects is the generic `Equatable` of a type generic over
+    /// `Failure`, unspecialised from the executor's module — metadata lookups and value witnesses that were
+    /// the deepest frames of a transfer thread, under a response head.
+    private var recordChangeQueued = true
 
     /// A machine for the download of `url` (its identity) with `settings`, before anything is known of the
     /// resource or a partial.
@@ -358,7 +369,10 @@ package struct DownloadStateMachine<Failure: MachineError>: Sendable {
     }
 
     private mutating func takeEffects() -> [Effect] {
-        defer { outbox.removeAll(keepingCapacity: true) }
+        defer {
+            outbox.removeAll(keepingCapacity: true)
+            recordChangeQueued = false
+        }
         return outbox
     }
 
@@ -367,7 +381,9 @@ package struct DownloadStateMachine<Failure: MachineError>: Sendable {
     }
 
     private mutating func recordChanges() {
-        if !outbox.contains(.recordChanged) { outbox.append(.recordChanged) }
+        guard !recordChangeQueued else { return }
+        recordChangeQueued = true
+        outbox.append(.recordChanged)
     }
 
     private mutating func learnResumable(_ resumable: Bool) {
@@ -383,13 +399,13 @@ package struct DownloadStateMachine<Failure: MachineError>: Sendable {
         case goOn
         /// End the step with this failure (the executor reports it with ``failed(_:stopRequested:jitter:)``,
         /// which retries or gives up).
-        case fail(Failure)
+        indirect case fail(Failure)
     }
 
     /// The answer to ``verifying()``: what the executor checks before the rename.
     package enum Verification: Sendable, Hashable {
         /// The partial cannot be the resource (short, or the piece table does not describe its length).
-        case fail(Failure)
+        indirect case fail(Failure)
         /// Make the partial durable, then report the digest of each of `pieces` (when given) with
         /// ``piecesDigested(_:)`` and the file's `checksum` (when given) with ``fileDigested(_:)``.
         case check(pieces: PieceChecksums?, checksum: FinalChecksum?)
