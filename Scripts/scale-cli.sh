@@ -9,7 +9,8 @@
 #
 # Writes a Markdown table to stdout and, with SCALE_DOCS=1, between the markers in docs/BENCHMARKS.md.
 # SCALE_CLIENTS="DownloadKit" measures one client only; SCALE_WRAPPER="heaptrack -o /tmp/ht" runs the CLI
-# under a profiler (its figures are then the profiler's, not the CLI's).
+# under a profiler (its figures are then the profiler's, not the CLI's); SCALE_WRAPPER=Scripts/stack-depths.sh
+# reports how deep the transfer threads' stacks went and which functions went there.
 # Needs nginx, aria2c and GNU time (Scripts/install-deps.sh --bench installs them); builds the release CLI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
