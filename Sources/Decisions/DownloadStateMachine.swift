@@ -136,13 +136,12 @@ package struct DownloadStateMachine<Failure: MachineError>: Sendable {
         }
     }
 
+    // The cases with large payloads (a request, a segment run, an error) are boxed (`indirect`): the
+    // executor's loop keeps several actions in its frame, which stays on the stack under every exchange of
+    // every transfer thread; boxed, an action is a word or two, for one allocation per step
+    // (docs/BENCHMARKS.md, "Stacks at 1,024 transfers"). The failures of the answers below are boxed for
+    // the same reason, and are built only when something fails.
     /// What the executor does next.
-    ///
-    /// The cases with large payloads (a request, a segment run, an error) are boxed (`indirect`): the
-    /// executor's loop keeps several actions in its frame, which stays on the stack under every exchange
-    /// of every transfer thread; boxed, an action is a word or two instead of hundreds of bytes, for one
-    /// allocation per step (docs/BENCHMARKS.md, "Stacks at 1,024 transfers"). The same holds for the
-    /// failures of the other answers below, which are built only when something fails.
     package enum Action: Sendable, Hashable {
         /// Send `request`; when `restart` is set, first discard the partial data (truncate to 0, forget
         /// the journal and any background sync, start the checksum again).

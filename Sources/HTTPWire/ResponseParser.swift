@@ -154,12 +154,12 @@ public struct ResponseParser: Sendable {
         self.limits = limits
     }
 
+    // The questions below (`isComplete` to `remainingFixedBodyBytes`) are `@inlinable`: asked from another
+    // module, each call site got its own copy of the whole parser on the caller's stack, and the client's
+    // exchange, which asks them at many sites, is under every body byte of a transfer thread
+    // (docs/BENCHMARKS.md, "Stacks at 1,024 transfers").
     /// Whether every byte of the message has been consumed: ``ParseEvent/end`` has been reported, or
     /// the next call reports it without needing input. A close-delimited body completes only in ``finish()``.
-    ///
-    /// This and the other questions below are `@inlinable`: called from another module, a member of this
-    /// 248-byte struct got a copy of the parser on the caller's stack for each call site (ten in the
-    /// client's exchange, 2.5 KB of every transfer thread's deepest frame chain).
     @inlinable
     public var isComplete: Bool {
         switch state {
