@@ -329,8 +329,10 @@ public struct ResponseParser: Sendable {
         var index = 0
         while index < bytes.count {
             var scanStart = index
-            let budget = limits.maxHeadBytes - headBuffer.count
-            let scanEnd = scanStart + max(0, min(bytes.count - scanStart, budget))
+            // The head may take `maxHeadBytes` from where it starts: recomputed below when empty lines before
+            // the status line move that start (else a head fed all at once was cut short by the bytes of the
+            // skipped lines, and refused where the same bytes fed one by one were not).
+            var scanEnd = scanStart + max(0, min(bytes.count - scanStart, limits.maxHeadBytes - headBuffer.count))
             var headEnd: Int?
             while index < scanEnd {
                 let byte = bytes[index]
@@ -356,6 +358,7 @@ public struct ResponseParser: Sendable {
                         headBuffer.removeAll(keepingCapacity: true)
                         scanStart = index
                         headStart = messageBytesConsumed + index
+                        scanEnd = scanStart + min(bytes.count - scanStart, limits.maxHeadBytes)
                         continue
                     }
                     scanLineHasContent = false
