@@ -3,7 +3,7 @@ import Testing
 import TestOrigin
 import TestThreads
 
-@testable import DownloadKit
+@_spi(DownloadKitInternal) @testable import DownloadKit
 
 @Suite(.offPool) struct ResumeInfoTests {
     static func fullInfo() -> ResumeInfo {
@@ -314,5 +314,24 @@ import TestThreads
         for name in lookalikes { #expect(FileManager.default.createFile(atPath: dir.file(name), contents: Data([4]))) }
         ResumeInfo.removeStaleTemporaryFiles(for: path)
         #expect(dir.contents == (["other.dkresume.tmp-2147483000", "x.dkresume.tmp-\(getpid())"] + lookalikes).sorted())
+    }
+
+    /// A run killed while it wrote its first record, before any body byte, leaves an empty partial and the
+    /// record's temporary file (no record file): the next run sweeps it too (seen once in CI's chaos run,
+    /// where the last run's success left `file.bin.dkresume.tmp-<pid>` beside the file).
+    @Test func theRunAfterOneKilledBeforeItsFirstByteRemovesItsTemporaryRecord() async throws {
+        let origin = try FaultOrigin()
+        defer { origin.shutdown() }
+        origin.serve("/f", .resource(Resource(size: 200_000, seed: 77)))
+        let dir = try ScratchDirectory()
+        let destination = dir.file("f.bin")
+        let working = WorkingFiles(besideFile: destination)
+        #expect(FileManager.default.createFile(atPath: working.partial, contents: Data()))
+        // A pid far above pid_max: its writer is gone.
+        #expect(FileManager.default.createFile(atPath: working.resumeInfo + ".tmp-2147483000", contents: Data()))
+        let (result, _) = await runDownload(DownloadRequest(url: origin.url("/f"), destination: .file(destination)))
+        #expect(try result.get().bytes == 200_000)
+        #expect(dir.contents == ["f.bin"])
+        #expect(fileMatchesPattern(destination, size: 200_000, seed: 77))
     }
 }

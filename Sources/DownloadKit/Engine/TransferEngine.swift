@@ -248,6 +248,8 @@ final class TransferEngine {
             }
         }
 
+        // A partial already there, even empty, means a writer may have died here (below).
+        let partialWasThere = FileSystem.exists(tempPath)
         // The partial is checked on its open descriptor (ours, not writable by others, one link) before
         // a byte is read from or written to it.
         let (handle, size) = try PartialFileLock.openLocked(
@@ -262,8 +264,10 @@ final class TransferEngine {
         }
         if let replacementURL { machine.replaceURL(replacementURL) }
         // Under the lock no other live process writes this download's records: stale temporary ones are
-        // swept now, and only when a writer can have died here (it leaves its partial or its record).
-        if size > 0 || recordFileMayExist { ResumeInfo.removeStaleTemporaryFiles(for: infoPath) }
+        // swept now, and only when a writer can have died here (it leaves its partial or its record). An
+        // empty partial counts: a run killed while it wrote its first record, before a body byte (a
+        // segmented run's first checkpoint), left one and the record's temporary file beside it.
+        if partialWasThere || size > 0 || recordFileMayExist { ResumeInfo.removeStaleTemporaryFiles(for: infoPath) }
         let sameBoot = resumeInfo?.bootID != nil && resumeInfo?.bootID == FileSystem.bootID
         let plan = machine.partialData(fileLength: size, record: record, sameBoot: sameBoot)
         if plan.truncates { try handle.truncate(to: plan.keep) }
