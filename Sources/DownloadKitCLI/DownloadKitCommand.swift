@@ -1,10 +1,10 @@
 import ArgumentParser
 import DownloadKit
-import Synchronization
+import HTTPClient
 
 /// The `downloadkit` command and its subcommands; `downloadkit-fleet` (Fleet/) runs the same under its own name.
 public struct DownloadKitCommand: AsyncParsableCommand {
-    private static let name = Mutex("downloadkit")
+    private static let name = LockedValue("downloadkit")
 
     /// The command, its subcommands and the exit-status table, under the name given to ``main(named:)``.
     public static var configuration: CommandConfiguration {

@@ -3,7 +3,6 @@ import DownloadKit
 import DownloadKitManager
 import Logging
 import HTTPClient
-import Synchronization
 
 /// The PostgreSQL queue behind `queue --store postgres://…` (docs/FLEET.md), plugged into these commands by
 /// the executable that has it.
@@ -30,7 +29,7 @@ public protocol FleetQueue: Sendable {
 
 /// Where an executable installs its ``FleetQueue`` (at most one, before the commands run).
 public enum FleetQueues {
-    private static let installed = Mutex<(any FleetQueue)?>(nil)
+    private static let installed = LockedValue<(any FleetQueue)?>(nil)
 
     /// Installs the fleet queue `queue --store` uses in this process.
     public static func install(_ queue: any FleetQueue) {
