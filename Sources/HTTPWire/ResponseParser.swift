@@ -323,16 +323,22 @@ public struct ResponseParser: Sendable {
         }
     }
 
+    /// Where a scan for the head's end that starts at `start` of `count` bytes must stop: the head takes at
+    /// most `maxHeadBytes` from where it starts, counting what `headBuffer` already holds of it.
+    private func headScanEnd(from start: Int, in count: Int) -> Int {
+        start + max(0, min(count - start, limits.maxHeadBytes - headBuffer.count))
+    }
+
     /// Scans head bytes for the empty line that ends the head, copying them into `headBuffer` when
     /// the head spans calls, and parses each complete head. Interim heads are skipped in place.
     private mutating func parseHead(_ bytes: UnsafeRawBufferPointer) throws(WireError) -> ParseStep {
         var index = 0
         while index < bytes.count {
             var scanStart = index
-            // The head may take `maxHeadBytes` from where it starts: recomputed below when empty lines before
-            // the status line move that start (else a head fed all at once was cut short by the bytes of the
-            // skipped lines, and refused where the same bytes fed one by one were not).
-            var scanEnd = scanStart + max(0, min(bytes.count - scanStart, limits.maxHeadBytes - headBuffer.count))
+            // Recomputed below when empty lines before the status line move the head's start (else a head fed
+            // all at once was cut short by the bytes of the skipped lines, and refused where the same bytes fed
+            // one by one were not).
+            var scanEnd = headScanEnd(from: scanStart, in: bytes.count)
             var headEnd: Int?
             while index < scanEnd {
                 let byte = bytes[index]
@@ -358,7 +364,7 @@ public struct ResponseParser: Sendable {
                         headBuffer.removeAll(keepingCapacity: true)
                         scanStart = index
                         headStart = messageBytesConsumed + index
-                        scanEnd = scanStart + min(bytes.count - scanStart, limits.maxHeadBytes)
+                        scanEnd = headScanEnd(from: scanStart, in: bytes.count)
                         continue
                     }
                     scanLineHasContent = false
